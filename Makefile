@@ -1,0 +1,51 @@
+# plateau_exporter build, test and packaging entry points.
+# `make test` needs no root; `make integration` needs root (loop devices,
+# mounts, cgroups, FUSE) and is run by .ci/run.
+
+GO        ?= go
+BINARY    ?= plateau_exporter
+PKG       := github.com/plateau-exporter/plateau_exporter
+VERSION   ?= $(shell git describe --tags --always --dirty 2>/dev/null | sed 's/^v//' || echo 0.0.0)
+REVISION  ?= $(shell git rev-parse HEAD 2>/dev/null || echo unknown)
+BRANCH    ?= $(shell git rev-parse --abbrev-ref HEAD 2>/dev/null || echo unknown)
+BUILDDATE ?= $(shell date -u +%Y%m%d-%H:%M:%S)
+VERSION_PKG := github.com/prometheus/common/version
+LDFLAGS   := -X $(VERSION_PKG).Version=$(VERSION) -X $(VERSION_PKG).Revision=$(REVISION) \
+             -X $(VERSION_PKG).Branch=$(BRANCH) -X $(VERSION_PKG).BuildUser=$(shell id -un)@$(shell hostname) \
+             -X $(VERSION_PKG).BuildDate=$(BUILDDATE)
+STATICCHECK_VERSION ?= 2025.1.1
+FUZZTIME  ?= 10s
+
+.PHONY: all build test unit e2e integration lint fuzz bench clean
+
+all: build
+
+build:
+	$(GO) build -trimpath -ldflags "$(LDFLAGS)" -o $(BINARY) ./cmd/plateau_exporter
+
+# Unit, fixture, fuzz-seed and end-to-end tests; no root needed.
+test: build
+	$(GO) test -count=1 ./...
+
+# Root-only tests: loop-mounted file systems, FUSE, cgroups, real Prometheus.
+integration: build
+	@if [ "$$(id -u)" != 0 ]; then echo "make integration needs root (loop devices, mounts, cgroups)"; exit 1; fi
+	$(GO) test -count=1 -p 1 -tags integration -timeout 40m ./...
+
+lint:
+	@out=$$(gofmt -l $$(git ls-files '*.go') 2>&1); if [ -n "$$out" ]; then echo "gofmt would change:"; echo "$$out"; exit 1; fi
+	$(GO) vet ./...
+	$(GO) vet -tags integration ./...
+	$(GO) run honnef.co/go/tools/cmd/staticcheck@$(STATICCHECK_VERSION) ./...
+
+# Runs every Fuzz target for FUZZTIME each, seeded by its fixtures.
+fuzz:
+	./.ci/fuzz.sh $(FUZZTIME)
+
+bench: build
+	$(GO) test -run '^$$' -bench . -benchmem ./...
+
+clean:
+	rm -f $(BINARY)
+
+-include packaging/packaging.mk

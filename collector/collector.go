@@ -1,0 +1,205 @@
+// Package collector owns plateau_exporter's counter collectors: GPFS, InfiniBand,
+// NVMe and NFS client statistics read at scrape time. It follows
+// node_exporter's model: one file per collector, each registered with a
+// --collector.<name> flag, and a per-collector success and duration metric so
+// that a failing subsystem is visible without failing the whole scrape.
+package collector
+
+import (
+	"errors"
+	"fmt"
+	"sort"
+	"sync"
+	"time"
+
+	"github.com/alecthomas/kingpin/v2"
+	"github.com/go-kit/log"
+	"github.com/go-kit/log/level"
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// namespace prefixes every metric this exporter produces.
+const namespace = "plateau"
+
+// Collector is what each counter collector implements: it sends the metrics
+// it read during one scrape to ch, or returns an error.
+type Collector interface {
+	Update(ch chan<- prometheus.Metric) error
+}
+
+// ErrNoData tells the registry that the subsystem is absent on this host
+// (no GPFS, no InfiniBand HCA). The collector is reported as failed but only
+// logged at debug level, as node_exporter does.
+var ErrNoData = errors.New("collector returned no data")
+
+// IsNoDataError reports whether err is, or wraps, ErrNoData.
+func IsNoDataError(err error) bool { return errors.Is(err, ErrNoData) }
+
+type factoryFunc func(logger log.Logger) (Collector, error)
+
+// registration is filled only from init() functions together with the
+// kingpin flags, the one kind of package-level state the project allows.
+var (
+	factories      = map[string]factoryFunc{}
+	collectorState = map[string]*bool{}
+	forcedFlags    = map[string]bool{}
+)
+
+var (
+	scrapeDurationDesc = prometheus.NewDesc(
+		prometheus.BuildFQName(namespace, "scrape", "collector_duration_seconds"),
+		"Time the collector took to read its counters during this scrape, in seconds.",
+		[]string{"collector"}, nil,
+	)
+	scrapeSuccessDesc = prometheus.NewDesc(
+		prometheus.BuildFQName(namespace, "scrape", "collector_success"),
+		"1 if the collector read its counters during this scrape, 0 if it failed or found no data.",
+		[]string{"collector"}, nil,
+	)
+)
+
+// registerCollector is called from each collector's init(): it adds the
+// --collector.<name> flag and remembers how to build the collector.
+func registerCollector(name string, enabledByDefault bool, factory factoryFunc) {
+	state := "disabled"
+	if enabledByDefault {
+		state = "enabled"
+	}
+	flagName := "collector." + name
+	help := fmt.Sprintf("Enable the %s collector (default: %s).", name, state)
+	def := "false"
+	if enabledByDefault {
+		def = "true"
+	}
+	flag := kingpin.Flag(flagName, help).Default(def).Action(collectorFlagAction(name)).Bool()
+	collectorState[name] = flag
+	factories[name] = factory
+}
+
+// collectorFlagAction records which collectors were set explicitly, so that
+// --collector.disable-defaults keeps them.
+func collectorFlagAction(name string) func(*kingpin.ParseContext) error {
+	return func(*kingpin.ParseContext) error {
+		forcedFlags[name] = true
+		return nil
+	}
+}
+
+var disableDefaultCollectors = kingpin.Flag(
+	"collector.disable-defaults",
+	"Disable all collectors that are enabled by default; enable the ones wanted with --collector.<name>.",
+).Default("false").Bool()
+
+// Names lists every registered collector, sorted.
+func Names() []string {
+	names := make([]string, 0, len(factories))
+	for n := range factories {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	return names
+}
+
+// Registry runs the enabled collectors on each scrape, concurrently, and adds
+// the per-collector success and duration metrics. It implements
+// prometheus.Collector.
+type Registry struct {
+	collectors map[string]Collector
+	logger     log.Logger
+}
+
+// NewRegistry builds the collectors enabled by flags. With filters, only the
+// named collectors are built (they must be enabled), as node_exporter's
+// collect[] parameter does.
+func NewRegistry(logger log.Logger, filters ...string) (*Registry, error) {
+	enabled := map[string]bool{}
+	for name, on := range collectorState {
+		if *on && (!*disableDefaultCollectors || forcedFlags[name]) {
+			enabled[name] = true
+		}
+	}
+	if len(filters) > 0 {
+		want := map[string]bool{}
+		for _, f := range filters {
+			if _, ok := factories[f]; !ok {
+				return nil, fmt.Errorf("collector %q does not exist", f)
+			}
+			if !enabled[f] {
+				return nil, fmt.Errorf("collector %q is disabled", f)
+			}
+			want[f] = true
+		}
+		enabled = want
+	}
+	r := &Registry{collectors: map[string]Collector{}, logger: logger}
+	for name := range enabled {
+		c, err := factories[name](log.With(logger, "collector", name))
+		if err != nil {
+			return nil, fmt.Errorf("collector %s: %w", name, err)
+		}
+		r.collectors[name] = c
+	}
+	return r, nil
+}
+
+// NewRegistryFrom wraps already built collectors; tests and benchmarks use it
+// to run a collector through the same success/duration accounting.
+func NewRegistryFrom(logger log.Logger, collectors map[string]Collector) *Registry {
+	return &Registry{collectors: collectors, logger: logger}
+}
+
+// Enabled lists the collectors this registry runs, sorted.
+func (r *Registry) Enabled() []string {
+	names := make([]string, 0, len(r.collectors))
+	for n := range r.collectors {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	return names
+}
+
+// Describe implements prometheus.Collector.
+func (r *Registry) Describe(ch chan<- *prometheus.Desc) {
+	ch <- scrapeDurationDesc
+	ch <- scrapeSuccessDesc
+}
+
+// Collect implements prometheus.Collector.
+func (r *Registry) Collect(ch chan<- prometheus.Metric) {
+	var wg sync.WaitGroup
+	wg.Add(len(r.collectors))
+	for name, c := range r.collectors {
+		go func(name string, c Collector) {
+			defer wg.Done()
+			r.execute(name, c, ch)
+		}(name, c)
+	}
+	wg.Wait()
+}
+
+func (r *Registry) execute(name string, c Collector, ch chan<- prometheus.Metric) {
+	begin := time.Now()
+	err := c.Update(ch)
+	duration := time.Since(begin)
+	success := 1.0
+	if err != nil {
+		success = 0
+		if IsNoDataError(err) {
+			level.Debug(r.logger).Log("msg", "collector returned no data", "collector", name, "duration_seconds", duration.Seconds(), "err", err)
+		} else {
+			level.Error(r.logger).Log("msg", "collector failed", "collector", name, "duration_seconds", duration.Seconds(), "err", err)
+		}
+	}
+	ch <- prometheus.MustNewConstMetric(scrapeDurationDesc, prometheus.GaugeValue, duration.Seconds(), name)
+	ch <- prometheus.MustNewConstMetric(scrapeSuccessDesc, prometheus.GaugeValue, success, name)
+}
+
+// typedDesc pairs a descriptor with its value type so collectors declare both once.
+type typedDesc struct {
+	desc      *prometheus.Desc
+	valueType prometheus.ValueType
+}
+
+func (d *typedDesc) mustNewConstMetric(value float64, labels ...string) prometheus.Metric {
+	return prometheus.MustNewConstMetric(d.desc, d.valueType, value, labels...)
+}
