@@ -1,0 +1,75 @@
+package probe
+
+import (
+	"context"
+	"sort"
+)
+
+// kindSpec is what the engine knows about one probe kind: which config keys
+// it takes, its defaults and checks, how much I/O a run moves (for budgets),
+// and how to run it.
+type kindSpec struct {
+	keys        []string
+	ops         []string
+	setDefaults func(*ProbeConfig)
+	validate    func(*ProbeConfig) []fieldError
+	bytesPerRun func(*ProbeConfig) int64
+	run         func(ctx context.Context, rc *runContext) error
+}
+
+// runContext is handed to a kind's run function.
+type runContext struct {
+	cfg    *ProbeConfig
+	dir    *runDir
+	result *Result
+	// nonce makes this run's data differ from every other run's.
+	nonce uint64
+}
+
+// addOp records one measured phase.
+func (rc *runContext) addOp(op string, bytes, operations int64, seconds float64, lat *latencyRecorder) {
+	o := OpResult{Op: op, Bytes: bytes, Operations: operations, Seconds: seconds}
+	if lat != nil {
+		o.Latency = lat.Snapshot()
+	}
+	rc.result.Ops = append(rc.result.Ops, o)
+}
+
+// kinds is the fixed table of probe kinds.
+var kinds = map[string]kindSpec{
+	KindSequential: sequentialKind,
+}
+
+// KindNames lists the probe kinds, sorted.
+func KindNames() []string {
+	names := make([]string, 0, len(kinds))
+	for n := range kinds {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	return names
+}
+
+// OpsOf lists the ops a kind reports.
+func OpsOf(kind string) []string { return kinds[kind].ops }
+
+// BytesPerRun is the data a probe moves in one run, for I/O budgets.
+func BytesPerRun(p *ProbeConfig) int64 { return kinds[p.Kind].bytesPerRun(p) }
+
+func positive(p *ProbeConfig, key string, v int64, errs []fieldError) []fieldError {
+	if v <= 0 {
+		errs = append(errs, fieldError{key, "must be positive"})
+	}
+	return errs
+}
+
+// checkBlockSize enforces what O_DIRECT needs of every data probe's transfers.
+func checkBlockSize(bs int64, errs []fieldError) []fieldError {
+	if bs <= 0 || bs%defaultAlign != 0 {
+		return append(errs, fieldError{"block_size", "must be a positive multiple of 4KiB (O_DIRECT alignment)"})
+	}
+	if bs > 1<<30 {
+		return append(errs, fieldError{"block_size", "must be at most 1GiB"})
+	}
+	return errs
+}

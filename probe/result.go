@@ -1,0 +1,115 @@
+package probe
+
+import (
+	"context"
+	"errors"
+	"syscall"
+	"time"
+)
+
+// Result is what one probe run measured. A worker process prints it as JSON
+// on stdout; the in-process path returns it directly.
+type Result struct {
+	Target string    `json:"target"`
+	Probe  string    `json:"probe"`
+	Kind   string    `json:"kind"`
+	Start  time.Time `json:"start"`
+	End    time.Time `json:"end"`
+	// Direct is true when the data went through O_DIRECT.
+	Direct bool `json:"direct"`
+	// Engine names how the I/O was issued (sync, libaio, io_uring, goroutines).
+	Engine string     `json:"engine"`
+	Ops    []OpResult `json:"ops,omitempty"`
+	// Skipped is set, with a reason, when the probe decided not to run.
+	Skipped string `json:"skipped,omitempty"`
+	// Reason is the error class of a failed run (enospc, eio, ... timeout,
+	// other); empty on success.
+	Reason string `json:"reason,omitempty"`
+	Error  string `json:"error,omitempty"`
+	// Swept counts leftovers of killed runs removed before this run.
+	Swept int `json:"swept,omitempty"`
+}
+
+// OK reports whether the run completed and measured something.
+func (r *Result) OK() bool { return r.Reason == "" && r.Skipped == "" }
+
+// Op returns the result of one operation, or nil.
+func (r *Result) Op(name string) *OpResult {
+	for i := range r.Ops {
+		if r.Ops[i].Op == name {
+			return &r.Ops[i]
+		}
+	}
+	return nil
+}
+
+// OpResult is one phase of a run (write, read, create, ...).
+type OpResult struct {
+	Op         string  `json:"op"`
+	Bytes      int64   `json:"bytes"`
+	Operations int64   `json:"operations"`
+	Seconds    float64 `json:"seconds"`
+	// Latency of each operation of the phase (one block, one syscall).
+	Latency *LatencyHistogram `json:"latency,omitempty"`
+}
+
+// BytesPerSecond is the phase's throughput.
+func (o *OpResult) BytesPerSecond() float64 {
+	if o.Seconds <= 0 {
+		return 0
+	}
+	return float64(o.Bytes) / o.Seconds
+}
+
+// OperationsPerSecond is the phase's operation rate.
+func (o *OpResult) OperationsPerSecond() float64 {
+	if o.Seconds <= 0 {
+		return 0
+	}
+	return float64(o.Operations) / o.Seconds
+}
+
+// Error reasons of the metric contract, from errno.
+const (
+	ReasonENOSPC  = "enospc"
+	ReasonEIO     = "eio"
+	ReasonEACCES  = "eacces"
+	ReasonEROFS   = "erofs"
+	ReasonESTALE  = "estale"
+	ReasonEDQUOT  = "edquot"
+	ReasonTimeout = "timeout"
+	ReasonOther   = "other"
+	// ReasonUnsafe is a probe directory the safety rules refuse.
+	ReasonUnsafe = "unsafe"
+)
+
+// Reasons lists every error reason, so counters start at zero.
+var Reasons = []string{ReasonENOSPC, ReasonEIO, ReasonEACCES, ReasonEROFS, ReasonESTALE, ReasonEDQUOT, ReasonTimeout, ReasonUnsafe, ReasonOther}
+
+// errUnsafe marks a probe directory that breaks the safety rules.
+var errUnsafe = errors.New("unsafe probe directory")
+
+// ReasonOf classifies an error by its errno.
+func ReasonOf(err error) string {
+	switch {
+	case err == nil:
+		return ""
+	case errors.Is(err, errUnsafe):
+		return ReasonUnsafe
+	case errors.Is(err, syscall.ENOSPC):
+		return ReasonENOSPC
+	case errors.Is(err, syscall.EDQUOT):
+		return ReasonEDQUOT
+	case errors.Is(err, syscall.EIO):
+		return ReasonEIO
+	case errors.Is(err, syscall.EACCES), errors.Is(err, syscall.EPERM):
+		return ReasonEACCES
+	case errors.Is(err, syscall.EROFS):
+		return ReasonEROFS
+	case errors.Is(err, syscall.ESTALE):
+		return ReasonESTALE
+	case errors.Is(err, context.DeadlineExceeded), errors.Is(err, syscall.ETIMEDOUT):
+		return ReasonTimeout
+	}
+	return ReasonOther
+}
