@@ -1,0 +1,73 @@
+// Command plateau_exporter probes HPC file systems on a schedule, reads
+// storage and fabric counters, and exports both beside the characterized
+// plateau for Prometheus. This file only wires flags to commands.
+package main
+
+import (
+	"fmt"
+	"os"
+
+	"github.com/alecthomas/kingpin/v2"
+	"github.com/prometheus/common/version"
+	"github.com/prometheus/exporter-toolkit/web/kingpinflag"
+)
+
+const defaultConfigFile = "/etc/plateau_exporter/plateau.yml"
+
+func main() {
+	app := kingpin.CommandLine
+	app.Name = "plateau_exporter"
+	app.Help = "Probes file systems against their characterized plateau and exports the results, with GPFS, InfiniBand, NVMe and NFS counters, for Prometheus."
+	app.Version(version.Print("plateau_exporter"))
+	app.HelpFlag.Short('h')
+
+	var (
+		logLevel   = app.Flag("log.level", "Only log messages with the given severity or above: debug, info, warn, error.").Default("info").Enum("debug", "info", "warn", "error")
+		logFormat  = app.Flag("log.format", "Output format of log messages: logfmt or json.").Default("logfmt").Enum("logfmt", "json")
+		configFile = app.Flag("config.file", "Probe configuration file. Default: "+defaultConfigFile+" if it exists, else the embedded default (a small probe in the OS temp directory).").String()
+		hostname   = app.Flag("probe.hostname", "Name of the per-host probe directory under each target path. Default: the host name.").String()
+	)
+
+	serveCmd := app.Command("serve", "Run the exporter: probe on schedule, serve /metrics (the default command).").Default()
+	webFlags := kingpinflag.AddFlags(serveCmd, ":9731")
+	metricsPath := serveCmd.Flag("web.telemetry-path", "Path under which to expose metrics.").Default("/metrics").String()
+	disableExporterMetrics := serveCmd.Flag("web.disable-exporter-metrics", "Exclude the exporter's own Go runtime and process metrics from /metrics.").Bool()
+	maxRequests := serveCmd.Flag("web.max-requests", "Maximum number of parallel scrape requests; 0 disables the limit.").Default("40").Int()
+
+	workerCmd := app.Command("probe-worker", "Run one probe request from stdin and print its result (used by the daemon).").Hidden()
+	checkCmd := app.Command("check-config", "Validate the configuration and print what would run on this host.")
+
+	cmd := kingpin.MustParse(app.Parse(os.Args[1:]))
+	logger := newLogger(*logLevel, *logFormat, os.Stderr)
+	host := *hostname
+	if host == "" {
+		h, err := os.Hostname()
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "plateau_exporter: host name:", err)
+			os.Exit(2)
+		}
+		host = h
+	}
+
+	var err error
+	switch cmd {
+	case serveCmd.FullCommand():
+		err = serve(logger, serveOptions{
+			configFile:             *configFile,
+			hostname:               host,
+			webFlags:               webFlags,
+			metricsPath:            *metricsPath,
+			disableExporterMetrics: *disableExporterMetrics,
+			maxRequests:            *maxRequests,
+			logLevel:               *logLevel,
+		})
+	case workerCmd.FullCommand():
+		err = runWorker()
+	case checkCmd.FullCommand():
+		err = checkConfig(os.Stdout, *configFile, host)
+	}
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "plateau_exporter:", err)
+		os.Exit(exitCode(err))
+	}
+}

@@ -1,0 +1,212 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"os"
+	"os/signal"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/go-kit/log"
+	"github.com/go-kit/log/level"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	versioncollector "github.com/prometheus/client_golang/prometheus/collectors/version"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"github.com/prometheus/common/version"
+	"github.com/prometheus/exporter-toolkit/web"
+
+	"github.com/plateau-exporter/plateau_exporter/collector"
+	"github.com/plateau-exporter/plateau_exporter/probe"
+)
+
+type serveOptions struct {
+	configFile             string
+	hostname               string
+	webFlags               *web.FlagConfig
+	metricsPath            string
+	disableExporterMetrics bool
+	maxRequests            int
+	logLevel               string
+}
+
+// loadConfig reads the named file; with none named, the packaged file if it
+// exists, else the embedded default.
+func loadConfig(name string) (*probe.Config, error) {
+	if name == "" {
+		if _, err := os.Stat(defaultConfigFile); err == nil {
+			name = defaultConfigFile
+		} else {
+			return probe.LoadEmbedded()
+		}
+	}
+	return probe.LoadConfigFile(name)
+}
+
+// reloader swaps the running config on SIGHUP or POST /-/reload; a config
+// that fails to load leaves the running one in place.
+type reloader struct {
+	mu        sync.Mutex
+	logger    log.Logger
+	name      string
+	scheduler *probe.Scheduler
+	success   prometheus.Gauge
+	timestamp prometheus.Gauge
+}
+
+func (r *reloader) reload() error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	cfg, err := loadConfig(r.name)
+	if err != nil {
+		r.success.Set(0)
+		level.Error(r.logger).Log("msg", "reload failed; keeping the running config", "err", err)
+		return err
+	}
+	r.scheduler.Apply(cfg)
+	r.success.Set(1)
+	r.timestamp.SetToCurrentTime()
+	level.Info(r.logger).Log("msg", "config loaded", "source", cfg.Source, "targets", len(cfg.Targets))
+	return nil
+}
+
+func serve(logger log.Logger, o serveOptions) error {
+	level.Info(logger).Log("msg", "starting plateau_exporter", "version", version.Info(), "build_context", version.BuildContext())
+	cfg, err := loadConfig(o.configFile)
+	if err != nil {
+		return exitErr(2, err)
+	}
+
+	counters, err := collector.NewRegistry(logger)
+	if err != nil {
+		return exitErr(2, err)
+	}
+	level.Info(logger).Log("msg", "counter collectors enabled", "collectors", fmt.Sprint(counters.Enabled()))
+
+	store := probe.NewStore()
+	runner := &probe.WorkerRunner{Command: probe.DefaultWorkerCommand(), Logger: logger}
+	scheduler := probe.NewScheduler(logger, o.hostname, runner, store)
+
+	reloadSuccess := prometheus.NewGauge(prometheus.GaugeOpts{
+		Name: "plateau_config_last_reload_successful",
+		Help: "1 if the last attempt to load the configuration succeeded, 0 if it failed and the previous one is still running.",
+	})
+	reloadTime := prometheus.NewGauge(prometheus.GaugeOpts{
+		Name: "plateau_config_last_reload_success_timestamp_seconds",
+		Help: "Unix time of the last successful configuration load.",
+	})
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(versioncollector.NewCollector("plateau_exporter"), store, counters, reloadSuccess, reloadTime)
+	if !o.disableExporterMetrics {
+		reg.MustRegister(collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}), collectors.NewGoCollector())
+	}
+
+	rl := &reloader{logger: logger, name: o.configFile, scheduler: scheduler, success: reloadSuccess, timestamp: reloadTime}
+	scheduler.Apply(cfg)
+	reloadSuccess.Set(1)
+	reloadTime.SetToCurrentTime()
+	level.Info(logger).Log("msg", "config loaded", "source", cfg.Source, "targets", len(cfg.Targets))
+
+	mux := http.NewServeMux()
+	mux.Handle(o.metricsPath, promhttp.HandlerFor(reg, promhttp.HandlerOpts{
+		ErrorLog:            stdlibLogger{logger},
+		ErrorHandling:       promhttp.ContinueOnError,
+		MaxRequestsInFlight: o.maxRequests,
+		// Scrapes read snapshots and fast counters; nothing should take long.
+		Timeout:           30 * time.Second,
+		EnableOpenMetrics: true,
+	}))
+	mux.HandleFunc("/-/healthy", func(w http.ResponseWriter, _ *http.Request) {
+		fmt.Fprintln(w, "Healthy")
+	})
+	mux.HandleFunc("/-/ready", func(w http.ResponseWriter, _ *http.Request) {
+		fmt.Fprintln(w, "Ready")
+	})
+	mux.HandleFunc("/-/reload", func(w http.ResponseWriter, r *http.Request) {
+		if r.Method != http.MethodPost && r.Method != http.MethodPut {
+			w.Header().Set("Allow", "POST, PUT")
+			http.Error(w, "reload needs POST or PUT", http.StatusMethodNotAllowed)
+			return
+		}
+		if err := rl.reload(); err != nil {
+			http.Error(w, fmt.Sprintf("failed to reload config: %s", err), http.StatusInternalServerError)
+			return
+		}
+		fmt.Fprintln(w, "config reloaded")
+	})
+	if o.metricsPath != "/" {
+		landing, err := web.NewLandingPage(web.LandingConfig{
+			Name:        "plateau_exporter",
+			Description: "File-system probes beside their characterized plateau, with GPFS, InfiniBand, NVMe and NFS counters",
+			Version:     version.Info(),
+			Links: []web.LandingLinks{
+				{Address: o.metricsPath, Text: "Metrics"},
+				{Address: "/-/healthy", Text: "Health"},
+			},
+		})
+		if err != nil {
+			return fmt.Errorf("landing page: %w", err)
+		}
+		mux.Handle("/", landing)
+	}
+
+	server := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+	serveErr := make(chan error, 1)
+	go func() { serveErr <- web.ListenAndServe(server, o.webFlags, slogFor(logger, o.logLevel)) }()
+
+	signals := make(chan os.Signal, 1)
+	signal.Notify(signals, syscall.SIGHUP, syscall.SIGTERM, os.Interrupt)
+	defer signal.Stop(signals)
+	for {
+		select {
+		case err := <-serveErr:
+			scheduler.Stop()
+			if errors.Is(err, http.ErrServerClosed) {
+				return nil
+			}
+			return exitErr(1, err)
+		case sig := <-signals:
+			if sig == syscall.SIGHUP {
+				_ = rl.reload()
+				continue
+			}
+			level.Info(logger).Log("msg", "shutting down", "signal", sig)
+			scheduler.Stop()
+			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+			err := server.Shutdown(ctx)
+			cancel()
+			return err
+		}
+	}
+}
+
+// stdlibLogger adapts go-kit to promhttp's error log.
+type stdlibLogger struct{ l log.Logger }
+
+func (s stdlibLogger) Println(v ...any) { level.Error(s.l).Log("msg", fmt.Sprint(v...)) }
+
+type exitError struct {
+	code int
+	err  error
+}
+
+func (e *exitError) Error() string { return e.err.Error() }
+func (e *exitError) Unwrap() error { return e.err }
+
+func exitErr(code int, err error) error { return &exitError{code: code, err: err} }
+
+func exitCode(err error) int {
+	var ee *exitError
+	if errors.As(err, &ee) {
+		return ee.code
+	}
+	return 1
+}
+
+func runWorker() error {
+	return probe.WorkerMain(os.Stdin, os.Stdout)
+}
