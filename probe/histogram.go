@@ -35,9 +35,9 @@ type latencyRecorder struct {
 
 func newLatencyRecorder() *latencyRecorder {
 	return &latencyRecorder{h: prometheus.NewHistogram(prometheus.HistogramOpts{
-		Name:                            "latency",
-		Help:                            "probe-internal",
-		Buckets:                         LatencyBuckets,
+		Name:    "latency",
+		Help:    "probe-internal",
+		Buckets: LatencyBuckets,
 		// Factor 1.1 selects schema 3: buckets ~9% wide, fine enough for
 		// percentiles of a latency distribution.
 		NativeHistogramBucketFactor:     1.1,

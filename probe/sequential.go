@@ -160,4 +160,3 @@ func parallel(n int, lat *latencyRecorder, fn func(int, *latencyRecorder) error)
 	}
 	return secs, nil
 }
-

@@ -41,7 +41,9 @@ type WorkerRunner struct {
 	// Command is the worker's argv; the request goes to its stdin as JSON
 	// and the result comes back on stdout.
 	Command []string
-	Logger  log.Logger
+	// Env is added to the daemon's environment for the worker.
+	Env    []string
+	Logger log.Logger
 	// KillGrace is how long to wait for exit after SIGKILL before the
 	// worker is counted as abandoned.
 	KillGrace time.Duration
@@ -68,6 +70,9 @@ func (w *WorkerRunner) Run(ctx context.Context, req Request) Outcome {
 	}
 	cmd := exec.Command(w.Command[0], w.Command[1:]...)
 	cmd.Stdin = bytes.NewReader(payload)
+	if len(w.Env) > 0 {
+		cmd.Env = append(os.Environ(), w.Env...)
+	}
 	var stdout limitedBuffer
 	stdout.limit = maxResultBytes
 	var stderr limitedBuffer

@@ -18,7 +18,9 @@ func newLogger(lvl, format string, w io.Writer) log.Logger {
 	} else {
 		l = log.NewLogfmtLogger(log.NewSyncWriter(w))
 	}
-	l = log.With(l, "ts", log.TimestampFormat(time.Now, time.RFC3339Nano), "caller", log.DefaultCaller)
+	// Caller depth 5 skips the level and filter wrappers to name the
+	// line that logged.
+	l = log.With(l, "ts", log.TimestampFormat(time.Now, time.RFC3339Nano), "caller", log.Caller(5))
 	return level.NewFilter(l, level.Allow(level.ParseDefault(lvl, level.InfoValue())))
 }
 

@@ -1,0 +1,173 @@
+package probe
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+func TestEmbeddedDefaultIsValidAndLight(t *testing.T) {
+	cfg, err := LoadEmbedded()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(cfg.Targets) != 1 || len(cfg.Targets[0].Probes) != 1 {
+		t.Fatalf("want one target with one probe, got %+v", cfg.Targets)
+	}
+	tg, p := cfg.Targets[0], cfg.Targets[0].Probes[0]
+	if !strings.HasPrefix(tg.Path, os.TempDir()) || !tg.CreatePath {
+		t.Errorf("default target should be a creatable dir in %s, got %q", os.TempDir(), tg.Path)
+	}
+	if p.Kind != KindSequential || p.FileSize != 64<<20 || p.BlockSize != 4<<20 || p.Interval != 30*time.Second {
+		t.Errorf("default probe = %+v, want sequential 64MiB in 4MiB blocks every 30s", p)
+	}
+	if p.Timeout >= p.Interval {
+		t.Errorf("timeout %s must be shorter than interval %s", p.Timeout, p.Interval)
+	}
+}
+
+func TestDesignExampleParses(t *testing.T) {
+	cfg, err := ParseConfig([]byte(`
+defaults:
+  interval: 15m
+  timeout: 2m
+  splay: true
+targets:
+  - name: scratch
+    path: /gpfs/scratch/.plateau
+    min_free_ratio: 0.05
+    max_bytes_per_hour: 8GiB
+    warning_ratio: 0.7
+    probes:
+      - {name: seq, kind: sequential, workers: 1, file_size: 256MiB, block_size: 8MiB}
+      - {name: seq4, kind: sequential, workers: 4, file_size: 1G, block_size: 8M, interval: 1h, timeout: 5m, splay: false}
+baselines_file: /var/lib/plateau_exporter/baselines.yml
+`), "plateau.yml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	tg := cfg.Targets[0]
+	if tg.MaxBytesPerHour != 8<<30 || tg.MinFreeRatio != 0.05 || tg.WarningRatio != 0.7 || tg.CriticalRatio != DefaultCriticalRatio {
+		t.Errorf("target = %+v", tg)
+	}
+	p := tg.Probes[1]
+	if p.Workers != 4 || p.FileSize != 1<<30 || p.BlockSize != 8<<20 || p.Interval != time.Hour || p.Timeout != 5*time.Minute || p.Splay {
+		t.Errorf("probe = %+v", p)
+	}
+	if tg.Probes[0].Interval != 15*time.Minute || tg.Probes[0].Timeout != 2*time.Minute || !tg.Probes[0].Splay {
+		t.Errorf("defaults not applied: %+v", tg.Probes[0])
+	}
+	if cfg.BaselinesFile != "/var/lib/plateau_exporter/baselines.yml" {
+		t.Errorf("baselines_file = %q", cfg.BaselinesFile)
+	}
+}
+
+// Every bad config must be rejected with an error naming file, line and field.
+func TestBadConfigsNameLineAndField(t *testing.T) {
+	const head = "targets:\n  - name: a\n    path: /tmp\n    probes:\n"
+	for _, tc := range []struct {
+		name, yaml, want string
+	}{
+		{"unknown top-level key", "bogus: 1\n" + head + "      - {name: s, kind: sequential}\n", "cfg.yml:1: bogus: unknown key"},
+		{"unknown target key", "targets:\n  - name: a\n    path: /tmp\n    colour: red\n    probes:\n      - {name: s, kind: sequential}\n", "cfg.yml:4: targets[0].colour: unknown key"},
+		{"unknown probe key", head + "      - name: s\n        kind: sequential\n        blocksize: 4MiB\n", "cfg.yml:7: targets[0].probes[0].blocksize: unknown key"},
+		{"key of another kind", head + "      - name: s\n        kind: sequential\n        queue_depth: 16\n", "cfg.yml:7: targets[0].probes[0].queue_depth: does not apply to kind \"sequential\""},
+		{"bad size", head + "      - name: s\n        kind: sequential\n        file_size: 12 parsecs\n", "cfg.yml:7: targets[0].probes[0].file_size: invalid size"},
+		{"decimal unit", head + "      - name: s\n        kind: sequential\n        block_size: 8MB\n", "cfg.yml:7: targets[0].probes[0].block_size: invalid size unit \"MB\""},
+		{"unaligned block", head + "      - name: s\n        kind: sequential\n        block_size: 1000\n        file_size: 1000\n", "cfg.yml:7: targets[0].probes[0].block_size: must be a positive multiple of 4KiB"},
+		{"duplicate target", head + "      - {name: s, kind: sequential}\n  - name: a\n    path: /tmp\n    probes:\n      - {name: s, kind: sequential}\n", "cfg.yml:6: targets[1].name: duplicate target name \"a\" (first defined at line 2)"},
+		{"duplicate probe", head + "      - {name: s, kind: sequential}\n      - {name: s, kind: sequential}\n", "cfg.yml:6: targets[0].probes[1].name: duplicate probe name \"s\""},
+		{"missing path", "targets:\n  - name: a\n    probes:\n      - {name: s, kind: sequential}\n", "cfg.yml:2: targets[0].path: is required"},
+		{"relative path", "targets:\n  - name: a\n    path: scratch\n    probes:\n      - {name: s, kind: sequential}\n", "cfg.yml:3: targets[0].path: must be an absolute path"},
+		{"unknown kind", head + "      - {name: s, kind: iozone}\n", "cfg.yml:5: targets[0].probes[0].kind: unknown probe kind \"iozone\""},
+		{"timeout not below interval", head + "      - {name: s, kind: sequential, interval: 10s, timeout: 10s}\n", "cfg.yml:5: targets[0].probes[0].timeout: must be positive and shorter than the interval"},
+		{"bad duration", "defaults:\n  interval: often\n" + head + "      - {name: s, kind: sequential}\n", "cfg.yml:2: defaults.interval: invalid duration \"often\""},
+		{"ratio out of range", "targets:\n  - name: a\n    path: /tmp\n    min_free_ratio: 5\n    probes:\n      - {name: s, kind: sequential}\n", "cfg.yml:4: targets[0].min_free_ratio: must be a number between 0 and 1"},
+		{"duplicate key", "targets:\n  - name: a\n    name: b\n    path: /tmp\n    probes:\n      - {name: s, kind: sequential}\n", "cfg.yml:3: targets[0].name: duplicate key"},
+		{"yaml syntax", "targets: [\n", "cfg.yml: line"},
+		{"no targets", "defaults: {interval: 1m}\n", "cfg.yml:1: targets: at least one target is required"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := ParseConfig([]byte(tc.yaml), "cfg.yml")
+			if err == nil {
+				t.Fatalf("config accepted:\n%s", tc.yaml)
+			}
+			if !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("error %q\ndoes not contain %q", err, tc.want)
+			}
+		})
+	}
+}
+
+func TestAllErrorsReportedAtOnce(t *testing.T) {
+	_, err := ParseConfig([]byte("targets:\n  - name: a\n    path: /tmp\n    probes:\n      - {name: s, kind: sequential, file_size: x, block_size: y}\n"), "c.yml")
+	if err == nil || !strings.Contains(err.Error(), "file_size") || !strings.Contains(err.Error(), "block_size") {
+		t.Fatalf("want both bad fields reported, got %v", err)
+	}
+}
+
+func TestLoadConfigFileChecksPaths(t *testing.T) {
+	dir := t.TempDir()
+	file := filepath.Join(dir, "plateau.yml")
+	cfg := "targets:\n  - name: a\n    path: " + filepath.Join(dir, "missing") + "\n    probes:\n      - {name: s, kind: sequential}\n"
+	if err := os.WriteFile(file, []byte(cfg), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	_, err := LoadConfigFile(file)
+	if err == nil || !strings.Contains(err.Error(), file+":2: targets[0].path: stat ") {
+		t.Fatalf("want missing path error naming line 2, got %v", err)
+	}
+	if err := os.Mkdir(filepath.Join(dir, "missing"), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := LoadConfigFile(file); err != nil {
+		t.Fatalf("config with existing path rejected: %v", err)
+	}
+}
+
+func TestParseSize(t *testing.T) {
+	for in, want := range map[string]int64{"4096": 4096, "4K": 4096, "4KiB": 4096, "8M": 8 << 20, "8MiB": 8 << 20, "1.5GiB": 3 << 29, "2T": 2 << 40, "512 KiB": 512 << 10, "0": 0} {
+		got, err := ParseSize(in)
+		if err != nil || got != want {
+			t.Errorf("ParseSize(%q) = %d, %v; want %d", in, got, err, want)
+		}
+	}
+	for _, in := range []string{"", "-1", "8MB", "1.3B", "lots", "1e3", "9999999999T"} {
+		if _, err := ParseSize(in); err == nil {
+			t.Errorf("ParseSize(%q) accepted", in)
+		}
+	}
+	for b, want := range map[int64]string{4096: "4KiB", 8 << 20: "8MiB", 3 << 29: "1536MiB", 1000: "1000B"} {
+		if got := FormatSize(b); got != want {
+			t.Errorf("FormatSize(%d) = %q, want %q", b, got, want)
+		}
+	}
+}
+
+func FuzzParseConfig(f *testing.F) {
+	f.Add(EmbeddedDefaultYAML())
+	f.Add([]byte("targets:\n  - name: a\n    path: /tmp\n    probes:\n      - {name: s, kind: sequential, workers: 2, file_size: 1GiB, block_size: 8MiB}\n"))
+	f.Add([]byte("defaults: {interval: 1m, timeout: 10s, splay: false}\ntargets: []\n"))
+	f.Fuzz(func(t *testing.T, data []byte) {
+		cfg, err := ParseConfig(data, "fuzz.yml")
+		if err != nil {
+			if !strings.HasPrefix(err.Error(), "fuzz.yml") {
+				t.Fatalf("error does not name the file: %v", err)
+			}
+			return
+		}
+		// An accepted config must satisfy the invariants the engine relies on.
+		for _, tg := range cfg.Targets {
+			for _, p := range tg.Probes {
+				if p.Timeout <= 0 || p.Timeout >= p.Interval || p.Interval < time.Second {
+					t.Fatalf("accepted bad schedule %+v", p)
+				}
+				if p.Kind == KindSequential && (p.BlockSize <= 0 || p.FileSize%p.BlockSize != 0 || p.Workers <= 0) {
+					t.Fatalf("accepted bad sequential probe %+v", p)
+				}
+			}
+		}
+	})
+}

@@ -1,0 +1,153 @@
+package probe
+
+import (
+	"context"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/go-kit/log"
+	"github.com/prometheus/client_golang/prometheus"
+	dto "github.com/prometheus/client_model/go"
+)
+
+func TestSlotOffsetSpreadsAFleet(t *testing.T) {
+	const interval = 15 * time.Minute
+	buckets := make([]int, 10)
+	for i := 0; i < 5000; i++ {
+		off := SlotOffset(fmt.Sprintf("node%04d", i), "scratch", "seq", interval)
+		if off < 0 || off >= interval {
+			t.Fatalf("offset %s outside [0, %s)", off, interval)
+		}
+		buckets[off*10/interval]++
+	}
+	// 500 expected per bucket; a thundering herd would pile into few.
+	for i, n := range buckets {
+		if n < 400 || n > 600 {
+			t.Errorf("bucket %d holds %d of 5000 nodes; offsets are not spread: %v", i, n, buckets)
+		}
+	}
+	if SlotOffset("a", "t", "p", interval) != SlotOffset("a", "t", "p", interval) {
+		t.Error("offset is not stable across calls (a restart would move the slot)")
+	}
+	if SlotOffset("a", "t", "p", interval) == SlotOffset("a", "t", "q", interval) {
+		t.Error("two probes of one host share a slot")
+	}
+}
+
+func TestNextSlot(t *testing.T) {
+	interval := 30 * time.Second
+	for _, offset := range []time.Duration{0, time.Second, 29*time.Second + 999*time.Millisecond} {
+		for _, now := range []time.Time{time.Unix(1_700_000_000, 0), time.Unix(1_700_000_001, 5), time.Unix(1_700_000_029, 999)} {
+			s := NextSlot(now, offset, interval)
+			if s.Before(now) || s.Sub(now) >= interval {
+				t.Errorf("NextSlot(%v, %s) = %v: not within one interval after now", now, offset, s)
+			}
+			if (s.UnixNano()-int64(offset))%int64(interval) != 0 {
+				t.Errorf("NextSlot(%v, %s) = %v is not on the offset grid", now, offset, s)
+			}
+		}
+	}
+	on := time.Unix(1_699_999_990, 0) // 1_699_999_980 is a multiple of 30 s
+	if !NextSlot(on, 10*time.Second, interval).Equal(on) {
+		t.Error("an instant on the grid must be its own slot")
+	}
+}
+
+// slowRunner stands for a slow file system: the real probe runs, then the
+// run takes extra time, so slots pass while it goes on.
+type slowRunner struct{ delay time.Duration }
+
+func (s slowRunner) Run(ctx context.Context, req Request) Outcome {
+	out := InProcessRunner{}.Run(ctx, req)
+	time.Sleep(s.delay)
+	return out
+}
+
+func scheduleOne(t *testing.T, runner Runner, target *Target) *Store {
+	t.Helper()
+	store := NewStore()
+	s := NewScheduler(log.NewNopLogger(), "node1", runner, store)
+	s.Apply(&Config{Targets: []*Target{target}})
+	t.Cleanup(s.Stop)
+	return store
+}
+
+func counterValue(t *testing.T, c prometheus.Collector, name string, labels map[string]string) float64 {
+	t.Helper()
+	reg := prometheus.NewPedanticRegistry()
+	reg.MustRegister(c)
+	mfs, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, mf := range mfs {
+		if mf.GetName() != name {
+			continue
+		}
+	metrics:
+		for _, m := range mf.GetMetric() {
+			for k, v := range labels {
+				if !hasLabel(m, k, v) {
+					continue metrics
+				}
+			}
+			if m.GetCounter() != nil {
+				return m.GetCounter().GetValue()
+			}
+			return m.GetGauge().GetValue()
+		}
+	}
+	return -1
+}
+
+func hasLabel(m *dto.Metric, k, v string) bool {
+	for _, lp := range m.GetLabel() {
+		if lp.GetName() == k && lp.GetValue() == v {
+			return true
+		}
+	}
+	return false
+}
+
+func waitFor(t *testing.T, what string, timeout time.Duration, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out after %s waiting for %s", timeout, what)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+func TestSchedulerSkipsAndCountsOverlappingSlots(t *testing.T) {
+	p := smallSeq("s")
+	p.Interval, p.Timeout = time.Second, 900*time.Millisecond
+	store := scheduleOne(t, slowRunner{delay: 2500 * time.Millisecond}, &Target{Name: "t", Path: t.TempDir(), Probes: []*ProbeConfig{&p}})
+	runs := func(result string) float64 {
+		return counterValue(t, store, "plateau_probe_runs_total", map[string]string{"result": result})
+	}
+	waitFor(t, "two runs", 30*time.Second, func() bool { return runs(ResultSuccess) >= 2 })
+	overlap := counterValue(t, store, "plateau_probe_skips_total", map[string]string{"reason": SkipOverlap})
+	// Each run holds ~3 one-second slots, so at least two were skipped per run.
+	if overlap < 2 || runs(ResultSkipped) < overlap {
+		t.Fatalf("overlapping slots: skips{overlap}=%v runs{skipped}=%v, want >= 2 each", overlap, runs(ResultSkipped))
+	}
+}
+
+func TestSchedulerEnforcesByteBudget(t *testing.T) {
+	p := smallSeq("s") // 2 workers x 1 MiB, written and read: 4 MiB a run
+	p.Interval, p.Timeout = time.Second, 900*time.Millisecond
+	tg := &Target{Name: "t", Path: t.TempDir(), MaxBytesPerHour: 6 << 20, Probes: []*ProbeConfig{&p}}
+	store := scheduleOne(t, InProcessRunner{}, tg)
+	waitFor(t, "a budget skip", 30*time.Second, func() bool {
+		return counterValue(t, store, "plateau_probe_skips_total", map[string]string{"reason": SkipBudget}) >= 2
+	})
+	if got := counterValue(t, store, "plateau_probe_runs_total", map[string]string{"result": ResultSuccess}); got != 1 {
+		t.Fatalf("%v runs succeeded; a 6 MiB budget allows exactly one 4 MiB run per hour", got)
+	}
+	if got := counterValue(t, store, "plateau_probe_io_bytes_total", map[string]string{"op": "write"}); got != 2<<20 {
+		t.Fatalf("io_bytes_total{op=write} = %v, want %d", got, 2<<20)
+	}
+}
