@@ -1,0 +1,183 @@
+package collector
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"os/exec"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+// errStillRunning is returned when a command started by an earlier scrape has
+// not exited yet. Starting a second copy would pile up processes behind a
+// wedged daemon, so the scrape fails instead.
+var errStillRunning = errors.New("previous run has not exited yet")
+
+// errCommandTimeout is returned when a command is killed at its deadline.
+var errCommandTimeout = errors.New("timed out")
+
+const (
+	// maxCommandOutput bounds what one command may print; mmpmon output for
+	// a few hundred file systems and NSDs is well under 1 MiB.
+	maxCommandOutput = 16 << 20
+	// maxCommandStderr is how much stderr is kept to explain a failure.
+	maxCommandStderr = 4 << 10
+	// commandWaitDelay bounds the wait for the command's pipes once its
+	// group is killed, in case a descendant escaped the group (setsid) and
+	// still holds stdout. Without it Wait would block on that descendant.
+	commandWaitDelay = 500 * time.Millisecond
+	// abandonAfter is how long a scrape waits for a killed command to be
+	// reaped. A process stuck in uninterruptible sleep ignores SIGKILL;
+	// the scrape returns and the command stays marked as running.
+	abandonAfter = time.Second
+)
+
+// commandRunner runs the external commands of one collector. Each command
+// runs in its own process group with a deadline; at the deadline the whole
+// group is killed, because a signal to sudo alone is not passed on to a
+// child that cannot catch it, and shell wrappers leave their children behind.
+// The runner remembers which commands are still running so that a scrape
+// never starts a second copy of a command that has not exited.
+type commandRunner struct {
+	sudo bool
+
+	mu      sync.Mutex
+	running map[string]runningCommand
+}
+
+type runningCommand struct {
+	pid     int
+	started time.Time
+}
+
+func newCommandRunner(sudo bool) *commandRunner {
+	return &commandRunner{sudo: sudo, running: map[string]runningCommand{}}
+}
+
+// commandError is a command that ran and exited non-zero.
+type commandError struct {
+	command string
+	status  int
+	stderr  string
+}
+
+func (e *commandError) Error() string {
+	msg := fmt.Sprintf("%s exited with status %d", e.command, e.status)
+	if e.stderr != "" {
+		msg += ": " + e.stderr
+	}
+	return msg
+}
+
+// run executes path with args, feeding stdin, and returns its standard
+// output. It returns errStillRunning (wrapped) when the same path started by
+// an earlier call has not exited, errCommandTimeout when ctx expires first,
+// and a *commandError on a non-zero exit status.
+func (r *commandRunner) run(ctx context.Context, stdin []byte, path string, args ...string) ([]byte, error) {
+	argv := append([]string{path}, args...)
+	if r.sudo {
+		// -n: never prompt; a password prompt would hang until the deadline.
+		argv = append([]string{"sudo", "-n", "--"}, argv...)
+	}
+	display := strings.Join(argv, " ")
+
+	cmd := exec.CommandContext(ctx, argv[0], argv[1:]...)
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	// The group is killed while its leader is still unreaped, so the
+	// process group ID cannot have been reused by then.
+	cmd.Cancel = func() error {
+		return unix.Kill(-cmd.Process.Pid, unix.SIGKILL)
+	}
+	cmd.WaitDelay = commandWaitDelay
+	if stdin != nil {
+		cmd.Stdin = bytes.NewReader(stdin)
+	}
+	stdout := &cappedBuffer{max: maxCommandOutput}
+	stderr := &cappedBuffer{max: maxCommandStderr}
+	cmd.Stdout = stdout
+	cmd.Stderr = stderr
+
+	r.mu.Lock()
+	if prev, ok := r.running[path]; ok {
+		r.mu.Unlock()
+		return nil, fmt.Errorf("%s (pid %d, started %s ago): %w",
+			display, prev.pid, time.Since(prev.started).Round(time.Millisecond), errStillRunning)
+	}
+	if err := cmd.Start(); err != nil {
+		r.mu.Unlock()
+		return nil, fmt.Errorf("starting %s: %w", display, err)
+	}
+	pid := cmd.Process.Pid
+	r.running[path] = runningCommand{pid: pid, started: time.Now()}
+	r.mu.Unlock()
+
+	done := make(chan error, 1)
+	go func() {
+		err := cmd.Wait()
+		r.mu.Lock()
+		delete(r.running, path)
+		r.mu.Unlock()
+		done <- err
+	}()
+
+	var err error
+	select {
+	case err = <-done:
+	case <-ctx.Done():
+		select {
+		case <-done:
+		case <-time.After(abandonAfter):
+			return nil, fmt.Errorf("%s (pid %d) %w and did not exit after SIGKILL to its process group; it will not be started again until it exits",
+				display, pid, errCommandTimeout)
+		}
+		return nil, fmt.Errorf("%s (pid %d) %w; its process group was killed", display, pid, errCommandTimeout)
+	}
+	if ctx.Err() != nil {
+		// The command may have exited on its own just as the deadline
+		// passed; its output is then complete but it was also signalled
+		// possibly mid-write, so it is not trusted.
+		return nil, fmt.Errorf("%s (pid %d) %w; its process group was killed", display, pid, errCommandTimeout)
+	}
+	if stdout.overflow {
+		return nil, fmt.Errorf("%s printed more than %d bytes", display, maxCommandOutput)
+	}
+	if err != nil {
+		var exitErr *exec.ExitError
+		if errors.As(err, &exitErr) {
+			return stdout.Bytes(), &commandError{
+				command: display,
+				status:  exitErr.ExitCode(),
+				stderr:  strings.TrimSpace(stderr.String()),
+			}
+		}
+		return nil, fmt.Errorf("running %s: %w", display, err)
+	}
+	return stdout.Bytes(), nil
+}
+
+// cappedBuffer keeps at most max bytes and records that more were offered.
+// It never fails a write, so the command is not killed by SIGPIPE before its
+// exit status is known.
+type cappedBuffer struct {
+	bytes.Buffer
+	max      int
+	overflow bool
+}
+
+func (b *cappedBuffer) Write(p []byte) (int, error) {
+	room := b.max - b.Len()
+	if len(p) > room {
+		b.overflow = true
+		if room > 0 {
+			b.Buffer.Write(p[:room])
+		}
+		return len(p), nil
+	}
+	return b.Buffer.Write(p)
+}

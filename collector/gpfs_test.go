@@ -1,0 +1,274 @@
+package collector
+
+import (
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/go-kit/log"
+	"github.com/prometheus/client_golang/prometheus/testutil"
+)
+
+// fakeGPFS returns a configuration running the fake commands in
+// fixtures/gpfs, with mmpmon replaced by the named fake.
+func fakeGPFS(t *testing.T, mmpmon string, timeout time.Duration) gpfsConfig {
+	t.Helper()
+	return gpfsConfig{
+		mmpmonPath:     fixturePath(t, "gpfs", mmpmon),
+		mmgetstatePath: fixturePath(t, "gpfs", "mmgetstate"),
+		mmhealthPath:   fixturePath(t, "gpfs", "mmhealth"),
+		nsd:            true,
+		timeout:        timeout,
+	}
+}
+
+func newTestGPFS(t *testing.T, cfg gpfsConfig) *gpfsCollector {
+	t.Helper()
+	c, err := newGPFSCollector(cfg, log.NewNopLogger())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
+func TestGPFSCollector(t *testing.T) {
+	requests := filepath.Join(t.TempDir(), "requests")
+	t.Setenv("FAKE_GPFS_REQUESTLOG", requests)
+	c := newTestGPFS(t, fakeGPFS(t, "mmpmon", 30*time.Second))
+
+	file := filepath.Join("fixtures", "gpfs", "expected.prom")
+	compareWithFile(t, newTestRegistry("gpfs", c, nil), file, metricNames(t, file)...)
+
+	got, err := os.ReadFile(requests)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Exactly the two requests, and above all never "reset".
+	if string(got) != "fs_io_s\nnsd_ds\n" {
+		t.Errorf("requests sent to mmpmon = %q, want fs_io_s and nsd_ds", got)
+	}
+}
+
+func TestGPFSWithoutNSDRequest(t *testing.T) {
+	requests := filepath.Join(t.TempDir(), "requests")
+	t.Setenv("FAKE_GPFS_REQUESTLOG", requests)
+	cfg := fakeGPFS(t, "mmpmon", 30*time.Second)
+	cfg.nsd = false
+	reg := newTestRegistry("gpfs", newTestGPFS(t, cfg), nil)
+
+	n, err := testutil.GatherAndCount(reg, "plateau_gpfs_nsd_operations_total")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n != 0 {
+		t.Errorf("got %d NSD series on a node not configured as NSD server", n)
+	}
+	if got, _ := os.ReadFile(requests); string(got) != "fs_io_s\n" {
+		t.Errorf("requests sent to mmpmon = %q, want only fs_io_s", got)
+	}
+}
+
+// A failed mmpmon response is reported with its request and return code,
+// and the responses that did succeed are still exported.
+func TestGPFSReturnCodeError(t *testing.T) {
+	t.Setenv("FAKE_GPFS_FIXTURES", fixturePath(t, "gpfs", "rc-error"))
+	c := newTestGPFS(t, fakeGPFS(t, "mmpmon", 30*time.Second))
+
+	_, err := collectAll(c)
+	var rcErr *mmpmonRCError
+	if !errors.As(err, &rcErr) {
+		t.Fatalf("Update error = %v, want an *mmpmonRCError", err)
+	}
+	if rcErr.Request != "failed" || rcErr.RC != 668 {
+		t.Errorf("got %+v, want request failed with rc 668", rcErr)
+	}
+
+	want := `
+# HELP plateau_gpfs_mmpmon_return_code Highest _rc_ mmpmon returned for the request in this scrape; 0 means every response succeeded.
+# TYPE plateau_gpfs_mmpmon_return_code gauge
+plateau_gpfs_mmpmon_return_code{request="failed"} 668
+plateau_gpfs_mmpmon_return_code{request="fs_io_s"} 0
+plateau_gpfs_mmpmon_return_code{request="nsd_ds"} 0
+# HELP plateau_gpfs_command_success 1 if the GPFS command ran and its output was parsed in this scrape, 0 otherwise.
+# TYPE plateau_gpfs_command_success gauge
+plateau_gpfs_command_success{command="mmgetstate"} 1
+plateau_gpfs_command_success{command="mmhealth"} 1
+plateau_gpfs_command_success{command="mmpmon"} 0
+# HELP plateau_gpfs_nsd_operations_total I/O requests this NSD server performed for the disk (mmpmon nsd_ds _ops_).
+# TYPE plateau_gpfs_nsd_operations_total counter
+plateau_gpfs_nsd_operations_total{nsd="data_nsd01",op="read"} 138448
+plateau_gpfs_nsd_operations_total{nsd="data_nsd01",op="write"} 9406
+plateau_gpfs_nsd_operations_total{nsd="meta_nsd01",op="read"} 90211
+plateau_gpfs_nsd_operations_total{nsd="meta_nsd01",op="write"} 45102
+# HELP plateau_scrape_collector_success 1 if the collector read its counters during this scrape, 0 if it failed or found no data.
+# TYPE plateau_scrape_collector_success gauge
+plateau_scrape_collector_success{collector="gpfs"} 0
+`
+	reg := newTestRegistry("gpfs", c, nil)
+	if err := testutil.GatherAndCompare(reg, strings.NewReader(want),
+		"plateau_gpfs_mmpmon_return_code", "plateau_gpfs_command_success",
+		"plateau_gpfs_nsd_operations_total", "plateau_scrape_collector_success",
+	); err != nil {
+		t.Error(err)
+	}
+	if n, err := testutil.GatherAndCount(reg, "plateau_gpfs_fs_read_bytes_total"); err != nil || n != 0 {
+		t.Errorf("got %d file system series (err %v) from a failed fs_io_s", n, err)
+	}
+}
+
+func TestGPFSNotInstalled(t *testing.T) {
+	cfg := fakeGPFS(t, "mmpmon", time.Second)
+	cfg.mmpmonPath = filepath.Join(t.TempDir(), "mmpmon")
+	_, err := collectAll(newTestGPFS(t, cfg))
+	if !IsNoDataError(err) {
+		t.Fatalf("Update error = %v, want ErrNoData when mmpmon is absent", err)
+	}
+}
+
+// Missing optional commands are skipped, not failures: older releases have
+// no mmhealth.
+func TestGPFSOptionalCommandsAbsent(t *testing.T) {
+	cfg := fakeGPFS(t, "mmpmon", 30*time.Second)
+	cfg.mmhealthPath = filepath.Join(t.TempDir(), "mmhealth")
+	cfg.mmgetstatePath = ""
+	reg := newTestRegistry("gpfs", newTestGPFS(t, cfg), nil)
+	want := `
+# HELP plateau_gpfs_command_success 1 if the GPFS command ran and its output was parsed in this scrape, 0 otherwise.
+# TYPE plateau_gpfs_command_success gauge
+plateau_gpfs_command_success{command="mmpmon"} 1
+# HELP plateau_scrape_collector_success 1 if the collector read its counters during this scrape, 0 if it failed or found no data.
+# TYPE plateau_scrape_collector_success gauge
+plateau_scrape_collector_success{collector="gpfs"} 1
+`
+	if err := testutil.GatherAndCompare(reg, strings.NewReader(want),
+		"plateau_gpfs_command_success", "plateau_scrape_collector_success"); err != nil {
+		t.Error(err)
+	}
+}
+
+// A hung mmpmon fails the collector within its timeout, the scrape still
+// answers with the daemon state, and the hung command's whole process group,
+// including the child holding its stdout, is gone afterwards.
+func TestGPFSHungMmpmon(t *testing.T) {
+	pidFile := filepath.Join(t.TempDir(), "pid")
+	t.Setenv("FAKE_GPFS_PIDFILE", pidFile)
+	const timeout = time.Second
+	c := newTestGPFS(t, fakeGPFS(t, "mmpmon-hang", timeout))
+
+	start := time.Now()
+	ms, err := collectAll(c)
+	elapsed := time.Since(start)
+	pgid := readPID(t, pidFile)
+	t.Cleanup(func() {
+		if !processGroupGone(pgid) {
+			killGroup(pgid)
+		}
+	})
+
+	if !errors.Is(err, errCommandTimeout) {
+		t.Fatalf("Update error = %v, want a timeout", err)
+	}
+	// The bound is the timeout plus the reaping grace; the margin is for
+	// a loaded CI machine, not for the collector.
+	if limit := timeout + abandonAfter + 3*time.Second; elapsed > limit {
+		t.Errorf("Update took %s, want under %s", elapsed, limit)
+	}
+	var state, mmpmonOK int
+	for _, m := range ms {
+		desc := m.Desc().String()
+		if strings.Contains(desc, `"plateau_gpfs_state"`) {
+			state++
+		}
+		if strings.Contains(desc, `"plateau_gpfs_command_success"`) {
+			mmpmonOK++
+		}
+	}
+	if state == 0 {
+		t.Error("no plateau_gpfs_state while mmpmon hung; mmgetstate should still be reported")
+	}
+	if mmpmonOK != 3 {
+		t.Errorf("got %d command_success series, want 3", mmpmonOK)
+	}
+	waitFor(t, "the hung mmpmon's process group to disappear", 10*time.Second, func() bool {
+		return processGroupGone(pgid)
+	})
+}
+
+// A scrape that arrives while an earlier scrape's mmpmon is still running
+// fails at once instead of starting a second copy; once the first has been
+// killed, a later scrape may start mmpmon again.
+func TestGPFSOverlappingScrapeStartsNoSecondCopy(t *testing.T) {
+	dir := t.TempDir()
+	countFile := filepath.Join(dir, "starts")
+	pidFile := filepath.Join(dir, "pid")
+	t.Setenv("FAKE_GPFS_COUNTFILE", countFile)
+	t.Setenv("FAKE_GPFS_PIDFILE", pidFile)
+	const timeout = 4 * time.Second
+	c := newTestGPFS(t, fakeGPFS(t, "mmpmon-hang", timeout))
+
+	var wg sync.WaitGroup
+	var firstErr error
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		_, firstErr = collectAll(c)
+	}()
+	pgid := readPID(t, pidFile)
+	t.Cleanup(func() {
+		if !processGroupGone(pgid) {
+			killGroup(pgid)
+		}
+	})
+
+	start := time.Now()
+	_, err := collectAll(c)
+	elapsed := time.Since(start)
+	if !errors.Is(err, errStillRunning) {
+		t.Errorf("overlapping Update error = %v, want errStillRunning", err)
+	}
+	if elapsed >= timeout {
+		t.Errorf("overlapping Update took %s; it should fail at once, not wait for the timeout", elapsed)
+	}
+	if n := countLines(t, countFile); n != 1 {
+		t.Errorf("mmpmon was started %d times while the first was running, want 1", n)
+	}
+
+	wg.Wait()
+	if !errors.Is(firstErr, errCommandTimeout) {
+		t.Errorf("first Update error = %v, want a timeout", firstErr)
+	}
+	waitFor(t, "the first mmpmon's process group to disappear", 10*time.Second, func() bool {
+		return processGroupGone(pgid)
+	})
+
+	// The hung copy is gone, so the next scrape tries again.
+	if err := os.Remove(pidFile); err != nil {
+		t.Fatal(err)
+	}
+	_, err = collectAll(c)
+	if !errors.Is(err, errCommandTimeout) {
+		t.Errorf("third Update error = %v, want a timeout", err)
+	}
+	pgid2 := readPID(t, pidFile)
+	t.Cleanup(func() {
+		if !processGroupGone(pgid2) {
+			killGroup(pgid2)
+		}
+	})
+	if n := countLines(t, countFile); n != 2 {
+		t.Errorf("mmpmon was started %d times in all, want 2", n)
+	}
+	waitFor(t, "the second mmpmon's process group to disappear", 10*time.Second, func() bool {
+		return processGroupGone(pgid2)
+	})
+}
+
+func TestNewGPFSCollectorRejectsZeroTimeout(t *testing.T) {
+	if _, err := newGPFSCollector(gpfsConfig{mmpmonPath: "/x"}, log.NewNopLogger()); err == nil {
+		t.Error("a zero timeout was accepted; every command would be killed at once")
+	}
+}

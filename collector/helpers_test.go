@@ -1,0 +1,203 @@
+package collector
+
+import (
+	"bytes"
+	"errors"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/go-kit/log"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
+	"golang.org/x/sys/unix"
+)
+
+// newTestRegistry wraps one collector in the package's Registry, so tests
+// see the same plateau_scrape_collector_success accounting as the daemon.
+func newTestRegistry(name string, c Collector, logger log.Logger) *prometheus.Registry {
+	if logger == nil {
+		logger = log.NewNopLogger()
+	}
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(NewRegistryFrom(logger, map[string]Collector{name: c}))
+	return reg
+}
+
+// compareWithFile gathers reg and compares the named metrics with the
+// exposition text in file.
+func compareWithFile(t *testing.T, reg prometheus.Gatherer, file string, names ...string) {
+	t.Helper()
+	want, err := os.ReadFile(file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := testutil.GatherAndCompare(reg, bytes.NewReader(want), names...); err != nil {
+		t.Fatalf("metrics differ from %s:\n%v", file, err)
+	}
+}
+
+// metricNames lists the metric families in an exposition file, so that a
+// golden comparison covers every family the file names and no other.
+func metricNames(t *testing.T, file string) []string {
+	t.Helper()
+	data, err := os.ReadFile(file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, line := range strings.Split(string(data), "\n") {
+		if f := strings.Fields(line); len(f) >= 3 && f[0] == "#" && f[1] == "TYPE" {
+			names = append(names, f[2])
+		}
+	}
+	if len(names) == 0 {
+		t.Fatalf("%s names no metric families", file)
+	}
+	return names
+}
+
+// collectAll runs one Update and returns the metrics it sent.
+func collectAll(c Collector) ([]prometheus.Metric, error) {
+	ch := make(chan prometheus.Metric)
+	var ms []prometheus.Metric
+	done := make(chan struct{})
+	go func() {
+		for m := range ch {
+			ms = append(ms, m)
+		}
+		close(done)
+	}()
+	err := c.Update(ch)
+	close(ch)
+	<-done
+	return ms, err
+}
+
+// waitFor polls cond until it holds or the deadline passes. Deadlines are
+// generous because CI machines are small and busy; the test asserts the
+// behaviour, not the speed.
+func waitFor(t *testing.T, what string, deadline time.Duration, cond func() bool) {
+	t.Helper()
+	end := time.Now().Add(deadline)
+	for !cond() {
+		if time.Now().After(end) {
+			t.Fatalf("timed out after %s waiting for %s", deadline, what)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// processGroupGone reports whether no live process is left in group pgid.
+// Zombies do not count: they have exited and only wait for their parent
+// (init, for orphans, which may reap late in a container) to collect them.
+func processGroupGone(pgid int) bool {
+	if errors.Is(unix.Kill(-pgid, 0), unix.ESRCH) {
+		return true
+	}
+	entries, err := os.ReadDir("/proc")
+	if err != nil {
+		return false
+	}
+	for _, e := range entries {
+		if _, err := strconv.Atoi(e.Name()); err != nil {
+			continue
+		}
+		stat, err := os.ReadFile(filepath.Join("/proc", e.Name(), "stat"))
+		if err != nil {
+			continue // exited meanwhile
+		}
+		// proc(5): "pid (comm) state ppid pgrp ..."; comm may contain
+		// blanks and parentheses, so split after its last ')'.
+		i := bytes.LastIndexByte(stat, ')')
+		if i < 0 {
+			continue
+		}
+		f := strings.Fields(string(stat[i+1:]))
+		if len(f) < 3 {
+			continue
+		}
+		if pg, _ := strconv.Atoi(f[2]); pg == pgid && f[0] != "Z" && f[0] != "X" {
+			return false
+		}
+	}
+	return true
+}
+
+// readPID reads a PID written by a fake command.
+func readPID(t *testing.T, file string) int {
+	t.Helper()
+	var pid int
+	waitFor(t, "the fake command to write its PID", 10*time.Second, func() bool {
+		data, err := os.ReadFile(file)
+		if err != nil || !bytes.HasSuffix(data, []byte("\n")) {
+			return false
+		}
+		pid, err = strconv.Atoi(strings.TrimSpace(string(data)))
+		return err == nil && pid > 0
+	})
+	return pid
+}
+
+// countLines counts the lines of file, 0 if it does not exist.
+func countLines(t *testing.T, file string) int {
+	t.Helper()
+	data, err := os.ReadFile(file)
+	if errors.Is(err, os.ErrNotExist) {
+		return 0
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	return bytes.Count(data, []byte("\n"))
+}
+
+// logBuffer is a go-kit logger that keeps its lines for assertions.
+type logBuffer struct {
+	mu    sync.Mutex
+	lines []string
+}
+
+func (l *logBuffer) Log(keyvals ...interface{}) error {
+	var b bytes.Buffer
+	if err := log.NewLogfmtLogger(&b).Log(keyvals...); err != nil {
+		return err
+	}
+	l.mu.Lock()
+	l.lines = append(l.lines, strings.TrimSpace(b.String()))
+	l.mu.Unlock()
+	return nil
+}
+
+func (l *logBuffer) count(substr string) int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	n := 0
+	for _, line := range l.lines {
+		if strings.Contains(line, substr) {
+			n++
+		}
+	}
+	return n
+}
+
+// fixturePath returns the absolute path of a file under fixtures/, so that
+// fake commands can be run from any working directory.
+func fixturePath(t testing.TB, elem ...string) string {
+	t.Helper()
+	p, err := filepath.Abs(filepath.Join(append([]string{"fixtures"}, elem...)...))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+// killGroup cleans up after a failed test; pgid is a group the test's own
+// fake command created.
+func killGroup(pgid int) {
+	_ = unix.Kill(-pgid, unix.SIGKILL)
+}
