@@ -1,0 +1,191 @@
+package main
+
+import (
+	"bytes"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// binary is the plateau_exporter built once for all tests in this package.
+var binary string
+
+func TestMain(m *testing.M) {
+	dir, err := os.MkdirTemp("", "plateau-e2e-bin")
+	if err != nil {
+		panic(err)
+	}
+	binary = filepath.Join(dir, "plateau_exporter")
+	build := exec.Command("go", "build", "-o", binary,
+		"-ldflags", "-X github.com/prometheus/common/version.Version=e2e -X github.com/prometheus/common/version.Revision=e2e -X github.com/prometheus/common/version.Branch=e2e",
+		".")
+	build.Stderr = os.Stderr
+	if err := build.Run(); err != nil {
+		fmt.Fprintln(os.Stderr, "build plateau_exporter:", err)
+		os.Exit(1)
+	}
+	code := m.Run()
+	os.RemoveAll(dir)
+	os.Exit(code)
+}
+
+// daemon is a running plateau_exporter under test.
+type daemon struct {
+	t      *testing.T
+	cmd    *exec.Cmd
+	url    string
+	stderr *syncBuffer
+	done   chan struct{}
+}
+
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+func freeAddr(t *testing.T) string {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	return l.Addr().String()
+}
+
+// startDaemon runs the binary with args plus a free listen address and
+// waits until it answers /-/healthy.
+func startDaemon(t *testing.T, args ...string) *daemon {
+	t.Helper()
+	addr := freeAddr(t)
+	d := &daemon{t: t, url: "http://" + addr, stderr: &syncBuffer{}, done: make(chan struct{})}
+	d.cmd = exec.Command(binary, append([]string{"--web.listen-address=" + addr, "--log.level=debug"}, args...)...)
+	d.cmd.Stderr = d.stderr
+	if err := d.cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	go func() { _ = d.cmd.Wait(); close(d.done) }()
+	t.Cleanup(func() {
+		_ = d.cmd.Process.Signal(syscall.SIGTERM)
+		select {
+		case <-d.done:
+		case <-time.After(10 * time.Second):
+			_ = d.cmd.Process.Kill()
+			<-d.done
+		}
+		if t.Failed() {
+			t.Logf("daemon log:\n%s", d.stderr.String())
+		}
+	})
+	waitUntil(t, "the daemon to answer /-/healthy", 30*time.Second, func() bool {
+		select {
+		case <-d.done:
+			t.Fatalf("daemon exited: %s", d.stderr.String())
+		default:
+		}
+		resp, err := http.Get(d.url + "/-/healthy")
+		if err != nil {
+			return false
+		}
+		resp.Body.Close()
+		return resp.StatusCode == http.StatusOK
+	})
+	return d
+}
+
+func (d *daemon) get(path string) (int, string) {
+	d.t.Helper()
+	resp, err := http.Get(d.url + path)
+	if err != nil {
+		d.t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	body, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(body)
+}
+
+func (d *daemon) metrics() string {
+	d.t.Helper()
+	code, body := d.get("/metrics")
+	if code != http.StatusOK {
+		d.t.Fatalf("/metrics: HTTP %d: %s", code, body)
+	}
+	return body
+}
+
+// value returns the first sample of a series whose line starts with prefix
+// (name and, optionally, an opening of its labels), or -1.
+func value(metrics, prefix string) float64 {
+	for _, line := range strings.Split(metrics, "\n") {
+		if strings.HasPrefix(line, prefix) {
+			f := strings.Fields(line)
+			v, err := strconv.ParseFloat(f[len(f)-1], 64)
+			if err == nil {
+				return v
+			}
+		}
+	}
+	return -1
+}
+
+func waitUntil(t *testing.T, what string, timeout time.Duration, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out after %s waiting for %s", timeout, what)
+		}
+		time.Sleep(25 * time.Millisecond)
+	}
+}
+
+// writeConfig writes a config with one sequential probe on a fresh target
+// directory and returns the file and the target directory.
+func writeConfig(t *testing.T, probe string) (string, string) {
+	t.Helper()
+	dir := t.TempDir()
+	target := filepath.Join(dir, "target")
+	if err := os.Mkdir(target, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	file := filepath.Join(dir, "plateau.yml")
+	cfg := fmt.Sprintf("defaults:\n  interval: 2s\n  timeout: 1800ms\ntargets:\n  - name: e2e\n    path: %s\n    probes:\n      - %s\n", target, probe)
+	if err := os.WriteFile(file, []byte(cfg), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return file, target
+}
+
+var successLine = regexp.MustCompile(`plateau_probe_runs_total\{[^}]*result="success"[^}]*\} ([0-9.e+]+)`)
+
+func successes(metrics string) float64 {
+	m := successLine.FindStringSubmatch(metrics)
+	if m == nil {
+		return 0
+	}
+	v, _ := strconv.ParseFloat(m[1], 64)
+	return v
+}
