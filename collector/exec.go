@@ -163,21 +163,25 @@ func (r *commandRunner) run(ctx context.Context, stdin []byte, path string, args
 
 // cappedBuffer keeps at most max bytes and records that more were offered.
 // It never fails a write, so the command is not killed by SIGPIPE before its
-// exit status is known.
+// exit status is known. The buffer is a named field, not embedded: an
+// embedded bytes.Buffer would lend its ReadFrom to io.Copy, bypassing Write.
 type cappedBuffer struct {
-	bytes.Buffer
+	buf      bytes.Buffer
 	max      int
 	overflow bool
 }
 
 func (b *cappedBuffer) Write(p []byte) (int, error) {
-	room := b.max - b.Len()
+	room := b.max - b.buf.Len()
 	if len(p) > room {
 		b.overflow = true
 		if room > 0 {
-			b.Buffer.Write(p[:room])
+			b.buf.Write(p[:room])
 		}
 		return len(p), nil
 	}
-	return b.Buffer.Write(p)
+	return b.buf.Write(p)
 }
+
+func (b *cappedBuffer) Bytes() []byte  { return b.buf.Bytes() }
+func (b *cappedBuffer) String() string { return b.buf.String() }

@@ -1,0 +1,113 @@
+package collector
+
+import (
+	"context"
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+func TestCommandRunnerOutputAndStdin(t *testing.T) {
+	r := newCommandRunner(false)
+	out, err := r.run(context.Background(), []byte("fs_io_s\n"), "/bin/sh", "-c", "read req; echo \"got $req\"")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if string(out) != "got fs_io_s\n" {
+		t.Errorf("output = %q", out)
+	}
+}
+
+func TestCommandRunnerExitStatus(t *testing.T) {
+	r := newCommandRunner(false)
+	out, err := r.run(context.Background(), nil, "/bin/sh", "-c", "echo partial; echo 'daemon down' >&2; exit 3")
+	var ce *commandError
+	if !errors.As(err, &ce) {
+		t.Fatalf("error = %v, want *commandError", err)
+	}
+	if ce.status != 3 || ce.stderr != "daemon down" {
+		t.Errorf("got status %d stderr %q", ce.status, ce.stderr)
+	}
+	if string(out) != "partial\n" {
+		t.Errorf("output = %q", out)
+	}
+	if !strings.Contains(err.Error(), "exited with status 3: daemon down") {
+		t.Errorf("message %q does not explain the failure", err)
+	}
+}
+
+func TestCommandRunnerMissingCommand(t *testing.T) {
+	r := newCommandRunner(false)
+	_, err := r.run(context.Background(), nil, filepath.Join(t.TempDir(), "nosuch"))
+	if !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("error = %v, want one wrapping ErrNotExist", err)
+	}
+	// A failed start must not leave the command marked as running.
+	_, err = r.run(context.Background(), nil, filepath.Join(t.TempDir(), "nosuch"))
+	if errors.Is(err, errStillRunning) {
+		t.Error("a command that never started blocks the next run")
+	}
+}
+
+func TestCommandRunnerOutputCap(t *testing.T) {
+	r := newCommandRunner(false)
+	_, err := r.run(context.Background(), nil, "/bin/sh", "-c", "head -c 17000000 /dev/zero")
+	if err == nil || !strings.Contains(err.Error(), "printed more than") {
+		t.Errorf("error = %v, want the output cap to be reported", err)
+	}
+}
+
+// A descendant that leaves the process group (setsid) survives the group
+// kill and keeps stdout open; WaitDelay still bounds the run.
+func TestCommandRunnerEscapedDescendant(t *testing.T) {
+	pidFile := filepath.Join(t.TempDir(), "pid")
+	r := newCommandRunner(false)
+	ctx, cancel := context.WithTimeout(context.Background(), 500*time.Millisecond)
+	defer cancel()
+	start := time.Now()
+	_, err := r.run(ctx, nil, "/bin/sh", "-c", `setsid sh -c 'echo $$ >"$0"; exec sleep 3600' "$1" & wait`, "sh", pidFile)
+	elapsed := time.Since(start)
+	pid := readPID(t, pidFile)
+	t.Cleanup(func() { _ = unix.Kill(pid, unix.SIGKILL) })
+
+	if !errors.Is(err, errCommandTimeout) {
+		t.Fatalf("error = %v, want a timeout", err)
+	}
+	if limit := 500*time.Millisecond + commandWaitDelay + abandonAfter + 3*time.Second; elapsed > limit {
+		t.Errorf("run took %s with an escaped descendant, want under %s", elapsed, limit)
+	}
+}
+
+// Commands are told apart by path: one hung command does not block another.
+func TestCommandRunnerPerCommand(t *testing.T) {
+	r := newCommandRunner(false)
+	hang := fixturePath(t, "gpfs", "mmpmon-hang")
+	pidFile := filepath.Join(t.TempDir(), "pid")
+	t.Setenv("FAKE_GPFS_PIDFILE", pidFile)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	done := make(chan error, 1)
+	go func() {
+		_, err := r.run(ctx, nil, hang)
+		done <- err
+	}()
+	pgid := readPID(t, pidFile)
+	t.Cleanup(func() { killGroup(pgid) })
+
+	out, err := r.run(context.Background(), nil, "/bin/echo", "ok")
+	if err != nil || string(out) != "ok\n" {
+		t.Errorf("another command while one hangs: %q, %v", out, err)
+	}
+	cancel()
+	if err := <-done; !errors.Is(err, errCommandTimeout) {
+		t.Errorf("cancelled run error = %v, want a timeout", err)
+	}
+	waitFor(t, "the hung command's group to disappear", 10*time.Second, func() bool {
+		return processGroupGone(pgid)
+	})
+}
