@@ -40,7 +40,7 @@ func TestGPFSCollector(t *testing.T) {
 	t.Setenv("FAKE_GPFS_REQUESTLOG", requests)
 	c := newTestGPFS(t, fakeGPFS(t, "mmpmon", 30*time.Second))
 
-	file := filepath.Join("fixtures", "gpfs", "expected.prom")
+	file := filepath.Join("fixtures", "expected", "gpfs.prom")
 	compareWithFile(t, newTestRegistry("gpfs", c, nil), file, metricNames(t, file)...)
 
 	got, err := os.ReadFile(requests)

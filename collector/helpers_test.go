@@ -14,6 +14,7 @@ import (
 	"github.com/go-kit/log"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
+	dto "github.com/prometheus/client_model/go"
 	"golang.org/x/sys/unix"
 )
 
@@ -200,4 +201,23 @@ func fixturePath(t testing.TB, elem ...string) string {
 // fake command created.
 func killGroup(pgid int) {
 	_ = unix.Kill(-pgid, unix.SIGKILL)
+}
+
+// metricValue returns the value of a gauge, counter or untyped metric.
+func metricValue(t *testing.T, m prometheus.Metric) float64 {
+	t.Helper()
+	var pb dto.Metric
+	if err := m.Write(&pb); err != nil {
+		t.Fatal(err)
+	}
+	switch {
+	case pb.Gauge != nil:
+		return pb.Gauge.GetValue()
+	case pb.Counter != nil:
+		return pb.Counter.GetValue()
+	case pb.Untyped != nil:
+		return pb.Untyped.GetValue()
+	}
+	t.Fatalf("metric %s has no simple value", m.Desc())
+	return 0
 }
