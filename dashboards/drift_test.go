@@ -7,6 +7,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/prometheus/common/model"
 	"github.com/prometheus/prometheus/model/labels"
 	"github.com/prometheus/prometheus/promql/parser"
 )
@@ -104,7 +105,7 @@ func selectorName(vs *parser.VectorSelector) string {
 		return vs.Name
 	}
 	for _, m := range vs.LabelMatchers {
-		if m.Name == labels.MetricName && m.Type == labels.MatchEqual {
+		if m.Name == model.MetricNameLabel && m.Type == labels.MatchEqual {
 			return m.Value
 		}
 	}
@@ -170,7 +171,7 @@ func checkSelectors(expr parser.Expr, exported exposition, recorded, used map[st
 				break // known from its TYPE line only: its labels are unknown
 			}
 			for _, m := range vs.LabelMatchers {
-				if m.Name == labels.MetricName || targetLabels[m.Name] || m.Matches("") {
+				if m.Name == model.MetricNameLabel || targetLabels[m.Name] || m.Matches("") {
 					continue
 				}
 				if !mi.labels[m.Name] {
