@@ -67,13 +67,13 @@ srpm: tarball $(DIST)/$(PKG_NAME).spec
 	cp $(PKG_TARBALL) $$top/SOURCES/; \
 	cp packaging/$(PKG_NAME).sysusers $$top/SOURCES/; \
 	$(RPMBUILD) -bs $(RPMBUILD_NODEPS) $(RPMBUILD_FLAGS) \
-	    --define "_topdir $$top" --define "_srcrpmdir $(CURDIR)/$(DIST)" \
+	    --define "_topdir $$top" --define "_srcrpmdir $(abspath $(DIST))" \
 	    $(DIST)/$(PKG_NAME).spec
 
 rpm: srpm
 	@set -e; top=$$(mktemp -d); trap 'rm -rf "$$top"' EXIT; \
 	$(RPMBUILD) --rebuild $(RPMBUILD_NODEPS) $(RPMBUILD_FLAGS) \
-	    --define "_topdir $$top" --define "_rpmdir $(CURDIR)/$(DIST)" \
+	    --define "_topdir $$top" --define "_rpmdir $(abspath $(DIST))" \
 	    --define '_build_name_fmt %%{NAME}-%%{VERSION}-%%{RELEASE}.%%{ARCH}.rpm' \
 	    $(PKG_SRPM)
 
