@@ -13,6 +13,11 @@
 // dies, as on a hard NFS mount. Never touch the mount point from the
 // test's own goroutine while a Hang is in effect.
 //
+// Unlike a hard NFS mount, where only SIGKILL ends a wait, FUSE lets any
+// caught signal interrupt a waiting request, which then fails with EINTR.
+// Go's os package retries EINTR, so a Go caller (the daemon's workers)
+// still sees a hang that only SIGKILL ends.
+//
 // The kernel's attribute, entry and negative caches are disabled, so
 // every stat, open and lookup reaches the FS and sees the current mode.
 // Data reads can still be answered from the page cache of a file opened
