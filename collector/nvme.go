@@ -1,0 +1,355 @@
+package collector
+
+import (
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"runtime"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+	"unsafe"
+
+	"github.com/alecthomas/kingpin/v2"
+	"github.com/go-kit/log"
+	"github.com/go-kit/log/level"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/procfs/sysfs"
+	"golang.org/x/sys/unix"
+)
+
+const nvmeSubsystem = "nvme"
+
+var (
+	nvmeDevDir = kingpin.Flag("collector.nvme.dev-dir",
+		"Directory holding the NVMe controller character devices (nvme0, ...) whose SMART log is read.").
+		Default("/dev").String()
+	nvmeSMARTTimeout = kingpin.Flag("collector.nvme.smart-timeout",
+		"Deadline for reading one controller's SMART log; a controller that does not answer is reported unavailable.").
+		Default("2s").Duration()
+)
+
+func init() {
+	registerCollector(nvmeSubsystem, true, func(logger log.Logger) (Collector, error) {
+		return newNVMeCollector(*sysPath, *nvmeDevDir, *nvmeSMARTTimeout, logger)
+	})
+}
+
+type nvmeCollector struct {
+	fs           sysfs.FS
+	classDir     string
+	devDir       string
+	smartTimeout time.Duration
+	logger       log.Logger
+
+	mu sync.Mutex
+	// inflight marks controllers whose SMART read from an earlier scrape
+	// has not returned; such a controller is not asked again until it does.
+	inflight map[string]bool
+	// lastProblem is the last SMART problem logged per controller, so each
+	// problem is logged once rather than on every scrape.
+	lastProblem map[string]string
+
+	info, smartAvailable typedDesc
+	criticalWarning      typedDesc
+	temperature          typedDesc
+	sensorTemperature    typedDesc
+	availableSpare       typedDesc
+	spareThreshold       typedDesc
+	percentageUsed       typedDesc
+	dataRead, dataWrite  typedDesc
+	hostReads            typedDesc
+	hostWrites           typedDesc
+	busy                 typedDesc
+	powerCycles          typedDesc
+	powerOn              typedDesc
+	unsafeShutdowns      typedDesc
+	mediaErrors          typedDesc
+	errorLogEntries      typedDesc
+	warningTempTime      typedDesc
+	criticalTempTime     typedDesc
+}
+
+func newNVMeCollector(sysRoot, devDir string, smartTimeout time.Duration, logger log.Logger) (*nvmeCollector, error) {
+	if smartTimeout <= 0 {
+		return nil, fmt.Errorf("NVMe SMART timeout must be positive, got %s", smartTimeout)
+	}
+	sfs, err := sysfs.NewFS(sysRoot)
+	if err != nil {
+		return nil, fmt.Errorf("opening sysfs at %s: %w", sysRoot, err)
+	}
+	name := func(n string) string { return prometheus.BuildFQName(namespace, nvmeSubsystem, n) }
+	dev := []string{"device"}
+	gauge := func(n, help string, labels ...string) typedDesc {
+		return typedDesc{prometheus.NewDesc(name(n), help, append(dev, labels...), nil), prometheus.GaugeValue}
+	}
+	counter := func(n, help string) typedDesc {
+		return typedDesc{prometheus.NewDesc(name(n), help, dev, nil), prometheus.CounterValue}
+	}
+	return &nvmeCollector{
+		fs:           sfs,
+		classDir:     filepath.Join(sysRoot, "class", "nvme"),
+		devDir:       devDir,
+		smartTimeout: smartTimeout,
+		logger:       logger,
+		inflight:     map[string]bool{},
+		lastProblem:  map[string]string{},
+
+		info: gauge("info", "NVMe controller of this node; the value is always 1.",
+			"model", "serial", "firmware_revision", "state", "transport"),
+		smartAvailable: gauge("smart_available", "1 if the controller's SMART / Health log was read in this scrape, 0 if not (no CAP_SYS_ADMIN, no device node, controller not live or not answering)."),
+
+		criticalWarning:   gauge("critical_warning", "SMART critical warning bits: 1 spare below threshold, 2 temperature, 4 reliability degraded, 8 read-only, 16 volatile backup failed, 32 persistent memory read-only; 0 is healthy."),
+		temperature:       gauge("temperature_celsius", "Composite temperature of the controller, in degrees Celsius."),
+		sensorTemperature: gauge("temperature_sensor_celsius", "Temperature reported by an implemented temperature sensor, in degrees Celsius.", "sensor"),
+		availableSpare:    gauge("available_spare_ratio", "Remaining spare capacity, 0 to 1."),
+		spareThreshold:    gauge("available_spare_threshold_ratio", "Spare capacity below which the controller raises a critical warning, 0 to 1."),
+		percentageUsed:    gauge("percentage_used_ratio", "Share of the rated endurance used, vendor estimate; 1 is the rated life and values above 1 happen."),
+		dataRead:          counter("data_read_bytes_total", "Bytes read by the host, counted by the controller in units of 512000 bytes."),
+		dataWrite:         counter("data_written_bytes_total", "Bytes written by the host, counted by the controller in units of 512000 bytes."),
+		hostReads:         counter("host_read_commands_total", "Read commands completed by the controller."),
+		hostWrites:        counter("host_write_commands_total", "Write commands completed by the controller."),
+		busy:              counter("controller_busy_seconds_total", "Time the controller was busy with I/O commands, counted in minutes."),
+		powerCycles:       counter("power_cycles_total", "Power cycles of the controller."),
+		powerOn:           counter("power_on_seconds_total", "Time the controller was powered on, counted in hours."),
+		unsafeShutdowns:   counter("unsafe_shutdowns_total", "Shutdowns without a prior shutdown notification."),
+		mediaErrors:       counter("media_errors_total", "Unrecovered data integrity errors detected by the controller."),
+		errorLogEntries:   counter("error_log_entries_total", "Error information log entries over the life of the controller."),
+		warningTempTime:   counter("warning_temperature_seconds_total", "Time the composite temperature was above the warning threshold, counted in minutes."),
+		criticalTempTime:  counter("critical_temperature_seconds_total", "Time the composite temperature was above the critical threshold, counted in minutes."),
+	}, nil
+}
+
+// smartResult is the outcome of one controller's SMART read.
+type smartResult struct {
+	log smartLog
+	err error
+}
+
+func (c *nvmeCollector) Update(ch chan<- prometheus.Metric) error {
+	if _, err := os.Stat(c.classDir); errors.Is(err, fs.ErrNotExist) {
+		return fmt.Errorf("%s: %w", c.classDir, ErrNoData)
+	}
+	class, err := c.fs.NVMeClass()
+	if err != nil {
+		return fmt.Errorf("reading NVMe controllers: %w", err)
+	}
+	if len(class) == 0 {
+		return fmt.Errorf("no NVMe controllers in %s: %w", c.classDir, ErrNoData)
+	}
+	names := make([]string, 0, len(class))
+	for n := range class {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+
+	// SMART reads run concurrently under one deadline: a fabrics
+	// controller whose target is gone can hold an admin command for the
+	// kernel's whole admin timeout.
+	results := make(map[string]chan smartResult, len(names))
+	for _, n := range names {
+		dev := class[n]
+		if dev.State != "live" {
+			results[n] = settled(smartResult{err: fmt.Errorf("controller state is %q", dev.State)})
+			continue
+		}
+		results[n] = c.startSMARTRead(n)
+	}
+	deadline := time.NewTimer(c.smartTimeout + 500*time.Millisecond)
+	defer deadline.Stop()
+
+	for _, n := range names {
+		dev := class[n]
+		transport := ""
+		if b, err := os.ReadFile(filepath.Join(dev.Path, "transport")); err == nil {
+			transport = strings.TrimSpace(string(b))
+		}
+		ch <- c.info.mustNewConstMetric(1, n, dev.Model, dev.Serial, dev.FirmwareRevision, dev.State, transport)
+
+		var res smartResult
+		select {
+		case res = <-results[n]:
+		case <-deadline.C:
+			// Every later controller gets the expired timer's verdict
+			// too, unless its result is already there.
+			deadline.Reset(0)
+			select {
+			case res = <-results[n]:
+			default:
+				res.err = fmt.Errorf("SMART log read did not return within %s", c.smartTimeout)
+			}
+		}
+		if res.err != nil {
+			c.noteProblem(n, res.err)
+			ch <- c.smartAvailable.mustNewConstMetric(0, n)
+			continue
+		}
+		c.clearProblem(n)
+		ch <- c.smartAvailable.mustNewConstMetric(1, n)
+		c.smartMetrics(ch, n, res.log)
+	}
+	return nil
+}
+
+// settled returns a channel that already holds r.
+func settled(r smartResult) chan smartResult {
+	ch := make(chan smartResult, 1)
+	ch <- r
+	return ch
+}
+
+// startSMARTRead reads a controller's SMART log in the background, unless a
+// read started by an earlier scrape is still blocked in the kernel.
+func (c *nvmeCollector) startSMARTRead(name string) chan smartResult {
+	c.mu.Lock()
+	if c.inflight[name] {
+		c.mu.Unlock()
+		return settled(smartResult{err: errors.New("SMART log read from an earlier scrape has not returned yet")})
+	}
+	c.inflight[name] = true
+	c.mu.Unlock()
+
+	ch := make(chan smartResult, 1)
+	go func() {
+		b, err := readSMARTLog(filepath.Join(c.devDir, name), c.smartTimeout)
+		c.mu.Lock()
+		delete(c.inflight, name)
+		c.mu.Unlock()
+		if err != nil {
+			ch <- smartResult{err: err}
+			return
+		}
+		l, err := parseSMARTLog(b)
+		ch <- smartResult{log: l, err: err}
+	}()
+	return ch
+}
+
+// noteProblem logs a SMART problem the first time it is seen for a
+// controller; without CAP_SYS_ADMIN it would otherwise be logged on every
+// scrape for every controller.
+func (c *nvmeCollector) noteProblem(name string, err error) {
+	msg := err.Error()
+	c.mu.Lock()
+	logged := c.lastProblem[name] == msg
+	c.lastProblem[name] = msg
+	c.mu.Unlock()
+	if logged {
+		return
+	}
+	hint := ""
+	if errors.Is(err, unix.EPERM) || errors.Is(err, unix.EACCES) {
+		hint = "reading the SMART log needs CAP_SYS_ADMIN and access to the device node"
+	}
+	level.Warn(c.logger).Log("msg", "NVMe SMART log unavailable; plateau_nvme_smart_available is 0 until it is readable",
+		"device", name, "err", err, "hint", hint)
+}
+
+func (c *nvmeCollector) clearProblem(name string) {
+	c.mu.Lock()
+	delete(c.lastProblem, name)
+	c.mu.Unlock()
+}
+
+func (c *nvmeCollector) smartMetrics(ch chan<- prometheus.Metric, dev string, l smartLog) {
+	ch <- c.criticalWarning.mustNewConstMetric(float64(l.criticalWarning), dev)
+	ch <- c.temperature.mustNewConstMetric(kelvinToCelsius(l.temperatureKelvin), dev)
+	for i, k := range l.sensorKelvin {
+		if k != 0 {
+			ch <- c.sensorTemperature.mustNewConstMetric(kelvinToCelsius(k), dev, strconv.Itoa(i+1))
+		}
+	}
+	ch <- c.availableSpare.mustNewConstMetric(float64(l.availableSpare)/100, dev)
+	ch <- c.spareThreshold.mustNewConstMetric(float64(l.availableSpareThreshold)/100, dev)
+	ch <- c.percentageUsed.mustNewConstMetric(float64(l.percentageUsed)/100, dev)
+	ch <- c.dataRead.mustNewConstMetric(l.dataUnitsRead*dataUnitBytes, dev)
+	ch <- c.dataWrite.mustNewConstMetric(l.dataUnitsWritten*dataUnitBytes, dev)
+	ch <- c.hostReads.mustNewConstMetric(l.hostReadCommands, dev)
+	ch <- c.hostWrites.mustNewConstMetric(l.hostWriteCommands, dev)
+	ch <- c.busy.mustNewConstMetric(l.controllerBusyMinutes*60, dev)
+	ch <- c.powerCycles.mustNewConstMetric(l.powerCycles, dev)
+	ch <- c.powerOn.mustNewConstMetric(l.powerOnHours*3600, dev)
+	ch <- c.unsafeShutdowns.mustNewConstMetric(l.unsafeShutdowns, dev)
+	ch <- c.mediaErrors.mustNewConstMetric(l.mediaErrors, dev)
+	ch <- c.errorLogEntries.mustNewConstMetric(l.errorLogEntries, dev)
+	ch <- c.warningTempTime.mustNewConstMetric(float64(l.warningTempMinutes)*60, dev)
+	ch <- c.criticalTempTime.mustNewConstMetric(float64(l.criticalTempMinutes)*60, dev)
+}
+
+// nvmePassthruCmd is struct nvme_passthru_cmd (alias nvme_admin_cmd) of
+// include/uapi/linux/nvme_ioctl.h: 72 bytes, no padding.
+type nvmePassthruCmd struct {
+	opcode      uint8
+	flags       uint8
+	rsvd1       uint16
+	nsid        uint32
+	cdw2        uint32
+	cdw3        uint32
+	metadata    uint64
+	addr        uint64
+	metadataLen uint32
+	dataLen     uint32
+	cdw10       uint32
+	cdw11       uint32
+	cdw12       uint32
+	cdw13       uint32
+	cdw14       uint32
+	cdw15       uint32
+	timeoutMS   uint32
+	result      uint32
+}
+
+const (
+	// nvmeIoctlAdminCmd is _IOWR('N', 0x41, struct nvme_admin_cmd).
+	nvmeIoctlAdminCmd = 0xC0484E41
+	// nvmeAdminGetLogPage is the Get Log Page admin opcode.
+	nvmeAdminGetLogPage = 0x02
+	// nvmeLogSMART is the SMART / Health Information log identifier.
+	nvmeLogSMART = 0x02
+	// nvmeNSIDAll asks for the controller-wide log rather than one
+	// namespace's.
+	nvmeNSIDAll = 0xFFFFFFFF
+)
+
+// smartGetLogCmd builds the Get Log Page command for the SMART log into
+// buf. CDW10 holds the log identifier in bits 7:0 and the number of dwords
+// to transfer, minus one, in bits 27:16: 0x007F0002 for 512 bytes.
+func smartGetLogCmd(buf []byte, timeout time.Duration) nvmePassthruCmd {
+	return nvmePassthruCmd{
+		opcode:    nvmeAdminGetLogPage,
+		nsid:      nvmeNSIDAll,
+		addr:      uint64(uintptr(unsafe.Pointer(&buf[0]))),
+		dataLen:   uint32(len(buf)),
+		cdw10:     uint32(len(buf)/4-1)<<16 | nvmeLogSMART,
+		timeoutMS: uint32(timeout / time.Millisecond),
+	}
+}
+
+// readSMARTLog reads the SMART / Health Information log of the controller
+// character device at path with the NVMe admin passthrough ioctl. It needs
+// CAP_SYS_ADMIN. The kernel aborts the command after timeout.
+func readSMARTLog(path string, timeout time.Duration) ([]byte, error) {
+	fd, err := unix.Open(path, unix.O_RDONLY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return nil, fmt.Errorf("opening %s: %w", path, err)
+	}
+	defer unix.Close(fd)
+	// buf escapes to the heap (it is returned), so its address stays valid
+	// while the kernel writes to it; Go's heap does not move objects.
+	buf := make([]byte, smartLogSize)
+	cmd := smartGetLogCmd(buf, timeout)
+	status, _, errno := unix.Syscall(unix.SYS_IOCTL, uintptr(fd), nvmeIoctlAdminCmd, uintptr(unsafe.Pointer(&cmd)))
+	runtime.KeepAlive(buf)
+	if errno != 0 {
+		return nil, fmt.Errorf("NVMe Get Log Page (SMART) on %s: %w", path, errno)
+	}
+	if status != 0 {
+		// A positive return is the NVMe completion status.
+		return nil, fmt.Errorf("NVMe Get Log Page (SMART) on %s: controller status %#x", path, status)
+	}
+	return buf, nil
+}
