@@ -89,6 +89,9 @@ type gpfsCollector struct {
 }
 
 func newGPFSCollector(cfg gpfsConfig, logger log.Logger) (*gpfsCollector, error) {
+	if logger == nil {
+		logger = log.NewNopLogger()
+	}
 	if cfg.timeout <= 0 {
 		return nil, fmt.Errorf("gpfs timeout must be positive, got %s", cfg.timeout)
 	}

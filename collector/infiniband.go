@@ -58,6 +58,9 @@ type infinibandCollector struct {
 }
 
 func newInfiniBandCollector(sysRoot string, logger log.Logger) (*infinibandCollector, error) {
+	if logger == nil {
+		logger = log.NewNopLogger()
+	}
 	sfs, err := sysfs.NewFS(sysRoot)
 	if err != nil {
 		return nil, fmt.Errorf("opening sysfs at %s: %w", sysRoot, err)

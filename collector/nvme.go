@@ -75,6 +75,9 @@ type nvmeCollector struct {
 }
 
 func newNVMeCollector(sysRoot, devDir string, smartTimeout time.Duration, logger log.Logger) (*nvmeCollector, error) {
+	if logger == nil {
+		logger = log.NewNopLogger()
+	}
 	if smartTimeout <= 0 {
 		return nil, fmt.Errorf("NVMe SMART timeout must be positive, got %s", smartTimeout)
 	}

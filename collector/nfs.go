@@ -1,0 +1,248 @@
+package collector
+
+import (
+	"errors"
+	"fmt"
+	"io/fs"
+	"regexp"
+	"sort"
+	"strings"
+
+	"github.com/alecthomas/kingpin/v2"
+	"github.com/go-kit/log"
+	"github.com/go-kit/log/level"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/procfs"
+)
+
+const nfsSubsystem = "nfs"
+
+var nfsMountpointInclude = kingpin.Flag("collector.nfs.mountpoint-include",
+	"Regular expression the whole mount point must match for an NFS mount to be exported; empty exports all.").
+	Default("").String()
+
+func init() {
+	registerCollector(nfsSubsystem, true, func(logger log.Logger) (Collector, error) {
+		return newNFSCollector(*procPath, *nfsMountpointInclude, logger)
+	})
+}
+
+// nfsOpCounter is one per-operation statistic.
+type nfsOpCounter struct {
+	desc typedDesc
+	get  func(*procfs.NFSOperationStats) float64
+}
+
+type nfsCollector struct {
+	procRoot string
+	include  *regexp.Regexp
+	logger   log.Logger
+
+	info                                           typedDesc
+	readBytes, writeBytes, directRead, directWrite typedDesc
+	serverRead, serverWrite                        typedDesc
+	retransmissions                                typedDesc
+	sends, receives, badXIDs, backlog, connects    typedDesc
+	ops                                            []nfsOpCounter
+}
+
+func newNFSCollector(procRoot, include string, logger log.Logger) (*nfsCollector, error) {
+	if logger == nil {
+		logger = log.NewNopLogger()
+	}
+	c := &nfsCollector{procRoot: procRoot, logger: logger}
+	if include != "" {
+		re, err := regexp.Compile("^(?:" + include + ")$")
+		if err != nil {
+			return nil, fmt.Errorf("--collector.nfs.mountpoint-include: %w", err)
+		}
+		c.include = re
+	}
+	name := func(n string) string { return prometheus.BuildFQName(namespace, nfsSubsystem, n) }
+	mount := []string{"mountpoint", "export", "server"}
+	counter := func(n, help string) typedDesc {
+		return typedDesc{prometheus.NewDesc(name(n), help, mount, nil), prometheus.CounterValue}
+	}
+	opLabels := append(append([]string{}, mount...), "operation")
+	op := func(n, help string, get func(*procfs.NFSOperationStats) float64) nfsOpCounter {
+		return nfsOpCounter{typedDesc{prometheus.NewDesc(name(n), help, opLabels, nil), prometheus.CounterValue}, get}
+	}
+	c.info = typedDesc{prometheus.NewDesc(name("mount_info"), "NFS mount of this node with its protocol version and transport; the value is always 1.",
+		append(append([]string{}, mount...), "version", "protocol"), nil), prometheus.GaugeValue}
+	c.readBytes = counter("read_bytes_total", "Bytes applications read through read() from the mount, excluding O_DIRECT.")
+	c.writeBytes = counter("write_bytes_total", "Bytes applications wrote through write() to the mount, excluding O_DIRECT.")
+	c.directRead = counter("direct_read_bytes_total", "Bytes applications read with O_DIRECT from the mount.")
+	c.directWrite = counter("direct_write_bytes_total", "Bytes applications wrote with O_DIRECT to the mount.")
+	c.serverRead = counter("total_read_bytes_total", "Bytes read from the NFS server over the wire, in total.")
+	c.serverWrite = counter("total_write_bytes_total", "Bytes written to the NFS server over the wire, in total.")
+	c.retransmissions = counter("retransmissions_total", "RPC transmissions beyond the first, summed over operations: requests the client had to resend.")
+	c.sends = counter("transport_sends_total", "RPC requests sent on the mount's transports.")
+	c.receives = counter("transport_receives_total", "RPC replies received on the mount's transports.")
+	c.badXIDs = counter("transport_bad_transaction_ids_total", "Replies whose transaction ID matched no outstanding request.")
+	c.backlog = counter("transport_backlog_queue_total", "Running sum of the backlog queue length at each send; divided by sends it is the average backlog.")
+	c.connects = counter("transport_connects_total", "Connections made to the server; more than one per transport means reconnects.")
+	c.ops = []nfsOpCounter{
+		op("operations_requests_total", "Requests completed for the NFS operation.",
+			func(o *procfs.NFSOperationStats) float64 { return float64(o.Requests) }),
+		op("operations_transmissions_total", "RPC transmissions for the NFS operation, retransmissions included.",
+			func(o *procfs.NFSOperationStats) float64 { return float64(o.Transmissions) }),
+		op("operations_major_timeouts_total", "Requests of the NFS operation that hit a major timeout (the 'server not responding' message).",
+			func(o *procfs.NFSOperationStats) float64 { return float64(o.MajorTimeouts) }),
+		op("operations_response_time_seconds_total", "Round-trip time of the NFS operation, from transmission to reply, summed over requests.",
+			func(o *procfs.NFSOperationStats) float64 {
+				return float64(o.CumulativeTotalResponseMilliseconds) / 1000
+			}),
+		op("operations_request_time_seconds_total", "Execution time of the NFS operation, from queueing to completion, summed over requests.",
+			func(o *procfs.NFSOperationStats) float64 { return float64(o.CumulativeTotalRequestMilliseconds) / 1000 }),
+	}
+	return c, nil
+}
+
+// nfsMount is an NFS mount with its labels.
+type nfsMount struct {
+	mountpoint, export, server string
+	stats                      *procfs.MountStatsNFS
+}
+
+func (c *nfsCollector) Update(ch chan<- prometheus.Metric) error {
+	pfs, err := procfs.NewFS(c.procRoot)
+	if err != nil {
+		return fmt.Errorf("opening procfs at %s: %w", c.procRoot, err)
+	}
+	self, err := pfs.Self()
+	if err != nil {
+		return fmt.Errorf("finding this process in %s: %w", c.procRoot, err)
+	}
+	mounts, err := self.MountStats()
+	if err != nil {
+		if errors.Is(err, fs.ErrNotExist) {
+			return fmt.Errorf("no mountstats in %s: %w", c.procRoot, ErrNoData)
+		}
+		return fmt.Errorf("reading mountstats: %w", err)
+	}
+
+	// A mount point can appear more than once (a mount stacked over an
+	// earlier one, or the same export mounted again). Equal labels would
+	// make duplicate series; the last entry is the mount that is visible.
+	byLabels := map[[3]string]int{}
+	var selected []nfsMount
+	for _, m := range mounts {
+		stats, ok := m.Stats.(*procfs.MountStatsNFS)
+		if !ok {
+			continue
+		}
+		mp := unescapeMountField(m.Mount)
+		if c.include != nil && !c.include.MatchString(mp) {
+			continue
+		}
+		export := unescapeMountField(m.Device)
+		nm := nfsMount{mountpoint: mp, export: export, server: nfsServer(export, stats.Opts), stats: stats}
+		key := [3]string{nm.mountpoint, nm.export, nm.server}
+		if i, dup := byLabels[key]; dup {
+			level.Debug(c.logger).Log("msg", "NFS mount listed twice, exporting the later entry", "mountpoint", mp, "export", export)
+			selected[i] = nm
+			continue
+		}
+		byLabels[key] = len(selected)
+		selected = append(selected, nm)
+	}
+	if len(selected) == 0 {
+		return fmt.Errorf("no NFS mounts: %w", ErrNoData)
+	}
+	sort.Slice(selected, func(i, j int) bool { return selected[i].mountpoint < selected[j].mountpoint })
+	for i := range selected {
+		c.updateMount(ch, &selected[i])
+	}
+	return nil
+}
+
+func (c *nfsCollector) updateMount(ch chan<- prometheus.Metric, m *nfsMount) {
+	s := m.stats
+	l := [3]string{m.mountpoint, m.export, m.server}
+	protocol := s.Opts["proto"]
+	if protocol == "" && len(s.Transport) > 0 {
+		protocol = s.Transport[0].Protocol
+	}
+	ch <- c.info.mustNewConstMetric(1, l[0], l[1], l[2], s.Opts["vers"], protocol)
+
+	b := s.Bytes
+	ch <- c.readBytes.mustNewConstMetric(float64(b.Read), l[:]...)
+	ch <- c.writeBytes.mustNewConstMetric(float64(b.Write), l[:]...)
+	ch <- c.directRead.mustNewConstMetric(float64(b.DirectRead), l[:]...)
+	ch <- c.directWrite.mustNewConstMetric(float64(b.DirectWrite), l[:]...)
+	ch <- c.serverRead.mustNewConstMetric(float64(b.ReadTotal), l[:]...)
+	ch <- c.serverWrite.mustNewConstMetric(float64(b.WriteTotal), l[:]...)
+
+	// With nconnect the mount has several transports; their counters add.
+	var sends, receives, badXIDs, backlog, connects uint64
+	for _, t := range s.Transport {
+		sends += t.Sends
+		receives += t.Receives
+		badXIDs += t.BadTransactionIDs
+		backlog += t.CumulativeBacklog
+		connects += t.Connect
+	}
+	ch <- c.sends.mustNewConstMetric(float64(sends), l[:]...)
+	ch <- c.receives.mustNewConstMetric(float64(receives), l[:]...)
+	ch <- c.badXIDs.mustNewConstMetric(float64(badXIDs), l[:]...)
+	ch <- c.backlog.mustNewConstMetric(float64(backlog), l[:]...)
+	ch <- c.connects.mustNewConstMetric(float64(connects), l[:]...)
+
+	var retrans uint64
+	for i := range s.Operations {
+		o := &s.Operations[i]
+		if o.Transmissions > o.Requests {
+			retrans += o.Transmissions - o.Requests
+		}
+		// NFSv4 lists about seventy operations and most are never used
+		// on a client; exporting only the used ones keeps a node with
+		// many mounts to a few hundred series instead of thousands. A
+		// series appears with the operation's first request.
+		if o.Requests == 0 && o.Transmissions == 0 {
+			continue
+		}
+		for _, oc := range c.ops {
+			ch <- oc.desc.mustNewConstMetric(oc.get(o), l[0], l[1], l[2], o.Operation)
+		}
+	}
+	ch <- c.retransmissions.mustNewConstMetric(float64(retrans), l[:]...)
+}
+
+// nfsServer returns the server part of an NFS export ("host:/path",
+// "[v6addr]:/path"), or the addr= mount option when the export has none.
+func nfsServer(export string, opts map[string]string) string {
+	if strings.HasPrefix(export, "[") {
+		if i := strings.Index(export, "]:"); i > 0 {
+			return export[1:i]
+		}
+	}
+	if i := strings.Index(export, ":/"); i > 0 {
+		return export[:i]
+	}
+	if i := strings.LastIndexByte(export, ':'); i > 0 {
+		return export[:i]
+	}
+	return opts["addr"]
+}
+
+// unescapeMountField undoes the kernel's escaping of blanks, tabs, newlines
+// and backslashes in mount table fields (\040, \011, \012, \134).
+func unescapeMountField(s string) string {
+	if !strings.Contains(s, `\`) {
+		return s
+	}
+	var b strings.Builder
+	b.Grow(len(s))
+	for i := 0; i < len(s); i++ {
+		// Only \000 to \377 are bytes; anything else is kept as is.
+		if s[i] == '\\' && i+3 < len(s) && '0' <= s[i+1] && s[i+1] <= '3' && isOctal(s[i+2]) && isOctal(s[i+3]) {
+			b.WriteByte((s[i+1]-'0')<<6 | (s[i+2]-'0')<<3 | (s[i+3] - '0'))
+			i += 3
+			continue
+		}
+		b.WriteByte(s[i])
+	}
+	return b.String()
+}
+
+func isOctal(c byte) bool { return '0' <= c && c <= '7' }
