@@ -13,7 +13,8 @@ VERSION_PKG := github.com/prometheus/common/version
 LDFLAGS   := -X $(VERSION_PKG).Version=$(VERSION) -X $(VERSION_PKG).Revision=$(REVISION) \
              -X $(VERSION_PKG).Branch=$(BRANCH) -X $(VERSION_PKG).BuildUser=$(shell id -un)@$(shell hostname) \
              -X $(VERSION_PKG).BuildDate=$(BUILDDATE)
-STATICCHECK_VERSION ?= 2025.1.1
+# v0.6.1 is staticcheck 2025.1.1; the proxy serves it under its semver tag.
+STATICCHECK_VERSION ?= v0.6.1
 FUZZTIME  ?= 10s
 
 .PHONY: all build test unit e2e integration lint fuzz bench clean

@@ -19,7 +19,11 @@ type kindSpec struct {
 
 // runContext is handed to a kind's run function.
 type runContext struct {
-	cfg    *ProbeConfig
+	cfg *ProbeConfig
+	// probeDir is the target's verified probe directory; kinds that keep
+	// files across runs open their keep directory in it.
+	probeDir *probeDir
+	// dir is this run's scratch directory, removed when the run ends.
 	dir    *runDir
 	result *Result
 	// nonce makes this run's data differ from every other run's.
@@ -38,6 +42,8 @@ func (rc *runContext) addOp(op string, bytes, operations int64, seconds float64,
 // kinds is the fixed table of probe kinds.
 var kinds = map[string]kindSpec{
 	KindSequential: sequentialKind,
+	KindSharedFile: sharedFileKind,
+	KindMetadata:   metadataKind,
 }
 
 // KindNames lists the probe kinds, sorted.

@@ -19,6 +19,9 @@ type Request struct {
 	Hostname     string      `json:"hostname"`
 	MinFreeRatio float64     `json:"min_free_ratio,omitempty"`
 	Probe        ProbeConfig `json:"probe"`
+	// Probes names every probe configured on the target, so that files
+	// kept for a probe that was removed from the config are swept.
+	Probes []string `json:"probes,omitempty"`
 }
 
 // NewRequest builds the request for one probe of a target.
@@ -30,7 +33,16 @@ func NewRequest(t *Target, p *ProbeConfig, hostname string) Request {
 		Hostname:     hostname,
 		MinFreeRatio: t.MinFreeRatio,
 		Probe:        *p,
+		Probes:       t.probeNames(),
 	}
+}
+
+func (t *Target) probeNames() []string {
+	names := make([]string, 0, len(t.Probes))
+	for _, p := range t.Probes {
+		names = append(names, p.Name)
+	}
+	return names
 }
 
 // Skip reasons, the `reason` label of plateau_probe_skips_total.
@@ -92,6 +104,12 @@ func Execute(ctx context.Context, req Request) *Result {
 		res.fail(fmt.Errorf("sweep leftovers in %s: %w", dir.path, err))
 		return res
 	}
+	if req.Probes != nil {
+		if err := dir.sweepKeepDirs(req.Probes); err != nil {
+			res.fail(fmt.Errorf("sweep files of removed probes in %s: %w", dir.path, err))
+			return res
+		}
+	}
 	if req.MinFreeRatio > 0 {
 		free, err := freeRatio(dir.fd)
 		if err != nil {
@@ -110,7 +128,7 @@ func Execute(ctx context.Context, req Request) *Result {
 		res.fail(err)
 		return res
 	}
-	rc := &runContext{cfg: &req.Probe, dir: run, result: res, nonce: rand.Uint64()}
+	rc := &runContext{cfg: &req.Probe, probeDir: dir, dir: run, result: res, nonce: rand.Uint64()}
 	runErr := spec.run(ctx, rc)
 	if runErr != nil && ctx.Err() != nil {
 		runErr = fmt.Errorf("%w (%v)", context.DeadlineExceeded, runErr)

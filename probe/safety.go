@@ -19,13 +19,14 @@ import (
 // patterns below, which the probes generate, are ever removed.
 
 const (
-	runDirPrefix = "run."
-	lockName     = ".lock"
+	runDirPrefix  = "run."
+	keepDirPrefix = "keep."
+	lockName      = ".lock"
 )
 
 // generatedName matches every file and directory name the probes create
-// inside a run directory; sweeping and clean-up remove nothing else.
-var generatedName = regexp.MustCompile(`^(w[0-9]+\.dat|shared\.dat|d[0-9]+|f[0-9]+)$`)
+// inside a run or keep directory; sweeping and clean-up remove nothing else.
+var generatedName = regexp.MustCompile(`^(w[0-9]+\.dat|shared\.dat|random\.dat|c[0-9]+\.dat|d[0-9]+|f[0-9]+)$`)
 
 // runDirName matches run directories: run.<probe>.<pid>.<unix nanos>.
 var runDirName = regexp.MustCompile(`^run\.[A-Za-z0-9_.-]+\.[0-9]+\.[0-9]+$`)
@@ -133,6 +134,60 @@ func (d *probeDir) sweep() (int, error) {
 	}
 	return removed, errors.Join(errs...)
 }
+
+// sweepKeepDirs removes the keep directories of probes no longer configured
+// on this target, so files kept across runs (the random probe's file, the
+// cold-read set) do not outlive their probe.
+func (d *probeDir) sweepKeepDirs(configured []string) error {
+	names, err := readDirNames(d.fd)
+	if err != nil {
+		return fmt.Errorf("list %s: %w", d.path, err)
+	}
+	want := map[string]bool{}
+	for _, p := range configured {
+		want[keepDirPrefix+p] = true
+	}
+	var errs []error
+	for _, name := range names {
+		if strings.HasPrefix(name, keepDirPrefix) && nameRE.MatchString(strings.TrimPrefix(name, keepDirPrefix)) && !want[name] {
+			errs = append(errs, removeGeneratedTree(d.fd, name))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// keepDir holds a probe's files that live across runs.
+type keepDir struct {
+	parent *probeDir
+	fd     int
+	name   string
+}
+
+// openKeepDir opens (creating it 0700 if needed) keep.<probe>, refusing a
+// symlink or a directory that is not ours.
+func (d *probeDir) openKeepDir(probe string) (*keepDir, error) {
+	name := keepDirPrefix + probe
+	if err := unix.Mkdirat(d.fd, name, 0o700); err != nil && !errors.Is(err, unix.EEXIST) {
+		return nil, fmt.Errorf("create %s/%s: %w", d.path, name, err)
+	}
+	fd, err := unix.Openat(d.fd, name, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+	if err != nil {
+		if errors.Is(err, unix.ELOOP) || errors.Is(err, unix.ENOTDIR) {
+			return nil, fmt.Errorf("%w: %s/%s is a symlink or not a directory", errUnsafe, d.path, name)
+		}
+		return nil, fmt.Errorf("open %s/%s: %w", d.path, name, err)
+	}
+	var st unix.Stat_t
+	if err := unix.Fstat(fd, &st); err != nil || int(st.Uid) != os.Geteuid() {
+		unix.Close(fd)
+		return nil, fmt.Errorf("%w: %s/%s is not owned by this daemon's uid", errUnsafe, d.path, name)
+	}
+	return &keepDir{parent: d, fd: fd, name: name}, nil
+}
+
+func (k *keepDir) Close() error { return unix.Close(k.fd) }
+
+func (k *keepDir) path() string { return k.parent.path + "/" + k.name }
 
 // runDir is the scratch directory of one run.
 type runDir struct {

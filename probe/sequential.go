@@ -2,21 +2,19 @@ package probe
 
 import (
 	"context"
-	"fmt"
 	"strconv"
 	"sync"
 	"time"
-
-	"golang.org/x/sys/unix"
 )
 
 // KindSequential is IOzone's N-to-N sequential test (-i0 -i1 -c -e): each
 // worker writes its own file, fsyncs and closes it inside the timing, then
-// reads it back.
+// reads it back. With read_after, the read instead measures files written
+// by an earlier run at least that long ago, which caches no longer hold.
 const KindSequential = "sequential"
 
 var sequentialKind = kindSpec{
-	keys: []string{"workers", "file_size", "block_size"},
+	keys: []string{"workers", "file_size", "block_size", "read_after"},
 	ops:  []string{"write", "read"},
 	setDefaults: func(p *ProbeConfig) {
 		p.Workers = 1
@@ -24,14 +22,13 @@ var sequentialKind = kindSpec{
 		p.BlockSize = 8 << 20
 	},
 	validate: func(p *ProbeConfig) []fieldError {
-		var errs []fieldError
-		errs = positive(p, "workers", int64(p.Workers), errs)
-		if p.Workers > 256 {
-			errs = append(errs, fieldError{"workers", "must be at most 256"})
-		}
+		errs := checkWorkers(p, nil)
 		errs = checkBlockSize(p.BlockSize, errs)
 		if p.FileSize <= 0 || (p.BlockSize > 0 && p.FileSize%p.BlockSize != 0) {
 			errs = append(errs, fieldError{"file_size", "must be a positive multiple of block_size"})
+		}
+		if p.ReadAfter < 0 {
+			errs = append(errs, fieldError{"read_after", "must not be negative"})
 		}
 		return errs
 	},
@@ -39,98 +36,55 @@ var sequentialKind = kindSpec{
 	run:         runSequential,
 }
 
+func checkWorkers(p *ProbeConfig, errs []fieldError) []fieldError {
+	if p.Workers <= 0 || p.Workers > 256 {
+		errs = append(errs, fieldError{"workers", "must be between 1 and 256"})
+	}
+	return errs
+}
+
 func workerFileName(i int) string { return "w" + strconv.Itoa(i) + ".dat" }
 
 func runSequential(ctx context.Context, rc *runContext) error {
 	p := rc.cfg
 	dirfd := rc.dir.fd
-	// Create the files untimed, so the I/O mode can be read off a real file
-	// on this file system before anything is measured.
-	for i := 0; i < p.Workers; i++ {
-		fd, err := unix.Openat(dirfd, workerFileName(i), unix.O_CREAT|unix.O_EXCL|unix.O_WRONLY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0o600)
-		if err != nil {
-			return fmt.Errorf("create %s/%s: %w", rc.dir.path(), workerFileName(i), err)
-		}
-		unix.Close(fd)
+	names := make([]string, p.Workers)
+	for i := range names {
+		names[i] = workerFileName(i)
 	}
-	mode, err := chooseIOMode(dirfd, workerFileName(0), p.BlockSize)
+	if err := createFiles(dirfd, rc.dir.path(), names...); err != nil {
+		return err
+	}
+	mode, err := chooseIOMode(dirfd, names[0], p.BlockSize)
 	if err != nil {
 		return err
 	}
 	rc.result.Direct = mode.direct
 	rc.result.Engine = "sync"
-
-	bufs := make([][]byte, p.Workers)
-	for i := range bufs {
-		bufs[i] = alignedBuffer(int(p.BlockSize), mode.align)
-		fillIncompressible(bufs[i], rc.nonce+uint64(i))
-	}
-	blocks := p.FileSize / p.BlockSize
-
-	write := func(i int, lat *latencyRecorder) error {
-		f, err := mode.openAt(dirfd, workerFileName(i), unix.O_WRONLY, 0)
-		if err != nil {
-			return err
-		}
-		buf := bufs[i]
-		for b := int64(0); b < blocks; b++ {
-			if err := ctx.Err(); err != nil {
-				f.Close()
-				return err
-			}
-			off := b * p.BlockSize
-			stamp(buf, rc.nonce, uint32(i), off)
-			t := time.Now()
-			if _, err := f.WriteAt(buf, off); err != nil {
-				f.Close()
-				return fmt.Errorf("write %s: %w", f.Name(), err)
-			}
-			lat.Observe(time.Since(t).Seconds())
-		}
-		if err := f.Sync(); err != nil {
-			f.Close()
-			return fmt.Errorf("fsync %s: %w", f.Name(), err)
-		}
-		mode.dropCache(f)
-		if err := f.Close(); err != nil {
-			return fmt.Errorf("close %s: %w", f.Name(), err)
-		}
-		return nil
-	}
-	read := func(i int, lat *latencyRecorder) error {
-		f, err := mode.openAt(dirfd, workerFileName(i), unix.O_RDONLY, 0)
-		if err != nil {
-			return err
-		}
-		defer f.Close()
-		mode.dropCache(f)
-		buf := bufs[i]
-		for b := int64(0); b < blocks; b++ {
-			if err := ctx.Err(); err != nil {
-				return err
-			}
-			t := time.Now()
-			if _, err := f.ReadAt(buf, b*p.BlockSize); err != nil {
-				return fmt.Errorf("read %s: %w", f.Name(), err)
-			}
-			lat.Observe(time.Since(t).Seconds())
-		}
-		return f.Close()
-	}
-
+	bufs := workerBuffers(p.Workers, p.BlockSize, mode.align, rc.nonce)
 	total := int64(p.Workers) * p.FileSize
-	ops := int64(p.Workers) * blocks
-	for _, phase := range []struct {
-		op string
-		fn func(int, *latencyRecorder) error
-	}{{"write", write}, {"read", read}} {
-		lat := newLatencyRecorder()
-		secs, err := parallel(p.Workers, lat, phase.fn)
-		if err != nil {
-			return err
-		}
-		rc.addOp(phase.op, total, ops, secs, lat)
+	ops := total / p.BlockSize
+
+	lat := newLatencyRecorder()
+	secs, err := parallel(p.Workers, lat, func(i int, lat *latencyRecorder) error {
+		return transfer(ctx, mode, dirfd, names[i], true, 0, p.FileSize, p.BlockSize, bufs[i], rc.nonce, uint32(i), lat)
+	})
+	if err != nil {
+		return err
 	}
+	rc.addOp("write", total, ops, secs, lat)
+
+	if p.ReadAfter > 0 {
+		return coldRead(ctx, rc, mode, names, bufs)
+	}
+	lat = newLatencyRecorder()
+	secs, err = parallel(p.Workers, lat, func(i int, lat *latencyRecorder) error {
+		return transfer(ctx, mode, dirfd, names[i], false, 0, p.FileSize, p.BlockSize, bufs[i], rc.nonce, uint32(i), lat)
+	})
+	if err != nil {
+		return err
+	}
+	rc.addOp("read", total, ops, secs, lat)
 	return nil
 }
 
