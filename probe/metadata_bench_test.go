@@ -110,4 +110,3 @@ func median(v []float64) float64 {
 	}
 	return s[len(s)/2]
 }
-
