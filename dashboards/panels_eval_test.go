@@ -1,0 +1,218 @@
+package dashboards
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/prometheus/prometheus/promql/parser"
+	"gopkg.in/yaml.v3"
+)
+
+// The structural checks cannot tell whether a panel shows anything: a
+// vector match on a label the metrics do not share, or a many-to-many
+// match, parses fine and draws an empty or broken panel. This test
+// evaluates every panel query with promtool against series shaped exactly
+// as the exporter exports them (the golden /metrics and the collectors'
+// expected fixture outputs, scraped every minute for an hour) and wants
+// each to return data.
+
+const (
+	evalJob      = "plateau"
+	evalInstance = "node01:9731"
+)
+
+// seriesFromExposition turns expositions into promtool input series: one
+// per sample line, with the target labels Prometheus adds, counters rising
+// by one per scrape and gauges holding their value (1 where the golden
+// file masks it).
+func seriesFromExposition(data []byte, out map[string]string) error {
+	types := map[string]string{}
+	sampleRE := regexp.MustCompile(`^([a-zA-Z_:][a-zA-Z0-9_:]*)(\{.*\})?\s+(\S+)`)
+	for _, line := range strings.Split(string(data), "\n") {
+		line = strings.TrimSpace(line)
+		if f := strings.Fields(line); len(f) >= 4 && f[0] == "#" && f[1] == "TYPE" {
+			types[f[2]] = f[3]
+			continue
+		}
+		if line == "" || strings.HasPrefix(line, "#") {
+			continue
+		}
+		m := sampleRE.FindStringSubmatch(line)
+		if m == nil {
+			return fmt.Errorf("cannot read sample line %q", line)
+		}
+		name, labels, value := m[1], strings.TrimSuffix(strings.TrimPrefix(m[2], "{"), "}"), m[3]
+		target := fmt.Sprintf(`job=%q,instance=%q`, evalJob, evalInstance)
+		if labels != "" {
+			labels = target + "," + labels
+		} else {
+			labels = target
+		}
+		series := name + "{" + labels + "}"
+		counter := types[name] == "counter"
+		for _, suffix := range []string{"_bucket", "_sum", "_count"} {
+			if base, ok := strings.CutSuffix(name, suffix); ok && (types[base] == "histogram" || types[base] == "summary") {
+				counter = true
+			}
+		}
+		switch v, err := strconv.ParseFloat(value, 64); {
+		case counter:
+			out[series] = "0+1x60"
+		case err != nil:
+			out[series] = "1x60"
+		default:
+			out[series] = strconv.FormatFloat(v, 'g', -1, 64) + "x60"
+		}
+	}
+	return nil
+}
+
+// interpolateForEval replaces Grafana variables as Grafana would with the
+// job and instance of the test series selected and every other variable
+// set to All (the dashboards give All the value .+).
+func interpolateForEval(expr string) string {
+	r := strings.NewReplacer(
+		"$__rate_interval", "5m", "$__interval", "1m", "$__range", "1h",
+		"$job", evalJob, "$instance", evalInstance,
+	)
+	expr = r.Replace(expr)
+	return grafanaVarRE.ReplaceAllString(expr, ".+")
+}
+
+// dataQuery returns what of a panel query must return data on the
+// fixtures: the query without its filters by a constant (`> 0`, `== 1`),
+// which may rightly drop every series of healthy or unchanging fixtures.
+// What remains fails only on a missing metric or a vector match that finds
+// nothing.
+func dataQuery(q string) (string, error) {
+	expr, err := parsePromQL(q)
+	if err != nil {
+		return "", err
+	}
+	return stripConstantFilters(expr).String(), nil
+}
+
+func stripConstantFilters(e parser.Expr) parser.Expr {
+	switch n := e.(type) {
+	case *parser.BinaryExpr:
+		n.LHS = stripConstantFilters(n.LHS)
+		n.RHS = stripConstantFilters(n.RHS)
+		if n.Op.IsComparisonOperator() && !n.ReturnBool {
+			if _, ok := n.RHS.(*parser.NumberLiteral); ok {
+				return n.LHS
+			}
+		}
+	case *parser.ParenExpr:
+		n.Expr = stripConstantFilters(n.Expr)
+	case *parser.AggregateExpr:
+		n.Expr = stripConstantFilters(n.Expr)
+	case *parser.Call:
+		for i, a := range n.Args {
+			n.Args[i] = stripConstantFilters(a)
+		}
+	case *parser.SubqueryExpr:
+		n.Expr = stripConstantFilters(n.Expr)
+	case *parser.UnaryExpr:
+		n.Expr = stripConstantFilters(n.Expr)
+	}
+	return e
+}
+
+func TestDashboardQueriesReturnData(t *testing.T) {
+	promtool := requireTool(t, "promtool", "prometheus")
+	series := map[string]string{}
+	golden, err := os.ReadFile(goldenMetrics)
+	if err != nil {
+		t.Fatalf("the golden /metrics output of the daemon is missing (%v)", err)
+	}
+	if err := seriesFromExposition(golden, series); err != nil {
+		t.Fatalf("%s: %v", goldenMetrics, err)
+	}
+	for _, g := range collectorExpositionGlobs {
+		paths, _ := filepath.Glob(g)
+		for _, p := range paths {
+			data, err := os.ReadFile(p)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := seriesFromExposition(data, series); err != nil {
+				t.Fatalf("%s: %v", p, err)
+			}
+		}
+	}
+
+	type sample struct {
+		Labels string  `yaml:"labels"`
+		Value  float64 `yaml:"value"`
+	}
+	type exprTest struct {
+		Expr       string   `yaml:"expr"`
+		EvalTime   string   `yaml:"eval_time"`
+		ExpSamples []sample `yaml:"exp_samples"`
+	}
+	type inputSeries struct {
+		Series string `yaml:"series"`
+		Values string `yaml:"values"`
+	}
+	// Prometheus itself writes ALERTS, which the overview lists.
+	series[fmt.Sprintf(`ALERTS{alertname="PlateauProbeFailing",alertstate="firing",severity="warning",job=%q,instance=%q,target="e2e",probe="seq",kind="sequential"}`, evalJob, evalInstance)] = "1x60"
+	var inputs []inputSeries
+	for _, s := range sortedKeys(series) {
+		inputs = append(inputs, inputSeries{s, series[s]})
+	}
+	var tests []exprTest
+	var where []string
+	for _, d := range loadDashboards(t) {
+		for _, p := range d.panels() {
+			targets, _ := p["targets"].([]any)
+			for _, tg := range targets {
+				m, _ := tg.(map[string]any)
+				raw, _ := m["expr"].(string)
+				q, err := dataQuery(interpolateForEval(raw))
+				if err != nil {
+					t.Errorf("%s: panel %q: %v", d.path, p["title"], err)
+					continue
+				}
+				// One sample of value 1 exactly when q returns data.
+				tests = append(tests, exprTest{
+					Expr:       fmt.Sprintf("vector(1) and on () (count(%s) > 0)", q),
+					EvalTime:   "50m",
+					ExpSamples: []sample{{Labels: "{}", Value: 1}},
+				})
+				where = append(where, fmt.Sprintf("%s: panel %q query %v: %s", d.path, p["title"], m["refId"], q))
+			}
+		}
+	}
+	// One promtool test per query, so a failure names the panel.
+	var file struct {
+		Tests []struct {
+			Name           string        `yaml:"name"`
+			Interval       string        `yaml:"interval"`
+			InputSeries    []inputSeries `yaml:"input_series"`
+			PromqlExprTest []exprTest    `yaml:"promql_expr_test"`
+		} `yaml:"tests"`
+	}
+	for i, et := range tests {
+		file.Tests = append(file.Tests, struct {
+			Name           string        `yaml:"name"`
+			Interval       string        `yaml:"interval"`
+			InputSeries    []inputSeries `yaml:"input_series"`
+			PromqlExprTest []exprTest    `yaml:"promql_expr_test"`
+		}{Name: where[i], Interval: "1m", InputSeries: inputs, PromqlExprTest: []exprTest{et}})
+	}
+	data, err := yaml.Marshal(file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(t.TempDir(), "panels_test.yml")
+	if err := os.WriteFile(path, data, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("%d panel queries over %d series", len(tests), len(inputs))
+	runTool(t, promtool, "test", "rules", path)
+}
