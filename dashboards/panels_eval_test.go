@@ -84,47 +84,74 @@ func interpolateForEval(expr string) string {
 	return grafanaVarRE.ReplaceAllString(expr, ".+")
 }
 
-// dataQuery returns what of a panel query must return data on the
-// fixtures: the query without its filters by a constant (`> 0`, `== 1`),
-// which may rightly drop every series of healthy or unchanging fixtures.
-// What remains fails only on a missing metric or a vector match that finds
-// nothing.
+// dataQuery returns the query with every comparison turned into its bool
+// form, so that it must return data on the fixtures: a filter (`> 0`,
+// `== 1`, `< threshold`) may rightly drop every series of healthy or
+// unchanging fixtures, but its bool form keeps one result per matched
+// series. What fails then is a missing metric or a vector match that
+// finds nothing, the mistakes that parse fine.
 func dataQuery(q string) (string, error) {
 	expr, err := parsePromQL(q)
 	if err != nil {
 		return "", err
 	}
-	return stripConstantFilters(expr).String(), nil
+	parser.Inspect(expr, func(node parser.Node, _ []parser.Node) error {
+		if b, ok := node.(*parser.BinaryExpr); ok && b.Op.IsComparisonOperator() &&
+			(b.LHS.Type() == parser.ValueTypeVector || b.RHS.Type() == parser.ValueTypeVector) {
+			b.ReturnBool = true
+		}
+		return nil
+	})
+	return expr.String(), nil
 }
 
-func stripConstantFilters(e parser.Expr) parser.Expr {
-	switch n := e.(type) {
-	case *parser.BinaryExpr:
-		n.LHS = stripConstantFilters(n.LHS)
-		n.RHS = stripConstantFilters(n.RHS)
-		if n.Op.IsComparisonOperator() && !n.ReturnBool {
-			if _, ok := n.RHS.(*parser.NumberLiteral); ok {
-				return n.LHS
-			}
-		}
-	case *parser.ParenExpr:
-		n.Expr = stripConstantFilters(n.Expr)
-	case *parser.AggregateExpr:
-		n.Expr = stripConstantFilters(n.Expr)
-	case *parser.Call:
-		for i, a := range n.Args {
-			n.Args[i] = stripConstantFilters(a)
-		}
-	case *parser.SubqueryExpr:
-		n.Expr = stripConstantFilters(n.Expr)
-	case *parser.UnaryExpr:
-		n.Expr = stripConstantFilters(n.Expr)
-	}
-	return e
-}
+// namedQuery is a query to evaluate and where it comes from.
+type namedQuery struct{ where, query string }
 
 func TestDashboardQueriesReturnData(t *testing.T) {
 	promtool := requireTool(t, "promtool", "prometheus")
+	var queries []namedQuery
+	for _, d := range loadDashboards(t) {
+		for _, p := range d.panels() {
+			targets, _ := p["targets"].([]any)
+			for _, tg := range targets {
+				m, _ := tg.(map[string]any)
+				raw, _ := m["expr"].(string)
+				queries = append(queries, namedQuery{
+					where: fmt.Sprintf("%s: panel %q query %v", d.path, p["title"], m["refId"]),
+					query: interpolateForEval(raw),
+				})
+			}
+		}
+	}
+	evaluateOnExportedSeries(t, promtool, queries, nil)
+}
+
+// TestRuleExpressionsMatchExportedSeries does for the rules what the
+// promtool unit tests cannot: those feed hand-written series, so an `on`
+// or `group_left` naming a label the exporter does not export would pass
+// them. Here every rule's expression runs on the exporter's own series,
+// with rules.yml loaded so the recorded series exist too.
+func TestRuleExpressionsMatchExportedSeries(t *testing.T) {
+	promtool := requireTool(t, "promtool", "prometheus")
+	var queries []namedQuery
+	for _, f := range []string{rulesFile, alertsFile} {
+		for _, r := range loadRules(t, f) {
+			queries = append(queries, namedQuery{where: fmt.Sprintf("%s: %s%s", f, r.Record, r.Alert), query: r.Expr})
+		}
+	}
+	rules, err := filepath.Abs(rulesFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	evaluateOnExportedSeries(t, promtool, queries, []string{rules})
+}
+
+// evaluateOnExportedSeries runs each query, in its bool form (dataQuery),
+// with promtool over an hour of series shaped as the exporter exports them,
+// and fails for each that returns nothing.
+func evaluateOnExportedSeries(t *testing.T, promtool string, queries []namedQuery, ruleFiles []string) {
+	t.Helper()
 	series := map[string]string{}
 	golden, err := os.ReadFile(goldenMetrics)
 	if err != nil {
@@ -145,6 +172,8 @@ func TestDashboardQueriesReturnData(t *testing.T) {
 			}
 		}
 	}
+	// Prometheus itself writes ALERTS, which the overview lists.
+	series[fmt.Sprintf(`ALERTS{alertname="PlateauProbeFailing",alertstate="firing",severity="warning",job=%q,instance=%q,target="e2e",probe="seq",kind="sequential"}`, evalJob, evalInstance)] = "1x60"
 
 	type sample struct {
 		Labels string  `yaml:"labels"`
@@ -159,60 +188,48 @@ func TestDashboardQueriesReturnData(t *testing.T) {
 		Series string `yaml:"series"`
 		Values string `yaml:"values"`
 	}
-	// Prometheus itself writes ALERTS, which the overview lists.
-	series[fmt.Sprintf(`ALERTS{alertname="PlateauProbeFailing",alertstate="firing",severity="warning",job=%q,instance=%q,target="e2e",probe="seq",kind="sequential"}`, evalJob, evalInstance)] = "1x60"
+	type testCase struct {
+		Name           string        `yaml:"name"`
+		Interval       string        `yaml:"interval"`
+		InputSeries    []inputSeries `yaml:"input_series"`
+		PromqlExprTest []exprTest    `yaml:"promql_expr_test"`
+	}
+	var file struct {
+		RuleFiles          []string   `yaml:"rule_files"`
+		EvaluationInterval string     `yaml:"evaluation_interval"`
+		Tests              []testCase `yaml:"tests"`
+	}
+	file.RuleFiles = ruleFiles
+	file.EvaluationInterval = "1m"
 	var inputs []inputSeries
 	for _, s := range sortedKeys(series) {
 		inputs = append(inputs, inputSeries{s, series[s]})
 	}
-	var tests []exprTest
-	var where []string
-	for _, d := range loadDashboards(t) {
-		for _, p := range d.panels() {
-			targets, _ := p["targets"].([]any)
-			for _, tg := range targets {
-				m, _ := tg.(map[string]any)
-				raw, _ := m["expr"].(string)
-				q, err := dataQuery(interpolateForEval(raw))
-				if err != nil {
-					t.Errorf("%s: panel %q: %v", d.path, p["title"], err)
-					continue
-				}
-				// One sample of value 1 exactly when q returns data.
-				tests = append(tests, exprTest{
-					Expr:       fmt.Sprintf("vector(1) and on () (count(%s) > 0)", q),
-					EvalTime:   "50m",
-					ExpSamples: []sample{{Labels: "{}", Value: 1}},
-				})
-				where = append(where, fmt.Sprintf("%s: panel %q query %v: %s", d.path, p["title"], m["refId"], q))
-			}
+	for _, nq := range queries {
+		q, err := dataQuery(nq.query)
+		if err != nil {
+			t.Errorf("%s: %v", nq.where, err)
+			continue
 		}
-	}
-	// One promtool test per query, so a failure names the panel.
-	var file struct {
-		Tests []struct {
-			Name           string        `yaml:"name"`
-			Interval       string        `yaml:"interval"`
-			InputSeries    []inputSeries `yaml:"input_series"`
-			PromqlExprTest []exprTest    `yaml:"promql_expr_test"`
-		} `yaml:"tests"`
-	}
-	for i, et := range tests {
-		file.Tests = append(file.Tests, struct {
-			Name           string        `yaml:"name"`
-			Interval       string        `yaml:"interval"`
-			InputSeries    []inputSeries `yaml:"input_series"`
-			PromqlExprTest []exprTest    `yaml:"promql_expr_test"`
-		}{Name: where[i], Interval: "1m", InputSeries: inputs, PromqlExprTest: []exprTest{et}})
+		// One test per query, so that a failure names it; one sample of
+		// value 1 exactly when the query returns data.
+		file.Tests = append(file.Tests, testCase{
+			Name: nq.where, Interval: "1m", InputSeries: inputs,
+			PromqlExprTest: []exprTest{{
+				Expr:       fmt.Sprintf("vector(1) and on () (count(%s) > 0)", q),
+				EvalTime:   "50m",
+				ExpSamples: []sample{{Labels: "{}", Value: 1}},
+			}},
+		})
 	}
 	data, err := yaml.Marshal(file)
 	if err != nil {
 		t.Fatal(err)
 	}
-	path := filepath.Join(t.TempDir(), "panels_test.yml")
+	path := filepath.Join(t.TempDir(), "eval_test.yml")
 	if err := os.WriteFile(path, data, 0o644); err != nil {
 		t.Fatal(err)
 	}
-	t.Logf("%d panel queries over %d series", len(tests), len(inputs))
+	t.Logf("%d queries over %d series", len(file.Tests), len(inputs))
 	runTool(t, promtool, "test", "rules", path)
 }
