@@ -108,7 +108,7 @@ func TestIntegrationMinFreeRatioSkips(t *testing.T) {
 	}
 	store := NewStore()
 	p := req.Probe
-	store.Configure(&Config{Targets: []*Target{{Name: "t", Probes: []*ProbeConfig{&p}}}})
+	store.Configure(&Config{Targets: []*Target{{Name: "t", Probes: []*ProbeConfig{&p}}}}, nil)
 	store.Record(Outcome{Result: res})
 	if got := counterValue(t, store, "plateau_probe_runs_total", map[string]string{"result": ResultSkipped}); got != 1 {
 		t.Errorf("runs_total{result=skipped} = %v", got)

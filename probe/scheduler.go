@@ -70,8 +70,9 @@ func NewScheduler(logger log.Logger, hostname string, runner Runner, store *Stor
 	}
 }
 
-// Apply starts scheduling cfg, replacing the previous config's loops.
-func (s *Scheduler) Apply(cfg *Config) {
+// Apply starts scheduling cfg, replacing the previous config's loops;
+// baselines may be nil.
+func (s *Scheduler) Apply(cfg *Config, baselines *Baselines) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.stopped {
@@ -80,7 +81,7 @@ func (s *Scheduler) Apply(cfg *Config) {
 	if s.cancel != nil {
 		s.cancel()
 	}
-	s.store.Configure(cfg)
+	s.store.Configure(cfg, baselines)
 	ctx, cancel := context.WithCancel(s.runCtx)
 	s.cancel = cancel
 	for _, t := range cfg.Targets {

@@ -68,7 +68,7 @@ func scheduleOne(t *testing.T, runner Runner, target *Target) *Store {
 	t.Helper()
 	store := NewStore()
 	s := NewScheduler(log.NewNopLogger(), "node1", runner, store)
-	s.Apply(&Config{Targets: []*Target{target}})
+	s.Apply(&Config{Targets: []*Target{target}}, nil)
 	t.Cleanup(s.Stop)
 	return store
 }

@@ -21,7 +21,7 @@ func infoAfterRun(t *testing.T, path string) (*Result, string) {
 	p := ProbeConfig{Name: "seq", Kind: KindSequential, Workers: 2, FileSize: 32 << 20, BlockSize: 4 << 20, Interval: time.Minute, Timeout: 50 * time.Second}
 	tg := &Target{Name: "t", Path: path, Probes: []*ProbeConfig{&p}}
 	store := NewStore()
-	store.Configure(&Config{Targets: []*Target{tg}})
+	store.Configure(&Config{Targets: []*Target{tg}}, nil)
 	runner := &WorkerRunner{Command: []string{os.Args[0]}, Env: []string{workerEnv + "=1"}, Logger: log.NewNopLogger()}
 	out := runner.Run(context.Background(), NewRequest(tg, &p, "node1"))
 	if !out.Result.OK() {

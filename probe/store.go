@@ -56,6 +56,15 @@ var (
 		"1 while a worker of the target ignores SIGKILL (stuck on the file system); no probe starts on the target until it exits.", []string{"target"}, nil)
 	descAbandoned = prometheus.NewDesc("plateau_probe_abandoned_workers",
 		"Workers of the target killed at their timeout that have not exited yet.", []string{"target"}, nil)
+	descBaselineBytes = prometheus.NewDesc("plateau_baseline_throughput_bytes_per_second",
+		"The op's plateau: throughput the same probe reached on a known-good system, in bytes per second.", probeOpLabels, nil)
+	descBaselineOps = prometheus.NewDesc("plateau_baseline_operations_per_second",
+		"The op's plateau: operation rate the same probe reached on a known-good system, per second.", probeOpLabels, nil)
+	descRatio = prometheus.NewDesc("plateau_probe_ratio",
+		"Last successful result of the op divided by its baseline (1 = at plateau); absent without a baseline or while the probe fails.", probeOpLabels, nil)
+	descThreshold = prometheus.NewDesc("plateau_alert_threshold_ratio",
+		"Ratio to baseline below which the probe's results are a warning or critical regression (the target's warning_ratio and critical_ratio).",
+		[]string{"target", "probe", "severity"}, nil)
 )
 
 type probeKey struct{ target, probe string }
@@ -72,6 +81,8 @@ type probeState struct {
 	skips               map[string]float64
 	ioBytes             map[string]float64
 	latency             map[string]*LatencyHistogram
+	baselines           map[string]*Baseline
+	warning, critical   float64
 }
 
 type targetState struct {
@@ -94,7 +105,8 @@ func NewStore() *Store {
 
 // Configure keeps the state of probes that are still configured (same
 // target, name and kind) and drops the rest, so counters survive a reload.
-func (s *Store) Configure(cfg *Config) {
+// Baselines (nil when none could be loaded) are matched to probes here.
+func (s *Store) Configure(cfg *Config, baselines *Baselines) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	keep := map[probeKey]*probeState{}
@@ -112,6 +124,13 @@ func (s *Store) Configure(cfg *Config) {
 				st = newProbeState(t.Name, p)
 			}
 			st.interval = p.Interval.Seconds()
+			st.warning, st.critical = t.WarningRatio, t.CriticalRatio
+			st.baselines = map[string]*Baseline{}
+			for _, op := range OpsOf(p.Kind) {
+				if b, _ := baselines.For(t.Name, p, op); b != nil {
+					st.baselines[op] = b
+				}
+			}
 			keep[k] = st
 		}
 	}
@@ -249,7 +268,8 @@ func (s *Store) LastResult(target, probe string) *Result {
 // Describe implements prometheus.Collector.
 func (s *Store) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{descSuccess, descLastRun, descLastSuccess, descDuration, descInterval, descInProgress, descInfo,
-		descThroughput, descOpsRate, descLatency, descRuns, descErrors, descSkips, descIOBytes, descHung, descAbandoned} {
+		descThroughput, descOpsRate, descLatency, descRuns, descErrors, descSkips, descIOBytes, descHung, descAbandoned,
+		descBaselineBytes, descBaselineOps, descRatio, descThreshold} {
 		ch <- d
 	}
 }
@@ -297,9 +317,22 @@ func (s *Store) Collect(ch chan<- prometheus.Metric) {
 				for _, op := range ls.Ops {
 					gauge(descThroughput, op.BytesPerSecond(), append(l, op.Op)...)
 					gauge(descOpsRate, op.OperationsPerSecond(), append(l, op.Op)...)
+					if b := st.baselines[op.Op]; b != nil && b.Value > 0 {
+						gauge(descRatio, op.Value(b.Unit)/b.Value, append(l, op.Op)...)
+					}
 				}
 			}
 		}
+		for _, op := range sortedKeys(st.baselines) {
+			b := st.baselines[op]
+			d := descBaselineOps
+			if b.Unit == UnitBytesPerSecond {
+				d = descBaselineBytes
+			}
+			gauge(d, b.Value, append(l, op)...)
+		}
+		gauge(descThreshold, st.warning, st.target, st.probe, "warning")
+		gauge(descThreshold, st.critical, st.target, st.probe, "critical")
 	}
 	for name, ts := range s.targets {
 		gauge(descHung, b2f(ts.abandoned > 0), name)

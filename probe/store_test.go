@@ -11,7 +11,7 @@ import (
 func storeWithProbe() (*Store, *ProbeConfig) {
 	p := smallSeq("s")
 	s := NewStore()
-	s.Configure(&Config{Targets: []*Target{{Name: "t", Probes: []*ProbeConfig{&p}}}})
+	s.Configure(&Config{Targets: []*Target{{Name: "t", Probes: []*ProbeConfig{&p}}}}, nil)
 	return s, &p
 }
 
@@ -60,11 +60,11 @@ plateau_probe_success{kind="sequential",probe="s",target="t"} 0
 func TestStoreKeepsCountersAcrossReload(t *testing.T) {
 	s, p := storeWithProbe()
 	s.Record(Outcome{Result: &Result{Target: "t", Probe: "s", Kind: KindSequential, Reason: ReasonEIO}})
-	s.Configure(&Config{Targets: []*Target{{Name: "t", Probes: []*ProbeConfig{p}}}})
+	s.Configure(&Config{Targets: []*Target{{Name: "t", Probes: []*ProbeConfig{p}}}}, nil)
 	if got := counterValue(t, s, "plateau_probe_errors_total", map[string]string{"reason": ReasonEIO}); got != 1 {
 		t.Fatalf("counter reset by a reload: %v", got)
 	}
-	s.Configure(&Config{Targets: []*Target{{Name: "other", Probes: []*ProbeConfig{p}}}})
+	s.Configure(&Config{Targets: []*Target{{Name: "other", Probes: []*ProbeConfig{p}}}}, nil)
 	if got := counterValue(t, s, "plateau_probe_errors_total", map[string]string{"target": "t"}); got != -1 {
 		t.Fatalf("removed target still exported")
 	}

@@ -35,7 +35,12 @@ func main() {
 	maxRequests := serveCmd.Flag("web.max-requests", "Maximum number of parallel scrape requests; 0 disables the limit.").Default("40").Int()
 
 	workerCmd := app.Command("probe-worker", "Run one probe request from stdin and print its result (used by the daemon).").Hidden()
-	checkCmd := app.Command("check-config", "Validate the configuration and print what would run on this host.")
+	checkCmd := app.Command("check-config", "Validate the configuration and baselines and print what would run on this host.")
+
+	probeCmd := app.Command("probe", "Run the configured probes once now and print each result beside its plateau. Exit status 0: all at or above the warning ratio; 1: one is below; 2: error (for Slurm prolog/epilog and NHC).")
+	probeTargets := probeCmd.Flag("target", "Only probes of this target (repeatable).").Strings()
+	probeProbes := probeCmd.Flag("probe", "Only probes of this name (repeatable).").Strings()
+	probeOutput := probeCmd.Flag("output", "Output format: table or json.").Default("table").Enum("table", "json")
 
 	cmd := kingpin.MustParse(app.Parse(os.Args[1:]))
 	logger := newLogger(*logLevel, *logFormat, os.Stderr)
@@ -65,6 +70,8 @@ func main() {
 		err = runWorker()
 	case checkCmd.FullCommand():
 		err = checkConfig(os.Stdout, *configFile, host)
+	case probeCmd.FullCommand():
+		err = runProbes(os.Stdout, logger, probeOptions{configFile: *configFile, hostname: host, targets: *probeTargets, probes: *probeProbes, output: *probeOutput})
 	}
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "plateau_exporter:", err)

@@ -47,15 +47,30 @@ func loadConfig(name string) (*probe.Config, error) {
 	return probe.LoadConfigFile(name)
 }
 
+// loadBaselines reads the config's baselines file. A missing or corrupt
+// file is not fatal: probes still run and export their results, only
+// without ratios, and the error is returned for the log and the gauge.
+func loadBaselines(cfg *probe.Config) (*probe.Baselines, error) {
+	if cfg.BaselinesFile == "" {
+		return probe.NewBaselines(), nil
+	}
+	b, err := probe.LoadBaselines(cfg.BaselinesFile)
+	if err != nil {
+		return nil, err
+	}
+	return b, nil
+}
+
 // reloader swaps the running config on SIGHUP or POST /-/reload; a config
 // that fails to load leaves the running one in place.
 type reloader struct {
-	mu        sync.Mutex
-	logger    log.Logger
-	name      string
-	scheduler *probe.Scheduler
-	success   prometheus.Gauge
-	timestamp prometheus.Gauge
+	mu              sync.Mutex
+	logger          log.Logger
+	name            string
+	scheduler       *probe.Scheduler
+	success         prometheus.Gauge
+	timestamp       prometheus.Gauge
+	baselinesLoaded prometheus.Gauge
 }
 
 func (r *reloader) reload() error {
@@ -67,11 +82,26 @@ func (r *reloader) reload() error {
 		level.Error(r.logger).Log("msg", "reload failed; keeping the running config", "err", err)
 		return err
 	}
-	r.scheduler.Apply(cfg)
+	r.apply(cfg)
+	return nil
+}
+
+func (r *reloader) apply(cfg *probe.Config) {
+	baselines, err := loadBaselines(cfg)
+	if err != nil {
+		r.baselinesLoaded.Set(0)
+		level.Error(r.logger).Log("msg", "baselines not loaded; probes run and export results without ratios", "err", err)
+	} else {
+		r.baselinesLoaded.Set(1)
+	}
+	r.scheduler.Apply(cfg, baselines)
 	r.success.Set(1)
 	r.timestamp.SetToCurrentTime()
-	level.Info(r.logger).Log("msg", "config loaded", "source", cfg.Source, "targets", len(cfg.Targets))
-	return nil
+	n := 0
+	if baselines != nil {
+		n = len(baselines.Entries)
+	}
+	level.Info(r.logger).Log("msg", "config loaded", "source", cfg.Source, "targets", len(cfg.Targets), "baselines", n)
 }
 
 func serve(logger log.Logger, o serveOptions) error {
@@ -99,17 +129,18 @@ func serve(logger log.Logger, o serveOptions) error {
 		Name: "plateau_config_last_reload_success_timestamp_seconds",
 		Help: "Unix time of the last successful configuration load.",
 	})
+	baselinesLoaded := prometheus.NewGauge(prometheus.GaugeOpts{
+		Name: "plateau_baselines_last_load_successful",
+		Help: "1 if the baselines file named by the config was loaded (or none is configured), 0 if it is missing or invalid and no ratios are exported.",
+	})
 	reg := prometheus.NewRegistry()
-	reg.MustRegister(versioncollector.NewCollector("plateau_exporter"), store, counters, reloadSuccess, reloadTime)
+	reg.MustRegister(versioncollector.NewCollector("plateau_exporter"), store, counters, reloadSuccess, reloadTime, baselinesLoaded)
 	if !o.disableExporterMetrics {
 		reg.MustRegister(collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}), collectors.NewGoCollector())
 	}
 
-	rl := &reloader{logger: logger, name: o.configFile, scheduler: scheduler, success: reloadSuccess, timestamp: reloadTime}
-	scheduler.Apply(cfg)
-	reloadSuccess.Set(1)
-	reloadTime.SetToCurrentTime()
-	level.Info(logger).Log("msg", "config loaded", "source", cfg.Source, "targets", len(cfg.Targets))
+	rl := &reloader{logger: logger, name: o.configFile, scheduler: scheduler, success: reloadSuccess, timestamp: reloadTime, baselinesLoaded: baselinesLoaded}
+	rl.apply(cfg)
 
 	mux := http.NewServeMux()
 	mux.Handle(o.metricsPath, promhttp.HandlerFor(reg, promhttp.HandlerOpts{

@@ -1,0 +1,257 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"strings"
+	"syscall"
+	"text/tabwriter"
+	"time"
+
+	"github.com/go-kit/log"
+
+	"github.com/plateau-exporter/plateau_exporter/probe"
+)
+
+type probeOptions struct {
+	configFile string
+	hostname   string
+	targets    []string
+	probes     []string
+	output     string
+}
+
+// Verdicts of the probe command, one per op.
+const (
+	verdictOK         = "ok"
+	verdictWarning    = "warning"
+	verdictCritical   = "critical"
+	verdictNoBaseline = "no-baseline"
+	verdictFailed     = "failed"
+	verdictSkipped    = "skipped"
+)
+
+// opReport is one line of the probe command's report.
+type opReport struct {
+	Target    string   `json:"target"`
+	Probe     string   `json:"probe"`
+	Kind      string   `json:"kind"`
+	Op        string   `json:"op,omitempty"`
+	Unit      string   `json:"unit,omitempty"`
+	Value     float64  `json:"value,omitempty"`
+	Baseline  *float64 `json:"baseline,omitempty"`
+	Ratio     *float64 `json:"ratio,omitempty"`
+	Warning   float64  `json:"warning_ratio"`
+	Critical  float64  `json:"critical_ratio"`
+	Verdict   string   `json:"verdict"`
+	Direct    bool     `json:"direct"`
+	Error     string   `json:"error,omitempty"`
+	Rationale string   `json:"note,omitempty"`
+}
+
+// errBelowPlateau makes the probe command exit 1.
+var errBelowPlateau = errors.New("a result is below its warning threshold")
+
+// runProbes runs the selected probes once in the foreground, each in a
+// worker process bounded by its timeout (a Slurm prolog must not hang on a
+// dead mount), and reports every op beside its plateau. Exit status: 0 when
+// every result is at or above its warning ratio, 1 when one is below, 2 on
+// error (a probe that failed, a bad config).
+func runProbes(w io.Writer, logger log.Logger, o probeOptions) error {
+	cfg, err := loadConfig(o.configFile)
+	if err != nil {
+		return exitErr(2, err)
+	}
+	baselines, berr := loadBaselines(cfg)
+	if berr != nil {
+		fmt.Fprintf(os.Stderr, "plateau_exporter: %v; results are shown without plateaus\n", berr)
+	}
+	selected, err := selectProbes(cfg, o.targets, o.probes)
+	if err != nil {
+		return exitErr(2, err)
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	runner := &probe.WorkerRunner{Command: probe.DefaultWorkerCommand(), Logger: logger}
+
+	var reports []opReport
+	for _, sp := range selected {
+		res := runWhenFree(ctx, runner, probe.NewRequest(sp.target, sp.probe, o.hostname), sp.probe.Timeout)
+		reports = append(reports, reportOps(sp.target, sp.probe, res, baselines)...)
+	}
+	if o.output == "json" {
+		enc := json.NewEncoder(w)
+		enc.SetIndent("", "  ")
+		if err := enc.Encode(reports); err != nil {
+			return exitErr(2, err)
+		}
+	} else {
+		printReports(w, reports)
+	}
+	worst := 0
+	for _, r := range reports {
+		switch r.Verdict {
+		case verdictFailed:
+			worst = 2
+		case verdictWarning, verdictCritical:
+			worst = max(worst, 1)
+		}
+	}
+	switch worst {
+	case 2:
+		return exitErr(2, errors.New("a probe failed"))
+	case 1:
+		return exitErr(1, errBelowPlateau)
+	}
+	return nil
+}
+
+type selectedProbe struct {
+	target *probe.Target
+	probe  *probe.ProbeConfig
+}
+
+func selectProbes(cfg *probe.Config, targets, probes []string) ([]selectedProbe, error) {
+	var out []selectedProbe
+	for _, t := range cfg.Targets {
+		if len(targets) > 0 && !contains(targets, t.Name) {
+			continue
+		}
+		for _, p := range t.Probes {
+			if len(probes) > 0 && !contains(probes, p.Name) {
+				continue
+			}
+			out = append(out, selectedProbe{t, p})
+		}
+	}
+	if len(out) == 0 {
+		return nil, fmt.Errorf("no configured probe matches --target %v --probe %v (targets: %s)", targets, probes, strings.Join(cfg.TargetNames(), ", "))
+	}
+	return out, nil
+}
+
+func contains(list []string, s string) bool {
+	for _, x := range list {
+		if x == s {
+			return true
+		}
+	}
+	return false
+}
+
+// runWhenFree runs the request, waiting while the daemon holds the
+// target's lock, but no longer than one probe timeout.
+func runWhenFree(ctx context.Context, runner probe.Runner, req probe.Request, wait time.Duration) *probe.Result {
+	deadline := time.Now().Add(wait)
+	for {
+		out := runner.Run(ctx, req)
+		if out.Result.Skipped != probe.SkipTargetBusy || time.Now().After(deadline) || ctx.Err() != nil {
+			return out.Result
+		}
+		select {
+		case <-ctx.Done():
+		case <-time.After(time.Second):
+		}
+	}
+}
+
+func reportOps(t *probe.Target, p *probe.ProbeConfig, res *probe.Result, baselines *probe.Baselines) []opReport {
+	base := opReport{Target: t.Name, Probe: p.Name, Kind: p.Kind, Warning: t.WarningRatio, Critical: t.CriticalRatio, Direct: res.Direct}
+	switch {
+	case res.Skipped != "":
+		base.Verdict = verdictSkipped
+		base.Error = strings.TrimSpace(res.Skipped + ": " + res.Error)
+		return []opReport{base}
+	case !res.OK():
+		base.Verdict = verdictFailed
+		base.Error = res.Reason + ": " + res.Error
+		return []opReport{base}
+	}
+	var out []opReport
+	for _, op := range res.Ops {
+		r := base
+		r.Op = op.Op
+		b, why := baselines.For(t.Name, p, op.Op)
+		r.Unit = probe.OpUnit(p.Kind)
+		if b != nil {
+			r.Unit = b.Unit
+		}
+		r.Value = op.Value(r.Unit)
+		if b == nil || b.Value <= 0 {
+			r.Verdict = verdictNoBaseline
+			r.Rationale = why
+			out = append(out, r)
+			continue
+		}
+		ratio := r.Value / b.Value
+		r.Baseline, r.Ratio = &b.Value, &ratio
+		switch {
+		case ratio < t.CriticalRatio:
+			r.Verdict = verdictCritical
+		case ratio < t.WarningRatio:
+			r.Verdict = verdictWarning
+		default:
+			r.Verdict = verdictOK
+		}
+		out = append(out, r)
+	}
+	return out
+}
+
+func printReports(w io.Writer, reports []opReport) {
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "TARGET\tPROBE\tOP\tRESULT\tPLATEAU\tRATIO\tVERDICT")
+	for _, r := range reports {
+		result, plateau, ratio := "-", "-", "-"
+		if r.Op != "" {
+			result = humanRate(r.Value, r.Unit)
+		}
+		if r.Baseline != nil {
+			plateau = humanRate(*r.Baseline, r.Unit)
+			ratio = fmt.Sprintf("%.2f", *r.Ratio)
+		}
+		verdict := r.Verdict
+		if r.Error != "" {
+			verdict += ": " + r.Error
+		} else if r.Rationale != "" && r.Rationale != "no baseline" {
+			verdict += " (" + r.Rationale + ")"
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", r.Target, r.Probe, dash(r.Op), result, plateau, ratio, verdict)
+	}
+	tw.Flush()
+}
+
+func dash(s string) string {
+	if s == "" {
+		return "-"
+	}
+	return s
+}
+
+// humanRate prints bytes/s in binary units (as block sizes are given) and
+// operation rates with SI prefixes.
+func humanRate(v float64, unit string) string {
+	if unit == probe.UnitBytesPerSecond {
+		for _, u := range []struct {
+			s string
+			f float64
+		}{{"GiB/s", 1 << 30}, {"MiB/s", 1 << 20}, {"KiB/s", 1 << 10}} {
+			if v >= u.f {
+				return fmt.Sprintf("%.1f %s", v/u.f, u.s)
+			}
+		}
+		return fmt.Sprintf("%.0f B/s", v)
+	}
+	switch {
+	case v >= 1e6:
+		return fmt.Sprintf("%.2f M ops/s", v/1e6)
+	case v >= 1e3:
+		return fmt.Sprintf("%.1f K ops/s", v/1e3)
+	}
+	return fmt.Sprintf("%.0f ops/s", v)
+}
