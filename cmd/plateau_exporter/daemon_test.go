@@ -151,6 +151,15 @@ func value(metrics, prefix string) float64 {
 	return -1
 }
 
+func httpPost(url string) (int, error) {
+	resp, err := http.Post(url, "", nil)
+	if err != nil {
+		return 0, err
+	}
+	resp.Body.Close()
+	return resp.StatusCode, nil
+}
+
 func waitUntil(t *testing.T, what string, timeout time.Duration, cond func() bool) {
 	t.Helper()
 	deadline := time.Now().Add(timeout)
