@@ -106,6 +106,13 @@ func (r *reloader) apply(cfg *probe.Config) {
 
 func serve(logger log.Logger, o serveOptions) error {
 	level.Info(logger).Log("msg", "starting plateau_exporter", "version", version.Info(), "build_context", version.BuildContext())
+	// A TLS or auth file that is wrong must stop the start, not surface as a
+	// failed handshake on the first scrape.
+	if f := *o.webFlags.WebConfigFile; f != "" {
+		if err := web.Validate(f); err != nil {
+			return exitErr(2, fmt.Errorf("web config %s: %w", f, err))
+		}
+	}
 	cfg, err := loadConfig(o.configFile)
 	if err != nil {
 		return exitErr(2, err)
