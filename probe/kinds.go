@@ -44,6 +44,7 @@ var kinds = map[string]kindSpec{
 	KindSequential: sequentialKind,
 	KindSharedFile: sharedFileKind,
 	KindMetadata:   metadataKind,
+	KindRandom:     randomKind,
 }
 
 // KindNames lists the probe kinds, sorted.
@@ -61,13 +62,6 @@ func OpsOf(kind string) []string { return kinds[kind].ops }
 
 // BytesPerRun is the data a probe moves in one run, for I/O budgets.
 func BytesPerRun(p *ProbeConfig) int64 { return kinds[p.Kind].bytesPerRun(p) }
-
-func positive(p *ProbeConfig, key string, v int64, errs []fieldError) []fieldError {
-	if v <= 0 {
-		errs = append(errs, fieldError{key, "must be positive"})
-	}
-	return errs
-}
 
 // checkBlockSize enforces what O_DIRECT needs of every data probe's transfers.
 func checkBlockSize(bs int64, errs []fieldError) []fieldError {

@@ -7,8 +7,6 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 )
 
-const namespace = "plateau"
-
 // Run results, the `result` label of plateau_probe_runs_total.
 const (
 	ResultSuccess = "success"
