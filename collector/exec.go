@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"os/exec"
 	"strings"
 	"sync"
@@ -181,6 +182,36 @@ func (b *cappedBuffer) Write(p []byte) (int, error) {
 		return len(p), nil
 	}
 	return b.buf.Write(p)
+}
+
+// ReadFrom lets io.Copy, which os/exec runs for each output pipe, read
+// straight into the buffer instead of through a 32 KiB copy buffer of its
+// own for every pipe of every command of every scrape.
+func (b *cappedBuffer) ReadFrom(r io.Reader) (int64, error) {
+	var n int64
+	if room := int64(b.max - b.buf.Len()); room > 0 {
+		m, err := b.buf.ReadFrom(io.LimitReader(r, room))
+		n += m
+		if err != nil {
+			return n, err
+		}
+	}
+	// Past the cap, output is counted and dropped so the command is not
+	// blocked on a full pipe.
+	var scratch [512]byte
+	for {
+		m, err := r.Read(scratch[:])
+		if m > 0 {
+			b.overflow = true
+			n += int64(m)
+		}
+		if err == io.EOF {
+			return n, nil
+		}
+		if err != nil {
+			return n, err
+		}
+	}
 }
 
 func (b *cappedBuffer) Bytes() []byte  { return b.buf.Bytes() }

@@ -111,3 +111,29 @@ func TestCommandRunnerPerCommand(t *testing.T) {
 		return processGroupGone(pgid)
 	})
 }
+
+func TestCappedBuffer(t *testing.T) {
+	for _, useReadFrom := range []bool{false, true} {
+		b := &cappedBuffer{max: 10}
+		in := strings.Repeat("x", 25)
+		if useReadFrom {
+			n, err := b.ReadFrom(strings.NewReader(in))
+			if err != nil || n != 25 {
+				t.Errorf("ReadFrom = %d, %v; want all 25 bytes consumed", n, err)
+			}
+		} else {
+			for i := 0; i < 5; i++ {
+				if n, err := b.Write([]byte(in[i*5 : i*5+5])); err != nil || n != 5 {
+					t.Errorf("Write = %d, %v", n, err)
+				}
+			}
+		}
+		if b.String() != strings.Repeat("x", 10) || !b.overflow {
+			t.Errorf("readFrom=%v: kept %q, overflow %v; want 10 bytes and overflow", useReadFrom, b.String(), b.overflow)
+		}
+	}
+	b := &cappedBuffer{max: 10}
+	if _, err := b.ReadFrom(strings.NewReader("short")); err != nil || b.String() != "short" || b.overflow {
+		t.Errorf("short input: %q overflow %v err %v", b.String(), b.overflow, err)
+	}
+}

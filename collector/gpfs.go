@@ -227,30 +227,32 @@ func (c *gpfsCollector) mmpmon(ctx context.Context) ([]prometheus.Metric, error)
 		rcTags[tag] = rc
 	}
 	for tag, rc := range rcTags {
-		ms = append(ms, c.mmpmonRC.mustNewConstMetric(float64(rc), tag))
+		ms = append(ms, c.mmpmonRC.mustNewConstMetric(float64(rc), labelValue(tag)))
 	}
 
 	seen := map[[2]string]bool{}
 	for _, f := range res.fs {
-		key := [2]string{f.cluster, f.filesystem}
+		key := [2]string{labelValue(f.cluster), labelValue(f.filesystem)}
 		if seen[key] {
-			// Two responses for one file system would be a duplicate
-			// series; keep the first.
+			// Two responses with the same labels would be a duplicate
+			// series, which fails the whole scrape; keep the first.
 			continue
 		}
 		seen[key] = true
+		l := newLabelPairs(c.fs[0].desc, key[0], key[1])
 		for i := range f.counters {
 			if f.present[i] {
-				ms = append(ms, c.fs[i].mustNewConstMetric(float64(f.counters[i]), f.cluster, f.filesystem))
+				ms = append(ms, l.metric(&c.fs[i], float64(f.counters[i])))
 			}
 		}
 	}
 	seenNSD := map[string]bool{}
 	for _, n := range res.nsd {
-		if seenNSD[n.nsd] {
+		name := labelValue(n.nsd)
+		if seenNSD[name] {
 			continue
 		}
-		seenNSD[n.nsd] = true
+		seenNSD[name] = true
 		for _, half := range []struct {
 			op string
 			io mmpmonNSDIO
@@ -258,11 +260,12 @@ func (c *gpfsCollector) mmpmon(ctx context.Context) ([]prometheus.Metric, error)
 			if !half.io.present {
 				continue
 			}
+			l := newLabelPairs(c.nsdOps.desc, name, half.op)
 			ms = append(ms,
-				c.nsdOps.mustNewConstMetric(float64(half.io.ops), n.nsd, half.op),
-				c.nsdBytes.mustNewConstMetric(float64(half.io.bytes), n.nsd, half.op),
-				c.nsdWait.mustNewConstMetric(half.io.waitSeconds, n.nsd, half.op),
-				c.nsdQueue.mustNewConstMetric(half.io.queueSeconds, n.nsd, half.op),
+				l.metric(&c.nsdOps, float64(half.io.ops)),
+				l.metric(&c.nsdBytes, float64(half.io.bytes)),
+				l.metric(&c.nsdWait, half.io.waitSeconds),
+				l.metric(&c.nsdQueue, half.io.queueSeconds),
 			)
 		}
 	}
@@ -290,7 +293,7 @@ func (c *gpfsCollector) mmgetstate(ctx context.Context) ([]prometheus.Metric, er
 		return nil, errors.New("mmgetstate -Y: no state column in HEADER")
 	}
 	// Without -a or -N, mmgetstate reports only the local node.
-	current := t.value(t.rows[0], col)
+	current := labelValue(t.value(t.rows[0], col))
 	if current == "" {
 		return nil, errors.New("mmgetstate -Y: empty state")
 	}
@@ -331,13 +334,13 @@ func (c *gpfsCollector) mmhealth(ctx context.Context) ([]prometheus.Metric, erro
 	current := map[entity]string{}
 	var order []entity
 	for _, row := range t.rows {
-		e := entity{t.value(row, compCol), t.value(row, entCol)}
+		e := entity{labelValue(t.value(row, compCol)), labelValue(t.value(row, entCol))}
 		if _, dup := current[e]; dup || e.component == "" {
 			// The same name under two entity types would be a duplicate
 			// series; the first row is the component's own entity.
 			continue
 		}
-		current[e] = t.value(row, statusCol)
+		current[e] = labelValue(t.value(row, statusCol))
 		order = append(order, e)
 	}
 	sort.Slice(order, func(i, j int) bool {

@@ -272,3 +272,27 @@ func TestNewGPFSCollectorRejectsZeroTimeout(t *testing.T) {
 		t.Error("a zero timeout was accepted; every command would be killed at once")
 	}
 }
+
+// File system names are bytes; invalid UTF-8 must neither panic nor, when
+// two names clean up to the same label, produce a duplicate series that
+// would fail the whole scrape.
+func TestGPFSInvalidUTF8Names(t *testing.T) {
+	dir := t.TempDir()
+	out := "_fs_io_s_ _rc_ 0 _cl_ c1 _fs_ bad\xff _br_ 1\n" +
+		"_fs_io_s_ _rc_ 0 _cl_ c1 _fs_ bad\xfe _br_ 2\n"
+	if err := os.WriteFile(filepath.Join(dir, "fs_io_s.txt"), []byte(out), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv("FAKE_GPFS_FIXTURES", dir)
+	cfg := fakeGPFS(t, "mmpmon", 30*time.Second)
+	cfg.nsd, cfg.mmgetstatePath, cfg.mmhealthPath = false, "", ""
+	reg := newTestRegistry("gpfs", newTestGPFS(t, cfg), nil)
+	want := `
+# HELP plateau_gpfs_fs_read_bytes_total Bytes read by this node from the file system, from disk and cache (mmpmon fs_io_s _br_).
+# TYPE plateau_gpfs_fs_read_bytes_total counter
+plateau_gpfs_fs_read_bytes_total{cluster="c1",filesystem="bad` + "\uFFFD" + `"} 1
+`
+	if err := testutil.GatherAndCompare(reg, strings.NewReader(want), "plateau_gpfs_fs_read_bytes_total"); err != nil {
+		t.Error(err)
+	}
+}

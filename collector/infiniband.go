@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"sort"
 	"strconv"
+	"sync"
 
 	"github.com/go-kit/log"
 	"github.com/prometheus/client_golang/prometheus"
@@ -18,7 +19,7 @@ const infinibandSubsystem = "infiniband"
 
 func init() {
 	registerCollector(infinibandSubsystem, true, func(logger log.Logger) (Collector, error) {
-		return newInfiniBandCollector(*sysPath, logger)
+		return newInfiniBandCollector(sysFilePath(), logger)
 	})
 }
 
@@ -173,49 +174,68 @@ func newInfiniBandCollector(sysRoot string, logger log.Logger) (*infinibandColle
 	return c, nil
 }
 
+// Update reads the HCAs concurrently: on real hardware every counter file
+// read is a management datagram to the HCA firmware, and one HCA that fails
+// to read (a port whose attributes error out) does not hide the others.
 func (c *infinibandCollector) Update(ch chan<- prometheus.Metric) error {
 	if _, err := os.Stat(c.classDir); errors.Is(err, fs.ErrNotExist) {
 		return fmt.Errorf("%s: %w", c.classDir, ErrNoData)
 	}
-	class, err := c.fs.InfiniBandClass()
+	names, err := c.fs.InfiniBandClassDevices()
 	if err != nil {
-		return fmt.Errorf("reading InfiniBand devices: %w", err)
+		return fmt.Errorf("listing InfiniBand devices: %w", err)
 	}
-	if len(class) == 0 {
+	if len(names) == 0 {
 		return fmt.Errorf("no InfiniBand devices in %s: %w", c.classDir, ErrNoData)
 	}
-	names := make([]string, 0, len(class))
-	for n := range class {
-		names = append(names, n)
-	}
 	sort.Strings(names)
-	for _, n := range names {
-		dev := class[n]
-		ch <- c.info.mustNewConstMetric(1, dev.Name, dev.BoardID, dev.FirmwareVersion, dev.HCAType)
+	devs := make([]*sysfs.InfiniBandDevice, len(names))
+	errs := make([]error, len(names))
+	var wg sync.WaitGroup
+	for i, n := range names {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			devs[i], errs[i] = c.fs.InfiniBandDevice(n)
+			if errs[i] != nil {
+				errs[i] = fmt.Errorf("reading InfiniBand device %s: %w", n, errs[i])
+			}
+		}()
+	}
+	wg.Wait()
+
+	for _, dev := range devs {
+		if dev == nil {
+			continue
+		}
+		name := labelValue(dev.Name)
+		ch <- c.info.mustNewConstMetric(1, name, labelValue(dev.BoardID), labelValue(dev.FirmwareVersion), labelValue(dev.HCAType))
 		ports := make([]uint, 0, len(dev.Ports))
 		for p := range dev.Ports {
 			ports = append(ports, p)
 		}
 		sort.Slice(ports, func(i, j int) bool { return ports[i] < ports[j] })
 		for _, num := range ports {
-			c.updatePort(ch, dev.Name, dev.Ports[num])
+			c.updatePort(ch, name, dev.Ports[num])
 		}
 	}
-	return nil
+	return errors.Join(errs...)
 }
 
 func (c *infinibandCollector) updatePort(ch chan<- prometheus.Metric, device string, p sysfs.InfiniBandPort) {
 	port := strconv.FormatUint(uint64(p.Port), 10)
-	ch <- c.rate.mustNewConstMetric(float64(p.Rate), device, port)
-	ch <- c.state.mustNewConstMetric(float64(p.StateID), device, port)
-	ch <- c.physState.mustNewConstMetric(float64(p.PhysStateID), device, port)
+	// Every per-port descriptor has the label names of rate.
+	l := newLabelPairs(c.rate.desc, device, port)
+	ch <- l.metric(&c.rate, float64(p.Rate))
+	ch <- l.metric(&c.state, float64(p.StateID))
+	ch <- l.metric(&c.physState, float64(p.PhysStateID))
 	for i := range c.counters {
 		ctr := &c.counters[i]
 		v, width := ctr.get(&p.Counters)
 		if v == nil {
 			continue
 		}
-		ch <- ctr.desc.mustNewConstMetric(float64(*v), device, port)
+		ch <- l.metric(&ctr.desc, float64(*v))
 		if width > 0 && width <= 32 {
 			sat := 0.0
 			if ctr.saturated(*v, width) {

@@ -3,6 +3,7 @@ package collector
 import (
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/go-kit/log"
@@ -115,5 +116,47 @@ func TestInfiniBandFixtureParsesWithProcfs(t *testing.T) {
 	}
 	if v := class["mlx4_0"].Ports[1].Counters.LegacyPortXmitData64; v == nil || *v != 4*60101929881 {
 		t.Errorf("mlx4_0 port 1 extended xmit data = %v", v)
+	}
+}
+
+// One HCA whose attributes cannot be read fails the collector but the
+// other HCAs are still exported.
+func TestInfiniBandBrokenHCA(t *testing.T) {
+	root := t.TempDir()
+	good := filepath.Join(root, "class", "infiniband", "mlx5_0")
+	bad := filepath.Join(root, "class", "infiniband", "mlx5_1")
+	for path, value := range map[string]string{
+		filepath.Join(good, "fw_ver"):                   "16.35.2000",
+		filepath.Join(good, "ports", "1", "link_layer"): "InfiniBand",
+		filepath.Join(good, "ports", "1", "state"):      "4: ACTIVE",
+		filepath.Join(good, "ports", "1", "phys_state"): "5: LinkUp",
+		filepath.Join(good, "ports", "1", "rate"):       "100 Gb/sec (4X EDR)",
+		filepath.Join(bad, "fw_ver"):                    "16.35.2000",
+		filepath.Join(bad, "ports", "1", "link_layer"):  "InfiniBand",
+		filepath.Join(bad, "ports", "1", "state"):       "garbage",
+	} {
+		if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(path, []byte(value+"\n"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	c, err := newInfiniBandCollector(root, log.NewNopLogger())
+	if err != nil {
+		t.Fatal(err)
+	}
+	ms, err := collectAll(c)
+	if err == nil || !strings.Contains(err.Error(), "mlx5_1") {
+		t.Errorf("Update error = %v, want one naming mlx5_1", err)
+	}
+	rates := 0
+	for _, m := range ms {
+		if m.Desc() == c.rate.desc {
+			rates++
+		}
+	}
+	if rates != 1 {
+		t.Errorf("got %d port rates, want the good HCA's one", rates)
 	}
 }

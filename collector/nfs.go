@@ -23,7 +23,7 @@ var nfsMountpointInclude = kingpin.Flag("collector.nfs.mountpoint-include",
 
 func init() {
 	registerCollector(nfsSubsystem, true, func(logger log.Logger) (Collector, error) {
-		return newNFSCollector(*procPath, *nfsMountpointInclude, logger)
+		return newNFSCollector(procFilePath(), *nfsMountpointInclude, logger)
 	})
 }
 
@@ -98,7 +98,7 @@ func newNFSCollector(procRoot, include string, logger log.Logger) (*nfsCollector
 	return c, nil
 }
 
-// nfsMount is an NFS mount with its labels.
+// nfsMount is an NFS mount with its label values, made valid UTF-8.
 type nfsMount struct {
 	mountpoint, export, server string
 	stats                      *procfs.MountStatsNFS
@@ -136,7 +136,12 @@ func (c *nfsCollector) Update(ch chan<- prometheus.Metric) error {
 			continue
 		}
 		export := unescapeMountField(m.Device)
-		nm := nfsMount{mountpoint: mp, export: export, server: nfsServer(export, stats.Opts), stats: stats}
+		nm := nfsMount{
+			mountpoint: labelValue(mp),
+			export:     labelValue(export),
+			server:     labelValue(nfsServer(export, stats.Opts)),
+			stats:      stats,
+		}
 		key := [3]string{nm.mountpoint, nm.export, nm.server}
 		if i, dup := byLabels[key]; dup {
 			level.Debug(c.logger).Log("msg", "NFS mount listed twice, exporting the later entry", "mountpoint", mp, "export", export)
@@ -158,20 +163,21 @@ func (c *nfsCollector) Update(ch chan<- prometheus.Metric) error {
 
 func (c *nfsCollector) updateMount(ch chan<- prometheus.Metric, m *nfsMount) {
 	s := m.stats
-	l := [3]string{m.mountpoint, m.export, m.server}
 	protocol := s.Opts["proto"]
 	if protocol == "" && len(s.Transport) > 0 {
 		protocol = s.Transport[0].Protocol
 	}
-	ch <- c.info.mustNewConstMetric(1, l[0], l[1], l[2], s.Opts["vers"], protocol)
+	ch <- c.info.mustNewConstMetric(1, m.mountpoint, m.export, m.server, labelValue(s.Opts["vers"]), labelValue(protocol))
 
+	// All mount-level descriptors share the label names of readBytes.
+	l := newLabelPairs(c.readBytes.desc, m.mountpoint, m.export, m.server)
 	b := s.Bytes
-	ch <- c.readBytes.mustNewConstMetric(float64(b.Read), l[:]...)
-	ch <- c.writeBytes.mustNewConstMetric(float64(b.Write), l[:]...)
-	ch <- c.directRead.mustNewConstMetric(float64(b.DirectRead), l[:]...)
-	ch <- c.directWrite.mustNewConstMetric(float64(b.DirectWrite), l[:]...)
-	ch <- c.serverRead.mustNewConstMetric(float64(b.ReadTotal), l[:]...)
-	ch <- c.serverWrite.mustNewConstMetric(float64(b.WriteTotal), l[:]...)
+	ch <- l.metric(&c.readBytes, float64(b.Read))
+	ch <- l.metric(&c.writeBytes, float64(b.Write))
+	ch <- l.metric(&c.directRead, float64(b.DirectRead))
+	ch <- l.metric(&c.directWrite, float64(b.DirectWrite))
+	ch <- l.metric(&c.serverRead, float64(b.ReadTotal))
+	ch <- l.metric(&c.serverWrite, float64(b.WriteTotal))
 
 	// With nconnect the mount has several transports; their counters add.
 	var sends, receives, badXIDs, backlog, connects uint64
@@ -182,11 +188,11 @@ func (c *nfsCollector) updateMount(ch chan<- prometheus.Metric, m *nfsMount) {
 		backlog += t.CumulativeBacklog
 		connects += t.Connect
 	}
-	ch <- c.sends.mustNewConstMetric(float64(sends), l[:]...)
-	ch <- c.receives.mustNewConstMetric(float64(receives), l[:]...)
-	ch <- c.badXIDs.mustNewConstMetric(float64(badXIDs), l[:]...)
-	ch <- c.backlog.mustNewConstMetric(float64(backlog), l[:]...)
-	ch <- c.connects.mustNewConstMetric(float64(connects), l[:]...)
+	ch <- l.metric(&c.sends, float64(sends))
+	ch <- l.metric(&c.receives, float64(receives))
+	ch <- l.metric(&c.badXIDs, float64(badXIDs))
+	ch <- l.metric(&c.backlog, float64(backlog))
+	ch <- l.metric(&c.connects, float64(connects))
 
 	var retrans uint64
 	for i := range s.Operations {
@@ -201,11 +207,12 @@ func (c *nfsCollector) updateMount(ch chan<- prometheus.Metric, m *nfsMount) {
 		if o.Requests == 0 && o.Transmissions == 0 {
 			continue
 		}
-		for _, oc := range c.ops {
-			ch <- oc.desc.mustNewConstMetric(oc.get(o), l[0], l[1], l[2], o.Operation)
+		ol := newLabelPairs(c.ops[0].desc.desc, m.mountpoint, m.export, m.server, labelValue(o.Operation))
+		for j := range c.ops {
+			ch <- ol.metric(&c.ops[j].desc, c.ops[j].get(o))
 		}
 	}
-	ch <- c.retransmissions.mustNewConstMetric(float64(retrans), l[:]...)
+	ch <- l.metric(&c.retransmissions, float64(retrans))
 }
 
 // nfsServer returns the server part of an NFS export ("host:/path",

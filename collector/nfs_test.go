@@ -146,3 +146,26 @@ func FuzzUnescapeMountField(f *testing.F) {
 		}
 	})
 }
+
+// A mount point that is not UTF-8 (\377 is the byte 0xff) is exported with
+// a replacement character instead of crashing the exporter.
+func TestNFSInvalidUTF8Mountpoint(t *testing.T) {
+	fixture, err := os.ReadFile(filepath.Join("fixtures", "proc", "26231", "mountstats"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	odd := strings.ReplaceAll(string(fixture), `/data/old\040runs`, `/data/\377`)
+	c, err := newNFSCollector(writeProc(t, odd), `/data/.*`, log.NewNopLogger())
+	if err != nil {
+		t.Fatal(err)
+	}
+	reg := newTestRegistry("nfs", c, nil)
+	want := `
+# HELP plateau_nfs_mount_info NFS mount of this node with its protocol version and transport; the value is always 1.
+# TYPE plateau_nfs_mount_info gauge
+plateau_nfs_mount_info{export="nfs01.example.org:/export/old runs",mountpoint="/data/` + "\uFFFD" + `",protocol="tcp",server="nfs01.example.org",version="3"} 1
+`
+	if err := testutil.GatherAndCompare(reg, strings.NewReader(want), "plateau_nfs_mount_info"); err != nil {
+		t.Error(err)
+	}
+}

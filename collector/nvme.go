@@ -35,7 +35,7 @@ var (
 
 func init() {
 	registerCollector(nvmeSubsystem, true, func(logger log.Logger) (Collector, error) {
-		return newNVMeCollector(*sysPath, *nvmeDevDir, *nvmeSMARTTimeout, logger)
+		return newNVMeCollector(sysFilePath(), *nvmeDevDir, *nvmeSMARTTimeout, logger)
 	})
 }
 
@@ -171,7 +171,9 @@ func (c *nvmeCollector) Update(ch chan<- prometheus.Metric) error {
 		if b, err := os.ReadFile(filepath.Join(dev.Path, "transport")); err == nil {
 			transport = strings.TrimSpace(string(b))
 		}
-		ch <- c.info.mustNewConstMetric(1, n, dev.Model, dev.Serial, dev.FirmwareRevision, dev.State, transport)
+		dn := labelValue(n)
+		ch <- c.info.mustNewConstMetric(1, dn, labelValue(dev.Model), labelValue(dev.Serial),
+			labelValue(dev.FirmwareRevision), labelValue(dev.State), labelValue(transport))
 
 		var res smartResult
 		select {
@@ -188,12 +190,12 @@ func (c *nvmeCollector) Update(ch chan<- prometheus.Metric) error {
 		}
 		if res.err != nil {
 			c.noteProblem(n, res.err)
-			ch <- c.smartAvailable.mustNewConstMetric(0, n)
+			ch <- c.smartAvailable.mustNewConstMetric(0, dn)
 			continue
 		}
 		c.clearProblem(n)
-		ch <- c.smartAvailable.mustNewConstMetric(1, n)
-		c.smartMetrics(ch, n, res.log)
+		ch <- c.smartAvailable.mustNewConstMetric(1, dn)
+		c.smartMetrics(ch, dn, res.log)
 	}
 	return nil
 }
@@ -259,28 +261,30 @@ func (c *nvmeCollector) clearProblem(name string) {
 }
 
 func (c *nvmeCollector) smartMetrics(ch chan<- prometheus.Metric, dev string, l smartLog) {
-	ch <- c.criticalWarning.mustNewConstMetric(float64(l.criticalWarning), dev)
-	ch <- c.temperature.mustNewConstMetric(kelvinToCelsius(l.temperatureKelvin), dev)
 	for i, k := range l.sensorKelvin {
 		if k != 0 {
 			ch <- c.sensorTemperature.mustNewConstMetric(kelvinToCelsius(k), dev, strconv.Itoa(i+1))
 		}
 	}
-	ch <- c.availableSpare.mustNewConstMetric(float64(l.availableSpare)/100, dev)
-	ch <- c.spareThreshold.mustNewConstMetric(float64(l.availableSpareThreshold)/100, dev)
-	ch <- c.percentageUsed.mustNewConstMetric(float64(l.percentageUsed)/100, dev)
-	ch <- c.dataRead.mustNewConstMetric(l.dataUnitsRead*dataUnitBytes, dev)
-	ch <- c.dataWrite.mustNewConstMetric(l.dataUnitsWritten*dataUnitBytes, dev)
-	ch <- c.hostReads.mustNewConstMetric(l.hostReadCommands, dev)
-	ch <- c.hostWrites.mustNewConstMetric(l.hostWriteCommands, dev)
-	ch <- c.busy.mustNewConstMetric(l.controllerBusyMinutes*60, dev)
-	ch <- c.powerCycles.mustNewConstMetric(l.powerCycles, dev)
-	ch <- c.powerOn.mustNewConstMetric(l.powerOnHours*3600, dev)
-	ch <- c.unsafeShutdowns.mustNewConstMetric(l.unsafeShutdowns, dev)
-	ch <- c.mediaErrors.mustNewConstMetric(l.mediaErrors, dev)
-	ch <- c.errorLogEntries.mustNewConstMetric(l.errorLogEntries, dev)
-	ch <- c.warningTempTime.mustNewConstMetric(float64(l.warningTempMinutes)*60, dev)
-	ch <- c.criticalTempTime.mustNewConstMetric(float64(l.criticalTempMinutes)*60, dev)
+	// Every other SMART descriptor has only the device label.
+	d := newLabelPairs(c.criticalWarning.desc, dev)
+	ch <- d.metric(&c.criticalWarning, float64(l.criticalWarning))
+	ch <- d.metric(&c.temperature, kelvinToCelsius(l.temperatureKelvin))
+	ch <- d.metric(&c.availableSpare, float64(l.availableSpare)/100)
+	ch <- d.metric(&c.spareThreshold, float64(l.availableSpareThreshold)/100)
+	ch <- d.metric(&c.percentageUsed, float64(l.percentageUsed)/100)
+	ch <- d.metric(&c.dataRead, l.dataUnitsRead*dataUnitBytes)
+	ch <- d.metric(&c.dataWrite, l.dataUnitsWritten*dataUnitBytes)
+	ch <- d.metric(&c.hostReads, l.hostReadCommands)
+	ch <- d.metric(&c.hostWrites, l.hostWriteCommands)
+	ch <- d.metric(&c.busy, l.controllerBusyMinutes*60)
+	ch <- d.metric(&c.powerCycles, l.powerCycles)
+	ch <- d.metric(&c.powerOn, l.powerOnHours*3600)
+	ch <- d.metric(&c.unsafeShutdowns, l.unsafeShutdowns)
+	ch <- d.metric(&c.mediaErrors, l.mediaErrors)
+	ch <- d.metric(&c.errorLogEntries, l.errorLogEntries)
+	ch <- d.metric(&c.warningTempTime, float64(l.warningTempMinutes)*60)
+	ch <- d.metric(&c.criticalTempTime, float64(l.criticalTempMinutes)*60)
 }
 
 // nvmePassthruCmd is struct nvme_passthru_cmd (alias nvme_admin_cmd) of

@@ -1,0 +1,223 @@
+package collector
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/go-kit/log"
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// The scrape benchmark builds a large node at run time: 8 InfiniBand ports,
+// 24 NVMe controllers, 4 GPFS file systems and 40 NFS mounts. Nothing of it
+// is committed.
+
+func benchWrite(b *testing.B, path, content string) {
+	b.Helper()
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		b.Fatal(err)
+	}
+	if err := os.WriteFile(path, []byte(content+"\n"), 0o644); err != nil {
+		b.Fatal(err)
+	}
+}
+
+func genInfiniBand(b *testing.B, sysRoot string) {
+	counters := []string{
+		"excessive_buffer_overrun_errors", "link_downed", "link_error_recovery", "local_link_integrity_errors",
+		"multicast_rcv_packets", "multicast_xmit_packets", "port_rcv_constraint_errors", "port_rcv_data",
+		"port_rcv_errors", "port_rcv_packets", "port_rcv_remote_physical_errors", "port_rcv_switch_relay_errors",
+		"port_xmit_constraint_errors", "port_xmit_data", "port_xmit_discards", "port_xmit_packets",
+		"port_xmit_wait", "symbol_error", "unicast_rcv_packets", "unicast_xmit_packets", "VL15_dropped",
+	}
+	for hca := 0; hca < 4; hca++ {
+		dev := filepath.Join(sysRoot, "class", "infiniband", fmt.Sprintf("mlx5_%d", hca))
+		benchWrite(b, filepath.Join(dev, "fw_ver"), "16.35.2000")
+		benchWrite(b, filepath.Join(dev, "board_id"), "MT_0000000012")
+		benchWrite(b, filepath.Join(dev, "hca_type"), "MT4119")
+		benchWrite(b, filepath.Join(dev, "node_guid"), fmt.Sprintf("0c42:a103:00b4:1e%02x", hca))
+		for port := 1; port <= 2; port++ {
+			p := filepath.Join(dev, "ports", fmt.Sprint(port))
+			benchWrite(b, filepath.Join(p, "link_layer"), "InfiniBand")
+			benchWrite(b, filepath.Join(p, "state"), "4: ACTIVE")
+			benchWrite(b, filepath.Join(p, "phys_state"), "5: LinkUp")
+			benchWrite(b, filepath.Join(p, "rate"), "100 Gb/sec (4X EDR)")
+			for i, c := range counters {
+				benchWrite(b, filepath.Join(p, "counters", c), fmt.Sprint(1000003*(i+1)*(hca+port)))
+			}
+		}
+	}
+}
+
+func genNVMe(b *testing.B, sysRoot string) {
+	for i := 0; i < 24; i++ {
+		name := fmt.Sprintf("nvme%d", i)
+		d := filepath.Join(sysRoot, "class", "nvme", name)
+		benchWrite(b, filepath.Join(d, "model"), "SAMSUNG MZQL23T8HCLS-00A07")
+		benchWrite(b, filepath.Join(d, "serial"), fmt.Sprintf("S64HNE0T5%05d", i))
+		benchWrite(b, filepath.Join(d, "firmware_rev"), "GDC5602Q")
+		benchWrite(b, filepath.Join(d, "state"), "live")
+		benchWrite(b, filepath.Join(d, "cntlid"), fmt.Sprint(i))
+		transport := "pcie"
+		if i >= 16 {
+			transport = "rdma"
+		}
+		benchWrite(b, filepath.Join(d, "transport"), transport)
+		ns := filepath.Join(d, name+"n1")
+		benchWrite(b, filepath.Join(ns, "size"), "7501476528")
+		benchWrite(b, filepath.Join(ns, "queue", "logical_block_size"), "4096")
+		benchWrite(b, filepath.Join(ns, "nsid"), "1")
+	}
+}
+
+// genMountstats writes 40 NFS mounts: NFSv3 ones with the 22 NFSv3
+// operations and NFSv4.2 ones with nconnect=2 and the client's full list of
+// about seventy operations, a realistic handful of them in use.
+func genMountstats(b *testing.B, procRoot string) {
+	v3 := strings.Fields("NULL GETATTR SETATTR LOOKUP ACCESS READLINK READ WRITE CREATE MKDIR SYMLINK MKNOD REMOVE RMDIR RENAME LINK READDIR READDIRPLUS FSSTAT FSINFO PATHCONF COMMIT")
+	v4 := strings.Fields("NULL READ WRITE COMMIT OPEN OPEN_CONFIRM OPEN_NOATTR OPEN_DOWNGRADE CLOSE SETATTR FSINFO RENEW SETCLIENTID " +
+		"SETCLIENTID_CONFIRM LOCK LOCKT LOCKU ACCESS GETATTR LOOKUP LOOKUP_ROOT REMOVE RENAME LINK SYMLINK CREATE PATHCONF " +
+		"STATFS READLINK READDIR SERVER_CAPS DELEGRETURN GETACL SETACL FS_LOCATIONS RELEASE_LOCKOWNER SECINFO FSID_PRESENT " +
+		"EXCHANGE_ID CREATE_SESSION DESTROY_SESSION SEQUENCE GET_LEASE_TIME RECLAIM_COMPLETE LAYOUTGET GETDEVICEINFO " +
+		"LAYOUTCOMMIT LAYOUTRETURN SECINFO_NO_NAME TEST_STATEID FREE_STATEID GETDEVICELIST BIND_CONN_TO_SESSION " +
+		"DESTROY_CLIENTID SEEK ALLOCATE DEALLOCATE LAYOUTSTATS CLONE COPY OFFLOAD_CANCEL LOOKUPP LAYOUTERROR COPY_NOTIFY " +
+		"GETXATTR SETXATTR LISTXATTRS REMOVEXATTR READ_PLUS")
+	used := map[string]bool{"GETATTR": true, "LOOKUP": true, "ACCESS": true, "READ": true, "WRITE": true,
+		"COMMIT": true, "OPEN": true, "CLOSE": true, "SEQUENCE": true}
+	var s strings.Builder
+	s.WriteString("device proc mounted on /proc with fstype proc\ndevice /dev/sda2 mounted on / with fstype ext4\n")
+	for m := 0; m < 40; m++ {
+		ops, fstype, vers, xprts := v3, "nfs", "3", 1
+		if m%2 == 1 {
+			ops, fstype, vers, xprts = v4, "nfs4", "4.2", 2
+		}
+		fmt.Fprintf(&s, "device nfs%02d.example.org:/export/vol%02d mounted on /mnt/vol%02d with fstype %s statvers=1.1\n", m%4, m, m, fstype)
+		fmt.Fprintf(&s, "\topts:\trw,vers=%s,rsize=1048576,wsize=1048576,namlen=255,hard,proto=tcp,timeo=600,retrans=2,sec=sys,local_lock=none,addr=10.10.1.%d\n", vers, m%4+5)
+		s.WriteString("\tage:\t864000\n\tcaps:\tcaps=0x3ffbffff,wtmult=512,dtsize=1048576,bsize=0,namlen=255\n\tsec:\tflavor=1,pseudoflavor=1\n")
+		s.WriteString("\tevents:\t52 226 0 0 1 13 398 0 0 331 0 47 0 0 77 0 0 77 0 0 0 0 0 0 0 0 0\n")
+		fmt.Fprintf(&s, "\tbytes:\t%d %d 0 0 %d %d 295483 220\n", 1207640230+m, 893421+m, 1210214218+m, 901120+m)
+		fmt.Fprintf(&s, "\tRPC iostats version: 1.1  p/v: 100003/%s (nfs)\n", vers[:1])
+		for x := 0; x < xprts; x++ {
+			fmt.Fprintf(&s, "\txprt:\ttcp %d 1 1 0 11 6429 6428 0 12154 3 64 6500 40\n", 800+x)
+		}
+		s.WriteString("\tper-op statistics\n")
+		for i, op := range ops {
+			if used[op] {
+				n := 1000 * (i + 1)
+				fmt.Fprintf(&s, "\t%12s: %d %d 0 %d %d 6 %d %d 0\n", op, n, n+1, n*128, n*112, n/3, n/3+5)
+			} else {
+				fmt.Fprintf(&s, "\t%12s: 0 0 0 0 0 0 0 0 0\n", op)
+			}
+		}
+		s.WriteString("\n")
+	}
+	benchWrite(b, filepath.Join(procRoot, "4242", "mountstats"), s.String())
+	if err := os.Symlink("4242", filepath.Join(procRoot, "self")); err != nil {
+		b.Fatal(err)
+	}
+}
+
+// genGPFS writes mmpmon output for 4 file systems and copies the fake
+// commands' other fixtures; it returns the fixture directory.
+func genGPFS(b *testing.B, dir string) {
+	var s strings.Builder
+	for i, fs := range []string{"scratch", "home", "projects", "apps"} {
+		fmt.Fprintf(&s, "_fs_io_s_ _n_ 10.10.0.21 _nn_ c001 _rc_ 0 _t_ 1717171717 _tu_ 407431 _cl_ hpc.example.org _fs_ %s _d_ 48 "+
+			"_br_ %d _bw_ %d _oc_ 2377656 _cc_ 2201576 _rdc_ 59420404 _wc_ 18874626 _dir_ 40971 _iu_ 544768\n", fs, 205607400434+i, 74839282351+i)
+	}
+	benchWrite(b, filepath.Join(dir, "fs_io_s.txt"), strings.TrimSuffix(s.String(), "\n"))
+	for _, f := range []string{"mmgetstate.txt", "mmhealth.txt"} {
+		data, err := os.ReadFile(filepath.Join("fixtures", "gpfs", f))
+		if err != nil {
+			b.Fatal(err)
+		}
+		benchWrite(b, filepath.Join(dir, f), strings.TrimSuffix(string(data), "\n"))
+	}
+}
+
+func BenchmarkScrape(b *testing.B) {
+	root := b.TempDir()
+	sysRoot, procRoot, gpfsDir := filepath.Join(root, "sys"), filepath.Join(root, "proc"), filepath.Join(root, "gpfs")
+	genInfiniBand(b, sysRoot)
+	genNVMe(b, sysRoot)
+	genMountstats(b, procRoot)
+	genGPFS(b, gpfsDir)
+	b.Setenv("FAKE_GPFS_FIXTURES", gpfsDir)
+	logger := log.NewNopLogger()
+
+	ib, err := newInfiniBandCollector(sysRoot, logger)
+	if err != nil {
+		b.Fatal(err)
+	}
+	// No device nodes: SMART reads fail at open(), as without CAP_SYS_ADMIN.
+	nvme, err := newNVMeCollector(sysRoot, filepath.Join(root, "dev"), 2*time.Second, logger)
+	if err != nil {
+		b.Fatal(err)
+	}
+	nfs, err := newNFSCollector(procRoot, "", logger)
+	if err != nil {
+		b.Fatal(err)
+	}
+	gpfs, err := newGPFSCollector(gpfsConfig{
+		mmpmonPath:     fixturePath(b, "gpfs", "mmpmon"),
+		mmgetstatePath: fixturePath(b, "gpfs", "mmgetstate"),
+		mmhealthPath:   fixturePath(b, "gpfs", "mmhealth"),
+		timeout:        30 * time.Second,
+	}, logger)
+	if err != nil {
+		b.Fatal(err)
+	}
+	gpfsOut, err := os.ReadFile(filepath.Join(gpfsDir, "fs_io_s.txt"))
+	if err != nil {
+		b.Fatal(err)
+	}
+	healthOut, err := os.ReadFile(filepath.Join(gpfsDir, "mmhealth.txt"))
+	if err != nil {
+		b.Fatal(err)
+	}
+
+	gather := func(b *testing.B, cs map[string]Collector) {
+		reg := prometheus.NewRegistry()
+		reg.MustRegister(NewRegistryFrom(logger, cs))
+		b.ReportAllocs()
+		series := 0
+		for i := 0; i < b.N; i++ {
+			mfs, err := reg.Gather()
+			if err != nil {
+				b.Fatal(err)
+			}
+			if i == 0 {
+				for _, mf := range mfs {
+					series += len(mf.GetMetric())
+				}
+			}
+		}
+		b.ReportMetric(float64(series), "series")
+	}
+	b.Run("infiniband", func(b *testing.B) { gather(b, map[string]Collector{"infiniband": ib}) })
+	b.Run("nvme", func(b *testing.B) { gather(b, map[string]Collector{"nvme": nvme}) })
+	b.Run("nfs", func(b *testing.B) { gather(b, map[string]Collector{"nfs": nfs}) })
+	b.Run("gpfs-parse", func(b *testing.B) {
+		b.ReportAllocs()
+		for i := 0; i < b.N; i++ {
+			res, err := parseMmpmon(gpfsOut)
+			if err != nil || len(res.fs) != 4 {
+				b.Fatalf("%d file systems, %v", len(res.fs), err)
+			}
+			if _, err := parseY(healthOut); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+	b.Run("gpfs-exec", func(b *testing.B) { gather(b, map[string]Collector{"gpfs": gpfs}) })
+	b.Run("all-but-gpfs", func(b *testing.B) {
+		gather(b, map[string]Collector{"infiniband": ib, "nvme": nvme, "nfs": nfs})
+	})
+	b.Run("all", func(b *testing.B) {
+		gather(b, map[string]Collector{"infiniband": ib, "nvme": nvme, "nfs": nfs, "gpfs": gpfs})
+	})
+}
