@@ -1,0 +1,240 @@
+//go:build integration
+
+package probe
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/go-kit/log"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
+	"github.com/prometheus/common/expfmt"
+
+	"github.com/plateau-exporter/plateau_exporter/probe/internal/faultfs"
+)
+
+// Root-only tests of the random probe on real file systems, each run
+// through a real worker process as the daemon runs it.
+
+func workerRunner() *WorkerRunner {
+	return &WorkerRunner{Command: []string{os.Args[0]}, Env: []string{workerEnv + "=1"}, Logger: log.NewNopLogger()}
+}
+
+func integrationRandom() ProbeConfig {
+	return ProbeConfig{Name: "rand", Kind: KindRandom, FileSize: 64 << 20, BlockSize: 4 << 10, QueueDepth: 16, Duration: time.Second, Interval: time.Minute, Timeout: 50 * time.Second}
+}
+
+// randomTwice runs the probe twice on path and checks what both runs must
+// show: both phases measured, the file written by the first run only, and
+// the engine and direct labels exported as the result says.
+func randomTwice(t *testing.T, path string) (*Result, string) {
+	t.Helper()
+	p := integrationRandom()
+	tg := &Target{Name: "t", Path: path, Probes: []*ProbeConfig{&p}}
+	store := NewStore()
+	store.Configure(&Config{Targets: []*Target{tg}}, nil)
+	var last *Result
+	for run := 1; run <= 2; run++ {
+		out := workerRunner().Run(context.Background(), NewRequest(tg, &p, "node1"))
+		checkRandomPhases(t, out.Result, p)
+		if pre := out.Result.Op(opPrealloc); (pre != nil) != (run == 1) {
+			t.Errorf("run %d: prealloc %+v; only the first run writes the file", run, pre)
+		}
+		store.Record(out)
+		last = out.Result
+	}
+	st := statKept(t, keptRandomFile(path, p.Name))
+	if st.size != p.FileSize || st.perm != randomFileComplete {
+		t.Errorf("kept file %+v", st)
+	}
+	if left := probeDirEntries(t, path); len(left) != 1 || left[0] != keepDirPrefix+p.Name {
+		t.Errorf("probe directory holds %v, want only the keep directory", left)
+	}
+	metrics, err := testutil.CollectAndFormat(store, expfmt.TypeTextPlain, "plateau_probe_info", "plateau_probe_io_bytes_total")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("read %.0f IOPS, write %.0f IOPS", last.Op("read").OperationsPerSecond(), last.Op("write").OperationsPerSecond())
+	return last, string(metrics)
+}
+
+func TestIntegrationRandomLibaioOnLoopExt4(t *testing.T) {
+	mnt, _ := mountLoop(t, "ext4", 512<<20)
+	res, metrics := randomTwice(t, mnt)
+	if !res.Direct || res.Engine != engineLibaio || !strings.Contains(metrics, `direct="true",engine="libaio"`) {
+		t.Fatalf("ext4 on a loop device must run O_DIRECT with native AIO: direct=%v engine=%q\n%s", res.Direct, res.Engine, metrics)
+	}
+	if !strings.Contains(metrics, `op="prealloc",probe="rand",target="t"} 6.7108864e+07`) {
+		t.Errorf("the preallocation must count in io_bytes_total:\n%s", metrics)
+	}
+}
+
+func TestIntegrationRandomGoroutinesOnTmpfs(t *testing.T) {
+	mnt := mountTmpfs(t, "256m")
+	res, metrics := randomTwice(t, mnt)
+	if res.Direct || res.Engine != engineGoroutines || !strings.Contains(metrics, `direct="false",engine="goroutines"`) {
+		t.Fatalf("tmpfs has no device below it: want direct=false with goroutines, got direct=%v engine=%q\n%s", res.Direct, res.Engine, metrics)
+	}
+}
+
+// waitUntil polls cond with a generous deadline, for a loaded machine.
+func waitUntil(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(60 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// A file system that fills up while the file is being written: the run
+// fails with enospc and the partial file is gone, so it neither holds the
+// space nor passes for complete next time.
+func TestIntegrationRandomENOSPCDuringPreallocation(t *testing.T) {
+	// Every request is slowed so the preallocation is still going when the
+	// file system turns full.
+	fs := faultfs.MountForTest(t, "", "", faultfs.Options{Mode: faultfs.Latency(5 * time.Millisecond)})
+	p := integrationRandom()
+	backing := keptRandomFile(fs.Backing(), p.Name)
+	done := make(chan Outcome, 1)
+	go func() { done <- workerRunner().Run(context.Background(), request(fs.MountPoint(), p)) }()
+	waitUntil(t, "the preallocation to start", func() bool {
+		fi, err := os.Stat(backing)
+		return err == nil && fi.Size() > 0
+	})
+	fs.Set(faultfs.FailWriteENOSPC())
+	out := <-done
+	if out.Result.Reason != ReasonENOSPC {
+		t.Fatalf("reason %q (%s), want enospc", out.Result.Reason, out.Result.Error)
+	}
+	if _, err := os.Lstat(backing); !os.IsNotExist(err) {
+		t.Errorf("partial file left behind: %v", err)
+	}
+	if fi, err := os.Stat(filepath.Dir(backing)); err == nil {
+		t.Logf("keep directory stays (%v), empty", fi.Mode())
+	}
+	for _, name := range probeDirEntries(t, fs.Backing()) {
+		if strings.HasPrefix(name, runDirPrefix) {
+			t.Errorf("run directory %s left behind", name)
+		}
+	}
+}
+
+// A read error in the measured phase fails the run with eio, but the kept
+// file was complete and stays so: the next healthy run uses it as it is.
+func TestIntegrationRandomEIOKeepsACompleteFile(t *testing.T) {
+	fs := faultfs.MountForTest(t, "", "", faultfs.Options{DirectIO: true})
+	p := integrationRandom()
+	p.FileSize = 16 << 20
+	p.Duration = 2 * time.Second
+	req := request(fs.MountPoint(), p)
+	if out := workerRunner().Run(context.Background(), req); !out.Result.OK() {
+		t.Fatalf("healthy run: %s: %s", out.Result.Reason, out.Result.Error)
+	}
+	kept := keptRandomFile(fs.Backing(), p.Name)
+	before := statKept(t, kept)
+
+	reads := fs.Count(faultfs.OpRead)
+	done := make(chan Outcome, 1)
+	go func() { done <- workerRunner().Run(context.Background(), req) }()
+	waitUntil(t, "the read phase to start", func() bool { return fs.Count(faultfs.OpRead) > reads })
+	fs.Set(faultfs.FailReadEIO())
+	out := <-done
+	fs.Release()
+	if out.Result.Reason != ReasonEIO {
+		t.Fatalf("reason %q (%s), want eio", out.Result.Reason, out.Result.Error)
+	}
+	if after := statKept(t, kept); after != before {
+		t.Errorf("a read error changed the kept file: %+v, then %+v", before, after)
+	}
+	out = workerRunner().Run(context.Background(), req)
+	checkRandomPhases(t, out.Result, p)
+	if pre := out.Result.Op(opPrealloc); pre != nil {
+		t.Errorf("the complete file was written again: %+v", pre)
+	}
+}
+
+// One target with every kind of probe: a full cycle, each probe once
+// through a worker process, leaves every op of every kind with a rate
+// above zero and a latency histogram that counted it.
+func TestIntegrationAllKindsFullCycle(t *testing.T) {
+	mnt, _ := mountLoop(t, "ext4", 1<<30)
+	cfg, err := ParseConfig([]byte(`
+defaults: {interval: 10m, timeout: 2m}
+targets:
+  - name: loop
+    path: `+mnt+`
+    max_bytes_per_hour: 8GiB
+    probes:
+      - {name: seq, kind: sequential, workers: 2, file_size: 64MiB, block_size: 4MiB}
+      - {name: shared, kind: shared_file, workers: 2, block_size: 4MiB, segment_size: 32MiB}
+      - {name: rand, kind: random, file_size: 64MiB, block_size: 4KiB, queue_depth: 16, duration: 2s}
+      - {name: md, kind: metadata, workers: 2, files: 256, file_size: 0}
+      - {name: md4k, kind: metadata, workers: 2, files: 256, file_size: 4KiB}
+`), "all.yml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	tg := cfg.Targets[0]
+	covered := map[string]bool{}
+	for _, p := range tg.Probes {
+		covered[p.Kind] = true
+	}
+	for _, k := range KindNames() {
+		if !covered[k] {
+			t.Errorf("kind %s is missing from the full cycle", k)
+		}
+	}
+	store := NewStore()
+	store.Configure(cfg, nil)
+	for _, p := range tg.Probes {
+		out := workerRunner().Run(context.Background(), NewRequest(tg, p, "node1"))
+		if !out.Result.OK() {
+			t.Fatalf("%s: %s: %s", p.Name, out.Result.Reason, out.Result.Error)
+		}
+		store.Record(out)
+	}
+	reg := prometheus.NewPedanticRegistry()
+	reg.MustRegister(store)
+	mfs, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	rates := map[string]float64{}
+	latencies := map[string]uint64{}
+	for _, mf := range mfs {
+		for _, m := range mf.GetMetric() {
+			labels := map[string]string{}
+			for _, lp := range m.GetLabel() {
+				labels[lp.GetName()] = lp.GetValue()
+			}
+			key := labels["probe"] + "/" + labels["op"]
+			switch mf.GetName() {
+			case "plateau_probe_operations_per_second":
+				rates[key] = m.GetGauge().GetValue()
+			case "plateau_probe_latency_seconds":
+				latencies[key] = m.GetHistogram().GetSampleCount()
+			}
+		}
+	}
+	var checked []string
+	for _, p := range tg.Probes {
+		for _, op := range OpsOf(p.Kind) {
+			key := p.Name + "/" + op
+			if rates[key] <= 0 || latencies[key] == 0 {
+				t.Errorf("%s (%s): operations_per_second %v, latency count %d; want both above zero", key, p.Kind, rates[key], latencies[key])
+			}
+			checked = append(checked, key)
+		}
+	}
+	sort.Strings(checked)
+	t.Logf("checked %s", strings.Join(checked, ", "))
+}
