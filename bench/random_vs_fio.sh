@@ -1,0 +1,105 @@
+#!/usr/bin/env bash
+# Random probe vs fio, side by side on one loop-mounted ext4 file system:
+# fio --ioengine=libaio --iodepth=16 --direct=1 randread and randwrite on
+# the probe's own kept file (<mnt>/bench/keep.rand/random.dat), same block
+# size, depth and time, run alternately A B B A ... so drift in the machine
+# affects both. fio runs with norandommap so that, like the probe, it draws
+# offsets uniformly with replacement. Prints per-round IOPS and mean
+# latency, and the median probe/fio ratios.
+#
+# Usage (root): bench/random_vs_fio.sh [rounds] [seconds] [file_size] [block_size] [queue_depth]
+# Needs: fio, mkfs.ext4, losetup, python3; builds ./plateau_exporter.
+set -euo pipefail
+rounds=${1:-6}
+secs=${2:-5}
+size=${3:-1GiB}
+bs=${4:-4KiB}
+depth=${5:-16}
+cd "$(dirname "$0")/.."
+[ "$(id -u)" = 0 ] || { echo "needs root (loop device, mount)"; exit 1; }
+for c in fio mkfs.ext4 losetup python3; do command -v $c >/dev/null || { echo "missing $c"; exit 1; }; done
+make -s build
+
+work=$(mktemp -d)
+dev=""
+results=""
+cleanup() {
+	mountpoint -q "$work/mnt" && umount "$work/mnt"
+	[ -n "$dev" ] && losetup -d "$dev"
+	rm -rf "$work"
+	[ -n "$results" ] && rm -f "$results"
+	return 0
+}
+trap cleanup EXIT
+truncate -s 8G "$work/ext4.img"
+dev=$(losetup --find --show --direct-io=on "$work/ext4.img")
+mkfs.ext4 -q -F -E lazy_itable_init=0,lazy_journal_init=0 "$dev"
+mkdir "$work/mnt"
+mount "$dev" "$work/mnt"
+
+tobytes() { python3 -c "import sys; u={'KiB':1<<10,'MiB':1<<20,'GiB':1<<30}; s=sys.argv[1]; print(int(s[:-3])*u[s[-3:]])" "$1"; }
+bytes=$(tobytes "$size")
+bsbytes=$(tobytes "$bs")
+request=$(printf '{"target":"bench","path":"%s","hostname":"bench","probe":{"name":"rand","kind":"random","file_size":%d,"block_size":%d,"queue_depth":%d,"duration":%d,"interval":3600000000000,"timeout":600000000000}}' \
+	"$work/mnt" "$bytes" "$bsbytes" "$depth" "$((secs * 1000000000))")
+file="$work/mnt/bench/keep.rand/random.dat"
+
+# Prints read IOPS, write IOPS, read and write mean latency (s).
+probe_run() {
+	echo "$request" | ./plateau_exporter probe-worker | python3 -c '
+import json, sys
+r = json.load(sys.stdin)
+assert not r.get("reason"), r
+assert r["direct"] and r["engine"] == "libaio", ("probe did not run O_DIRECT with libaio", r["direct"], r["engine"])
+ops = {o["op"]: o for o in r["ops"]}
+rd, wr = ops["read"], ops["write"]
+print(rd["operations"] / rd["seconds"], wr["operations"] / wr["seconds"],
+      rd["latency"]["sum"] / rd["latency"]["count"], wr["latency"]["sum"] / wr["latency"]["count"])'
+}
+fio_one() {
+	fio --name="$1" --filename="$file" --rw="$1" --bs="$bsbytes" --size="$bytes" --direct=1 \
+		--ioengine=libaio --iodepth="$depth" --runtime="$secs" --time_based --norandommap \
+		--output-format=json | python3 -c '
+import json, sys
+j = json.load(sys.stdin)["jobs"][0][sys.argv[1]]
+print(j["iops"], j["lat_ns"]["mean"] / 1e9)' "$2"
+}
+fio_run() {
+	local r w
+	r=$(fio_one randread read)
+	w=$(fio_one randwrite write)
+	set -- $r $w
+	echo "$1 $3 $2 $4"
+}
+
+# The first run preallocates the file (untimed here) so that every round,
+# probe or fio, works on the same complete file.
+echo "$request" | ./plateau_exporter probe-worker >/dev/null
+[ "$(stat -c %s "$file")" = "$bytes" ] || { echo "probe did not preallocate $file"; exit 1; }
+
+results=$(mktemp)
+for i in $(seq 1 "$rounds"); do
+	if [ $((i % 2)) = 1 ]; then
+		p=$(probe_run); f=$(fio_run)
+	else
+		f=$(fio_run); p=$(probe_run)
+	fi
+	echo "$i $p $f" >> "$results"
+done
+# fio must not have changed what makes the kept file valid for the probe.
+[ "$(stat -c '%s %a' "$file")" = "$bytes 600" ] || { echo "kept file changed: $(stat -c '%s %a' "$file")"; exit 1; }
+
+python3 - "$results" "$size" "$bs" "$depth" "$secs" <<'PY'
+import statistics, sys
+rows = [list(map(float, l.split())) for l in open(sys.argv[1])]
+print(f"random probe (libaio engine) vs fio --ioengine=libaio on loop ext4 (direct-io loop), file {sys.argv[2]}, "
+      f"block {sys.argv[3]}, depth {sys.argv[4]}, {sys.argv[5]}s per phase, O_DIRECT")
+print(f"{'round':>5} {'probe rd IOPS':>14} {'fio rd IOPS':>12} {'ratio':>6} {'probe wr IOPS':>14} {'fio wr IOPS':>12} {'ratio':>6}"
+      f" {'rd lat µs p/f':>14} {'wr lat µs p/f':>14}")
+rd, wr = [], []
+for i, pr, pw, plr, plw, fr, fw, flr, flw in rows:
+    rd.append(pr / fr); wr.append(pw / fw)
+    print(f"{int(i):>5} {pr:>14.0f} {fr:>12.0f} {pr/fr:>6.3f} {pw:>14.0f} {fw:>12.0f} {pw/fw:>6.3f}"
+          f" {plr*1e6:>6.0f}/{flr*1e6:<7.0f} {plw*1e6:>6.0f}/{flw*1e6:<7.0f}")
+print(f"median ratio probe/fio: read {statistics.median(rd):.3f}, write {statistics.median(wr):.3f}")
+PY
