@@ -246,12 +246,12 @@ func (c *nvmeCollector) noteProblem(name string, err error) {
 	if logged {
 		return
 	}
-	hint := ""
+	kv := []interface{}{"msg", "NVMe SMART log unavailable; plateau_nvme_smart_available is 0 until it is readable",
+		"device", name, "err", err}
 	if errors.Is(err, unix.EPERM) || errors.Is(err, unix.EACCES) {
-		hint = "reading the SMART log needs CAP_SYS_ADMIN and access to the device node"
+		kv = append(kv, "hint", "reading the SMART log needs CAP_SYS_ADMIN and access to the device node")
 	}
-	level.Warn(c.logger).Log("msg", "NVMe SMART log unavailable; plateau_nvme_smart_available is 0 until it is readable",
-		"device", name, "err", err, "hint", hint)
+	level.Warn(c.logger).Log(kv...)
 }
 
 func (c *nvmeCollector) clearProblem(name string) {
