@@ -16,11 +16,7 @@ import (
 func configWithBaselines(t *testing.T, baselines string) string {
 	t.Helper()
 	cfg, _ := writeConfig(t, "{name: s, kind: sequential, file_size: 4MiB, block_size: 1MiB}")
-	data, _ := os.ReadFile(cfg)
-	data = append(data, []byte("baselines_file: "+baselines+"\n")...)
-	if err := os.WriteFile(cfg, data, 0o600); err != nil {
-		t.Fatal(err)
-	}
+	appendLine(t, cfg, "baselines_file: "+baselines)
 	return cfg
 }
 

@@ -188,6 +188,17 @@ func writeConfig(t *testing.T, probe string) (string, string) {
 	return file, target
 }
 
+func appendLine(t *testing.T, file, line string) {
+	t.Helper()
+	data, err := os.ReadFile(file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(file, append(data, []byte(line+"\n")...), 0o600); err != nil {
+		t.Fatal(err)
+	}
+}
+
 var successLine = regexp.MustCompile(`plateau_probe_runs_total\{[^}]*result="success"[^}]*\} ([0-9.e+]+)`)
 
 func successes(metrics string) float64 {

@@ -14,7 +14,7 @@ var update = flag.Bool("update", false, "rewrite testdata/metrics.golden from th
 
 // volatile lists the series whose values change from run to run; the golden
 // test keeps their names and labels but masks their values.
-var volatile = regexp.MustCompile(`^(plateau_probe_(duration|last_run|last_success|throughput|operations_per|latency|runs_total|io_bytes|in_progress|skips_total)|plateau_config_last_reload_success_timestamp|plateau_scrape_collector_duration_seconds)`)
+var volatile = regexp.MustCompile(`^(plateau_probe_(duration|last_run|last_success|throughput|operations_per|latency|runs_total|io_bytes|in_progress|skips_total|ratio)|plateau_config_last_reload_success_timestamp|plateau_scrape_collector_duration_seconds)`)
 
 var (
 	goVersionLabel = regexp.MustCompile(`goversion="[^"]*"`)
@@ -37,12 +37,39 @@ func normalize(metrics string) string {
 	return strings.Join(out, "\n") + "\n"
 }
 
-// TestGoldenMetrics runs the real binary, waits for a real probe run and
-// diffs /metrics against testdata/metrics.golden.
+// goldenBaselines gives the golden config's probes a plateau, so the ratio
+// and baseline gauges are part of the golden output. The values are hand
+// written (no params), far below any real result.
+const goldenBaselines = `targets:
+  e2e:
+    seq:
+      kind: sequential
+      ops:
+        write: {bytes_per_second: 1000}
+        read: {bytes_per_second: 1000}
+    md:
+      kind: metadata
+      ops:
+        create: {operations_per_second: 1}
+        stat: {operations_per_second: 1}
+        read: {operations_per_second: 1}
+        remove: {operations_per_second: 1}
+`
+
+// TestGoldenMetrics runs the real binary, waits for a real run of every
+// probe and diffs /metrics against testdata/metrics.golden.
 func TestGoldenMetrics(t *testing.T) {
-	cfg, _ := writeConfig(t, "{name: seq, kind: sequential, workers: 2, file_size: 4MiB, block_size: 1MiB}")
+	cfg, _ := writeConfig(t, "{name: seq, kind: sequential, workers: 2, file_size: 4MiB, block_size: 1MiB}\n      - {name: md, kind: metadata, workers: 2, files: 64}")
+	baselines := filepath.Join(filepath.Dir(cfg), "baselines.yml")
+	if err := os.WriteFile(baselines, []byte(goldenBaselines), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	appendLine(t, cfg, "baselines_file: "+baselines)
 	d := startDaemon(t, "--config.file="+cfg, "--probe.hostname=e2e-node", "--web.disable-exporter-metrics", "--collector.disable-defaults")
-	waitUntil(t, "a successful probe run", 60*time.Second, func() bool { return successes(d.metrics()) >= 1 })
+	waitUntil(t, "a successful run of every probe", 60*time.Second, func() bool {
+		m := d.metrics()
+		return value(m, `plateau_probe_success{kind="sequential"`) == 1 && value(m, `plateau_probe_success{kind="metadata"`) == 1
+	})
 	got := normalize(d.metrics())
 	golden := filepath.Join("testdata", "metrics.golden")
 	if *update {
