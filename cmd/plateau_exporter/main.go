@@ -42,6 +42,8 @@ func main() {
 	probeProbes := probeCmd.Flag("probe", "Only probes of this name (repeatable).").Strings()
 	probeOutput := probeCmd.Flag("output", "Output format: table or json.").Default("table").Enum("table", "json")
 
+	characterizeCmd, runCharacterizeCmd := characterizeCommand(app)
+
 	cmd := kingpin.MustParse(app.Parse(os.Args[1:]))
 	logger := newLogger(*logLevel, *logFormat, os.Stderr)
 	host := *hostname
@@ -72,6 +74,8 @@ func main() {
 		err = checkConfig(os.Stdout, *configFile, host)
 	case probeCmd.FullCommand():
 		err = runProbes(os.Stdout, logger, probeOptions{configFile: *configFile, hostname: host, targets: *probeTargets, probes: *probeProbes, output: *probeOutput})
+	case characterizeCmd.FullCommand():
+		err = runCharacterizeCmd(logger, *configFile, host)
 	}
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "plateau_exporter:", err)

@@ -1,0 +1,463 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"runtime"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"text/tabwriter"
+	"time"
+	"unicode/utf8"
+
+	"github.com/alecthomas/kingpin/v2"
+	"github.com/go-kit/log"
+	"github.com/go-kit/log/level"
+	"golang.org/x/sys/unix"
+
+	"github.com/plateau-exporter/plateau_exporter/probe"
+)
+
+type characterizeOptions struct {
+	configFile    string
+	hostname      string
+	targets       []string
+	probes        []string
+	runs          int
+	sweep         bool
+	maxWorkers    int
+	sweepRuns     int
+	outputDir     string
+	baselinesFile string
+	// termWidth is the width of the terminal stdout is, or 0 when it is
+	// none: progress then goes to the log, one line per run.
+	termWidth int
+}
+
+// characterizeCommand declares the characterize command on app and returns
+// it with the function that runs it once the flags are parsed.
+func characterizeCommand(app *kingpin.Application) (*kingpin.CmdClause, func(logger log.Logger, configFile, hostname string) error) {
+	cmd := app.Command("characterize", "Measure the plateaus on a known-good system: run each probe --runs times and write the median and spread to the baselines file (the old file is kept as a backup). With --sweep, also run each probe at 1, 2, 4 ... workers (queue depths for random) to find the knee, and draw the curve. Exit status 2 if a probe could not be characterized.")
+	var o characterizeOptions
+	cmd.Flag("target", "Only probes of this target (repeatable).").StringsVar(&o.targets)
+	cmd.Flag("probe", "Only probes of this name (repeatable).").StringsVar(&o.probes)
+	cmd.Flag("runs", "Runs per probe; the baseline is their median.").Default("5").IntVar(&o.runs)
+	cmd.Flag("sweep", "Also sweep each probe over doubling workers (queue depth for random probes) and report the knee, maximum and sustained values, with an SVG chart and a CSV of the curve.").BoolVar(&o.sweep)
+	cmd.Flag("max-workers", "Highest worker count (or queue depth) a sweep tries; levels are the powers of two up to it.").Default(strconv.Itoa(2 * runtime.NumCPU())).IntVar(&o.maxWorkers)
+	cmd.Flag("sweep-runs", "Runs per sweep step; the step's value is their median.").Default("3").IntVar(&o.sweepRuns)
+	cmd.Flag("output-dir", "Directory for the sweep's SVG and CSV files. Default: the baselines file's directory.").StringVar(&o.outputDir)
+	cmd.Flag("baselines-file", "Baselines file to write. Default: the config's baselines_file.").StringVar(&o.baselinesFile)
+	return cmd, func(logger log.Logger, configFile, hostname string) error {
+		o.configFile, o.hostname = configFile, hostname
+		o.termWidth = terminalWidth(os.Stdout)
+		return runCharacterize(os.Stdout, logger, o)
+	}
+}
+
+// runCharacterize measures the selected probes and writes their baselines,
+// then sweeps them when asked. Each run goes through a worker process with
+// the probe's timeout, as the daemon runs it, and waits while the daemon
+// holds the target. Baselines are written before any sweep starts, so an
+// interrupted sweep loses none of them.
+func runCharacterize(w io.Writer, logger log.Logger, o characterizeOptions) error {
+	switch {
+	case o.runs < 1:
+		return exitErr(2, fmt.Errorf("--runs must be at least 1, got %d", o.runs))
+	case o.sweep && o.sweepRuns < 1:
+		return exitErr(2, fmt.Errorf("--sweep-runs must be at least 1, got %d", o.sweepRuns))
+	case o.sweep && o.maxWorkers < 1:
+		return exitErr(2, fmt.Errorf("--max-workers must be at least 1, got %d", o.maxWorkers))
+	}
+	cfg, err := loadConfig(o.configFile)
+	if err != nil {
+		return exitErr(2, err)
+	}
+	path := o.baselinesFile
+	if path == "" {
+		path = cfg.BaselinesFile
+	}
+	if path == "" {
+		return exitErr(2, fmt.Errorf("no baselines file to write: set baselines_file in %s or pass --baselines-file", cfg.Source))
+	}
+	baselines, err := probe.LoadBaselines(path)
+	switch {
+	case errors.Is(err, os.ErrNotExist):
+		baselines = probe.NewBaselines()
+	case err != nil:
+		// Merging needs the entries of the other probes; writing over a
+		// file we cannot read would lose them.
+		return exitErr(2, fmt.Errorf("%w; fix or move it before characterizing (nothing was run)", err))
+	}
+	if fi, err := os.Stat(filepath.Dir(path)); err != nil || !fi.IsDir() {
+		return exitErr(2, fmt.Errorf("directory of the baselines file %s does not exist", path))
+	}
+	outDir := o.outputDir
+	if outDir == "" {
+		outDir = filepath.Dir(path)
+	}
+	if o.sweep {
+		if err := os.MkdirAll(outDir, 0o755); err != nil {
+			return exitErr(2, fmt.Errorf("output directory: %w", err))
+		}
+	}
+	selected, err := selectProbes(cfg, o.targets, o.probes)
+	if err != nil {
+		return exitErr(2, err)
+	}
+	refs := make([]probe.ProbeRef, len(selected))
+	for i, sp := range selected {
+		refs[i] = probe.ProbeRef{Target: sp.target, Probe: sp.probe}
+	}
+
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	runner := &probe.WorkerRunner{Command: probe.DefaultWorkerCommand(), Logger: logger}
+	prog := newProgress(w, o.termWidth, logger, time.Now)
+	c := &probe.Characterizer{
+		Run: func(ctx context.Context, req probe.Request) *probe.Result {
+			return runWhenFree(ctx, runner, req, req.Probe.Timeout)
+		},
+		Hostname: o.hostname,
+		Runs:     o.runs,
+		OnStart:  prog.start,
+		OnDone:   prog.done,
+	}
+	if o.sweep {
+		c.SweepRuns, c.MaxLevel = o.sweepRuns, o.maxWorkers
+	}
+	total := c.Plan(refs)
+	what := fmt.Sprintf("%d run(s) each", o.runs)
+	if o.sweep {
+		what += fmt.Sprintf(", then a sweep up to %d workers with %d run(s) per step", o.maxWorkers, o.sweepRuns)
+	}
+	prog.printf("characterizing %d probe(s) on %s: %s; %d runs in all\n", len(refs), o.hostname, what, total)
+	prog.begin(total)
+	defer prog.finish()
+
+	failed := 0
+	var measured []*probe.Measured
+	var swept []probe.ProbeRef
+	for _, ref := range refs {
+		m, err := c.Baseline(ctx, ref)
+		if err != nil {
+			failed++
+			prog.printf("not characterized: %v\n", err)
+			continue
+		}
+		measured = append(measured, m)
+		swept = append(swept, ref)
+	}
+	if len(measured) == 0 {
+		prog.printf("no probe could be characterized; %s is left as it was\n", path)
+	} else {
+		var changes []probe.BaselineChange
+		for _, m := range measured {
+			changes = append(changes, baselines.Replace(m)...)
+		}
+		backup, err := baselines.Write(path)
+		if err != nil {
+			return exitErr(2, fmt.Errorf("write baselines: %w", err))
+		}
+		var sb strings.Builder
+		fmt.Fprintf(&sb, "\nwrote %s", path)
+		if backup != "" {
+			fmt.Fprintf(&sb, " (the previous file is kept as %s)", backup)
+		}
+		sb.WriteString(":\n")
+		printChanges(&sb, changes)
+		prog.printf("%s", sb.String())
+	}
+
+	if o.sweep {
+		for _, ref := range refs {
+			if !containsRef(swept, ref) {
+				c.SkipSweep(ref)
+				prog.printf("\nno sweep of %s/%s: its baseline runs failed\n", ref.Target.Name, ref.Probe.Name)
+				continue
+			}
+			sw, err := c.Sweep(ctx, ref)
+			var sb strings.Builder
+			if sw != nil && len(sw.Steps) > 0 {
+				printSweep(&sb, sw, o.maxWorkers)
+				svgPath, csvPath, werr := sw.WriteFiles(outDir)
+				if werr != nil {
+					err = errors.Join(err, werr)
+				} else {
+					fmt.Fprintf(&sb, "chart: %s\ndata:  %s\n", svgPath, csvPath)
+				}
+			}
+			if err != nil {
+				failed++
+				fmt.Fprintf(&sb, "\nsweep incomplete: %v\n", err)
+			}
+			prog.printf("%s", sb.String())
+		}
+	}
+	if failed > 0 {
+		return exitErr(2, fmt.Errorf("%d of %d probe(s) could not be characterized fully", failed, len(refs)))
+	}
+	return nil
+}
+
+func containsRef(refs []probe.ProbeRef, r probe.ProbeRef) bool {
+	for _, x := range refs {
+		if x.Target == r.Target && x.Probe == r.Probe {
+			return true
+		}
+	}
+	return false
+}
+
+// printChanges shows each op's old and new baseline and the change.
+func printChanges(w io.Writer, changes []probe.BaselineChange) {
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "TARGET\tPROBE\tOP\tOLD\tNEW\tCHANGE\tSPREAD\tRUNS")
+	for _, ch := range changes {
+		old, nw, change, spread, runs := "-", "-", "", "-", "-"
+		if ch.Old != nil {
+			old = humanRate(ch.Old.Value, ch.Old.Unit)
+		}
+		if ch.New != nil {
+			nw = humanRate(ch.New.Value, ch.New.Unit)
+			spread = fmt.Sprintf("±%.1f%%", 100*ch.New.Spread)
+			runs = strconv.Itoa(ch.New.Runs)
+		}
+		switch r, ok := ch.Relative(); {
+		case ch.Old == nil:
+			change = "new"
+		case ch.New == nil:
+			change = "removed (the probe no longer reports this op)"
+		case ok:
+			change = fmt.Sprintf("%+.1f%%", 100*r)
+		default:
+			change = "unit changed"
+		}
+		if ch.Old != nil && ch.New != nil && ch.Old.Params != "" && ch.Old.Params != ch.New.Params {
+			change += fmt.Sprintf(" (old one measured with %s)", ch.Old.Params)
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", ch.Key.Target, ch.Key.Probe, ch.Key.Op, old, nw, change, spread, runs)
+	}
+	tw.Flush()
+}
+
+// printSweep reports a sweep in the shape of the characterizations'
+// "maximum and sustained" table, with the worker count to suggest for the
+// continuous probe.
+func printSweep(w io.Writer, sw *probe.Sweep, maxWorkers int) {
+	levels := sw.Levels()
+	var ls []string
+	for _, l := range levels {
+		ls = append(ls, strconv.Itoa(l))
+	}
+	fmt.Fprintf(w, "\nsweep of %s/%s (%s): %s %s, median of %d run(s) per step\n", sw.Target, sw.Probe, sw.Params, sw.Variable, strings.Join(ls, ", "), sw.Runs)
+	if sw.Variable == probe.VariableQueueDepth {
+		fmt.Fprintf(w, "(a %s probe has no workers: its queue_depth was swept instead)\n", sw.Kind)
+	}
+	last := levels[len(levels)-1]
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	fmt.Fprintf(tw, "OP\tMAX\tSUSTAINED\tKNEE\n")
+	for _, s := range sw.Summary() {
+		knee := fmt.Sprintf("%s=%d", sw.Variable, s.Knee)
+		if s.Knee == 0 {
+			knee = fmt.Sprintf("still rising at %s=%d", sw.Variable, last)
+		}
+		fmt.Fprintf(tw, "%s\t%s at %d\t%s\t%s\n", s.Op, humanRate(s.Max, sw.Unit), s.MaxLevel, humanRate(s.Sustained, sw.Unit), knee)
+	}
+	tw.Flush()
+	level, rising := sw.Suggest()
+	v := sw.Variable
+	switch {
+	case len(rising) > 0 && last < maxWorkers:
+		fmt.Fprintf(w, "suggestion: none; %s still rising at %s=%d, where the sweep stopped\n", strings.Join(rising, ", "), v, last)
+	case len(rising) > 0:
+		fmt.Fprintf(w, "suggestion: none; %s still rising at %s=%d: the plateau lies beyond --max-workers %d (sweep further to find it)\n", strings.Join(rising, ", "), v, last, maxWorkers)
+	case level == sw.Configured:
+		fmt.Fprintf(w, "suggestion: %s=%d, as configured, reaches the plateau of every op; the current setting is fine\n", v, level)
+	case level < sw.Configured:
+		fmt.Fprintf(w, "suggestion: %s: %d reaches the same plateau as the configured %d with less load; if you change it, characterize again\n", v, level, sw.Configured)
+	default:
+		fmt.Fprintf(w, "suggestion: %s: %d, where the plateau starts; the configured %d measures below it. If you change it, characterize again\n", v, level, sw.Configured)
+	}
+}
+
+// terminalWidth is the width of the terminal f is, or 0 when it is not a
+// terminal. A terminal that reports no size counts as 80 columns.
+func terminalWidth(f *os.File) int {
+	fd := int(f.Fd())
+	if _, err := unix.IoctlGetTermios(fd, unix.TCGETS); err != nil {
+		return 0
+	}
+	if ws, err := unix.IoctlGetWinsize(fd, unix.TIOCGWINSZ); err == nil && ws.Col > 0 {
+		return int(ws.Col)
+	}
+	return 80
+}
+
+// progress shows how far a characterization is. On a terminal it redraws
+// one line each second, "[12/40] scratch/seq workers=4 run 2/3  elapsed
+// 1m03s  ETA 2m10s"; elsewhere it logs one line per finished run, which
+// batch logs keep. The ETA is the mean duration of the runs so far times
+// the runs left, which underestimates a sweep whose later steps are
+// longer, but needs no model of the storage.
+type progress struct {
+	mu     sync.Mutex
+	w      io.Writer
+	width  int
+	logger log.Logger
+	now    func() time.Time
+
+	began  time.Time
+	total  int
+	last   int // Index of the last finished run
+	ran    int // runs finished, for the mean
+	ranFor time.Duration
+	cur    *probe.Step
+	curAt  time.Time
+	shown  bool // the progress line is on the terminal
+	stop   chan struct{}
+	ticker sync.WaitGroup
+}
+
+func newProgress(w io.Writer, width int, logger log.Logger, now func() time.Time) *progress {
+	return &progress{w: w, width: width, logger: logger, now: now}
+}
+
+// begin starts the clock, and on a terminal the redraw of the elapsed time.
+func (p *progress) begin(total int) {
+	p.mu.Lock()
+	p.began, p.total = p.now(), total
+	p.mu.Unlock()
+	if p.width <= 0 {
+		return
+	}
+	p.stop = make(chan struct{})
+	p.ticker.Add(1)
+	go func() {
+		defer p.ticker.Done()
+		t := time.NewTicker(time.Second)
+		defer t.Stop()
+		for {
+			select {
+			case <-p.stop:
+				return
+			case <-t.C:
+				p.mu.Lock()
+				p.draw()
+				p.mu.Unlock()
+			}
+		}
+	}()
+}
+
+// finish stops the redraw and leaves the terminal on a clean line.
+func (p *progress) finish() {
+	if p.stop != nil {
+		close(p.stop)
+		p.ticker.Wait()
+		p.stop = nil
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.clear()
+}
+
+func (p *progress) start(s probe.Step) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.cur, p.curAt = &s, p.now()
+	p.draw()
+}
+
+func (p *progress) done(s probe.Step, res *probe.Result) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	now := p.now()
+	took := now.Sub(p.curAt)
+	p.ran++
+	p.ranFor += took
+	p.last = max(p.last, s.Index)
+	p.cur = nil
+	if p.width > 0 {
+		p.draw()
+		return
+	}
+	kv := []any{"msg", "characterize run finished", "step", fmt.Sprintf("%d/%d", s.Index, s.Total), "run", s.String(),
+		"took", took.Round(time.Millisecond), "elapsed", formatElapsed(now.Sub(p.began)), "eta", p.eta(now)}
+	if res != nil && !res.OK() {
+		reason := res.Reason
+		if reason == "" {
+			reason = "skipped: " + res.Skipped
+		}
+		kv = append(kv, "result", reason, "err", res.Error)
+	}
+	level.Info(p.logger).Log(kv...)
+}
+
+// printf writes report text, moving the progress line out of its way.
+func (p *progress) printf(format string, args ...any) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.clear()
+	fmt.Fprintf(p.w, format, args...)
+	p.draw()
+}
+
+func (p *progress) eta(now time.Time) string {
+	if p.ran == 0 {
+		return "--"
+	}
+	mean := p.ranFor / time.Duration(p.ran)
+	left := time.Duration(p.total-p.last) * mean
+	if p.cur != nil {
+		left -= now.Sub(p.curAt)
+	}
+	return formatElapsed(max(0, left))
+}
+
+// draw redraws the progress line; the caller holds p.mu.
+func (p *progress) draw() {
+	if p.width <= 0 || p.total == 0 {
+		return
+	}
+	now := p.now()
+	index, what := p.last, "waiting"
+	if p.cur != nil {
+		index, what = p.cur.Index, p.cur.String()
+	}
+	line := fmt.Sprintf("[%d/%d] %s  elapsed %s  ETA %s", index, p.total, what, formatElapsed(now.Sub(p.began)), p.eta(now))
+	// A line longer than the terminal wraps, and \r then redraws only its
+	// last part.
+	if utf8.RuneCountInString(line) > p.width-1 {
+		r := []rune(line)
+		line = string(r[:max(0, p.width-1)])
+	}
+	fmt.Fprintf(p.w, "\r%s\x1b[K", line)
+	p.shown = true
+}
+
+// clear erases the progress line; the caller holds p.mu.
+func (p *progress) clear() {
+	if p.shown {
+		fmt.Fprint(p.w, "\r\x1b[K")
+		p.shown = false
+	}
+}
+
+// formatElapsed prints 42s, 1m03s or 2h05m.
+func formatElapsed(d time.Duration) string {
+	d = d.Round(time.Second)
+	switch {
+	case d < time.Minute:
+		return fmt.Sprintf("%ds", int(d.Seconds()))
+	case d < time.Hour:
+		return fmt.Sprintf("%dm%02ds", int(d.Minutes()), int(d.Seconds())%60)
+	}
+	return fmt.Sprintf("%dh%02dm", int(d.Hours()), int(d.Minutes())%60)
+}

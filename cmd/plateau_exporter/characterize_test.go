@@ -1,0 +1,381 @@
+package main
+
+import (
+	"bytes"
+	"encoding/csv"
+	"encoding/xml"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/go-kit/log"
+	"golang.org/x/sys/unix"
+
+	"github.com/plateau-exporter/plateau_exporter/probe"
+)
+
+// characterizeConfig writes a config whose targets are fresh directories
+// and returns the config file and the directory holding everything. Each
+// target is "name: probes-yaml-lines", extra goes at the top level.
+func characterizeConfig(t *testing.T, extra string, targets ...string) (string, string) {
+	t.Helper()
+	dir := t.TempDir()
+	var sb strings.Builder
+	sb.WriteString("defaults:\n  interval: 1m\n  timeout: 30s\ntargets:\n")
+	for _, tg := range targets {
+		name, rest, _ := strings.Cut(tg, ":")
+		path := filepath.Join(dir, name)
+		if err := os.Mkdir(path, 0o700); err != nil {
+			t.Fatal(err)
+		}
+		fmt.Fprintf(&sb, "  - name: %s\n    path: %s\n%s", name, path, rest)
+	}
+	sb.WriteString(extra)
+	file := filepath.Join(dir, "plateau.yml")
+	if err := os.WriteFile(file, []byte(sb.String()), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return file, dir
+}
+
+const smallProbes = `    probes:
+      - {name: seq, kind: sequential, workers: 1, file_size: 4MiB, block_size: 1MiB}
+      - {name: md, kind: metadata, workers: 2, files: 64}
+`
+
+// runBinary runs the built plateau_exporter and returns its stdout,
+// stderr and exit status.
+func runBinary(t *testing.T, args ...string) (string, string, int) {
+	t.Helper()
+	cmd := exec.Command(binary, args...)
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	err := cmd.Run()
+	code := 0
+	var ee *exec.ExitError
+	switch {
+	case errors.As(err, &ee):
+		code = ee.ExitCode()
+	case err != nil:
+		t.Fatalf("run %v: %v", args, err)
+	}
+	return stdout.String(), stderr.String(), code
+}
+
+func TestCharacterizeWritesBaselinesKeepsOthersAndBacksUp(t *testing.T) {
+	cfg, dir := characterizeConfig(t, "baselines_file: BASE\n", "e2e:"+smallProbes)
+	baseFile := filepath.Join(dir, "baselines.yml")
+	data, _ := os.ReadFile(cfg)
+	if err := os.WriteFile(cfg, bytes.ReplaceAll(data, []byte("BASE"), []byte(baseFile)), 0o600); err != nil {
+		t.Fatal(err)
+	}
+
+	out, stderr, code := runBinary(t, "--config.file", cfg, "--probe.hostname", "node1", "characterize", "--runs", "2")
+	if code != 0 {
+		t.Fatalf("characterize exited %d:\n%s\n%s", code, out, stderr)
+	}
+	b, err := probe.LoadBaselines(baseFile)
+	if err != nil {
+		t.Fatalf("written baselines do not parse: %v", err)
+	}
+	want := map[string][]string{"seq": {"write", "read"}, "md": {"create", "stat", "read", "remove"}}
+	for p, ops := range want {
+		for _, op := range ops {
+			e := b.Entries[probe.BaselineKey{Target: "e2e", Probe: p, Op: op}]
+			if e == nil || !(e.Value > 0) || e.Runs != 2 || e.Host != "node1" || e.Method != "characterize --runs 2" || e.Params == "" {
+				t.Errorf("%s %s: entry %+v", p, op, e)
+			}
+		}
+	}
+	if len(b.Entries) != 6 {
+		t.Errorf("%d entries, want 6", len(b.Entries))
+	}
+	if strings.Count(out, " new ") != 6 || strings.Contains(out, "previous file is kept") {
+		t.Errorf("first characterization should list 6 new entries and no backup:\n%s", out)
+	}
+	// Without a terminal, progress goes to the log, one line per run.
+	if n := strings.Count(stderr, `msg="characterize run finished"`); n != 4 {
+		t.Errorf("%d progress log lines, want 4:\n%s", n, stderr)
+	}
+
+	// Someone adds a baseline of another target by hand and halves the
+	// write plateau; characterize keeps the one and reports the other.
+	b.Entries[probe.BaselineKey{Target: "other", Probe: "seq", Op: "write"}] = &probe.Baseline{Kind: probe.KindSequential, Unit: probe.UnitBytesPerSecond, Value: 123e6}
+	seqWrite := b.Entries[probe.BaselineKey{Target: "e2e", Probe: "seq", Op: "write"}]
+	seqWrite.Value /= 2
+	edited := b.Marshal()
+	if err := os.WriteFile(baseFile, edited, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	out, stderr, code = runBinary(t, "--config.file", cfg, "characterize", "--runs", "2", "--probe", "seq")
+	if code != 0 {
+		t.Fatalf("second characterize exited %d:\n%s\n%s", code, out, stderr)
+	}
+	backups, _ := filepath.Glob(baseFile + ".*.bak")
+	if len(backups) != 1 {
+		t.Fatalf("backups %v, want one", backups)
+	}
+	if got, _ := os.ReadFile(backups[0]); !bytes.Equal(got, edited) {
+		t.Errorf("backup is not the file as it was before:\n%s", got)
+	}
+	if !strings.Contains(out, "(the previous file is kept as "+backups[0]+")") {
+		t.Errorf("output does not name the backup:\n%s", out)
+	}
+	b2, err := probe.LoadBaselines(baseFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if e := b2.Entries[probe.BaselineKey{Target: "other", Probe: "seq", Op: "write"}]; e == nil || e.Value != 123e6 {
+		t.Errorf("entry of another target lost: %+v", e)
+	}
+	if e := b2.Entries[probe.BaselineKey{Target: "e2e", Probe: "md", Op: "stat"}]; e == nil || e.Value != b.Entries[probe.BaselineKey{Target: "e2e", Probe: "md", Op: "stat"}].Value {
+		t.Errorf("entry of a probe not characterized this time changed: %+v", e)
+	}
+	// The halved write plateau doubles back, give or take the noise of
+	// two runs: the change is printed as a percentage.
+	var line string
+	for _, l := range strings.Split(out, "\n") {
+		if f := strings.Fields(l); len(f) > 3 && f[0] == "e2e" && f[1] == "seq" && f[2] == "write" {
+			line = l
+		}
+	}
+	if line == "" || !strings.Contains(line, humanRate(seqWrite.Value, probe.UnitBytesPerSecond)) || !strings.Contains(line, "%") || strings.Contains(line, " new ") {
+		t.Errorf("no old -> new line with a change for seq write in:\n%s", out)
+	}
+}
+
+func TestCharacterizeWritesWhatItCouldAndExits2(t *testing.T) {
+	// A target that is always too full for its min_free_ratio: its probe
+	// is skipped on every run, so it cannot be characterized.
+	cfg, dir := characterizeConfig(t, "",
+		"good:"+smallProbes,
+		"full:    min_free_ratio: 0.9999\n    probes:\n      - {name: seq, kind: sequential, workers: 1, file_size: 4MiB, block_size: 1MiB}\n")
+	baseFile := filepath.Join(dir, "out.yml")
+	out, stderr, code := runBinary(t, "--config.file", cfg, "characterize", "--runs", "2", "--baselines-file", baseFile)
+	if code != 2 {
+		t.Fatalf("exit status %d, want 2:\n%s\n%s", code, out, stderr)
+	}
+	if !strings.Contains(out, "not characterized: full/seq: run 1 of 2: skipped (min_free)") {
+		t.Errorf("no reason for the failed probe in:\n%s", out)
+	}
+	if !strings.Contains(stderr, "1 of 3 probe(s) could not be characterized fully") {
+		t.Errorf("stderr: %s", stderr)
+	}
+	b, err := probe.LoadBaselines(baseFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(b.Entries) != 6 || b.Entries[probe.BaselineKey{Target: "full", Probe: "seq", Op: "write"}] != nil {
+		t.Errorf("want the 6 entries of the good target only, got %d", len(b.Entries))
+	}
+}
+
+func TestCharacterizeRefusesWithoutAUsableBaselinesFile(t *testing.T) {
+	cfg, dir := characterizeConfig(t, "", "e2e:"+smallProbes)
+	_, stderr, code := runBinary(t, "--config.file", cfg, "characterize", "--runs", "1")
+	if code != 2 || !strings.Contains(stderr, "no baselines file to write: set baselines_file in "+cfg+" or pass --baselines-file") {
+		t.Errorf("without a baselines file: exit %d, %s", code, stderr)
+	}
+	bad := filepath.Join(dir, "bad.yml")
+	if err := os.WriteFile(bad, []byte("targets:\n  e2e: [not, a, mapping]\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	out, stderr, code := runBinary(t, "--config.file", cfg, "characterize", "--runs", "1", "--baselines-file", bad)
+	if code != 2 || !strings.Contains(stderr, bad+":2") || !strings.Contains(stderr, "nothing was run") || strings.Contains(out, "characterizing") {
+		t.Errorf("with an invalid baselines file: exit %d\n%s\n%s", code, out, stderr)
+	}
+	if got, _ := os.ReadFile(bad); string(got) != "targets:\n  e2e: [not, a, mapping]\n" {
+		t.Errorf("invalid baselines file was changed: %s", got)
+	}
+	_, stderr, code = runBinary(t, "--config.file", cfg, "characterize", "--runs", "0", "--baselines-file", filepath.Join(dir, "b.yml"))
+	if code != 2 || !strings.Contains(stderr, "--runs must be at least 1") {
+		t.Errorf("--runs 0: exit %d, %s", code, stderr)
+	}
+}
+
+func TestCharacterizeSweepWritesChartAndData(t *testing.T) {
+	cfg, dir := characterizeConfig(t, "", "e2e:"+smallProbes)
+	outDir := filepath.Join(dir, "charts")
+	out, stderr, code := runBinary(t, "--config.file", cfg, "characterize", "--runs", "1", "--sweep", "--max-workers", "2", "--sweep-runs", "2",
+		"--baselines-file", filepath.Join(dir, "b.yml"), "--output-dir", outDir, "--probe", "seq")
+	if code != 0 {
+		t.Fatalf("exit %d:\n%s\n%s", code, out, stderr)
+	}
+	for _, s := range []string{
+		"sweep of e2e/seq (sequential workers=1 file_size=4MiB block_size=1MiB): workers 1, 2, median of 2 run(s) per step",
+		"OP ", "MAX", "SUSTAINED", "KNEE", "\nwrite ", "\nread ", "suggestion: ",
+		"chart: " + filepath.Join(outDir, "e2e_seq_sweep.svg"),
+		"data:  " + filepath.Join(outDir, "e2e_seq_sweep.csv"),
+	} {
+		if !strings.Contains(out, s) {
+			t.Errorf("output lacks %q:\n%s", s, out)
+		}
+	}
+	svg, err := os.ReadFile(filepath.Join(outDir, "e2e_seq_sweep.svg"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	polylines := 0
+	dec := xml.NewDecoder(bytes.NewReader(svg))
+	for {
+		tok, err := dec.Token()
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			t.Fatalf("SVG: %v", err)
+		}
+		if el, ok := tok.(xml.StartElement); ok && el.Name.Local == "polyline" {
+			polylines++
+		}
+	}
+	if polylines != 2 {
+		t.Errorf("%d lines in the chart, want write and read", polylines)
+	}
+	f, err := os.Open(filepath.Join(outDir, "e2e_seq_sweep.csv"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	rows, err := csv.NewReader(f).ReadAll()
+	if err != nil {
+		t.Fatal(err)
+	}
+	// header + 2 levels × 2 ops × (2 runs + median)
+	if len(rows) != 1+2*2*3 {
+		t.Errorf("%d CSV rows, want 13", len(rows))
+	}
+}
+
+// fakeClock advances only when told.
+type fakeClock struct{ t time.Time }
+
+func (c *fakeClock) now() time.Time { return c.t }
+
+func TestProgressRedrawsOneLineOnATerminal(t *testing.T) {
+	var buf bytes.Buffer
+	clock := &fakeClock{t: time.Date(2026, 11, 30, 10, 0, 0, 0, time.UTC)}
+	p := newProgress(&buf, 80, log.NewNopLogger(), clock.now)
+	p.begin(4)
+	step := probe.Step{Index: 1, Total: 4, Target: "scratch", Probe: "seq", Kind: probe.KindSequential, Variable: "workers", Level: 4, Run: 1, Runs: 2}
+	p.start(step)
+	if got := buf.String(); got != "\r[1/4] scratch/seq workers=4 run 1/2  elapsed 0s  ETA --\x1b[K" {
+		t.Errorf("first line %q", got)
+	}
+	clock.t = clock.t.Add(20 * time.Second)
+	p.done(step, &probe.Result{})
+	buf.Reset()
+	step.Index, step.Run = 2, 2
+	p.start(step)
+	// One run took 20s; three are left, counting this one.
+	if got := buf.String(); got != "\r[2/4] scratch/seq workers=4 run 2/2  elapsed 20s  ETA 1m00s\x1b[K" {
+		t.Errorf("second line %q", got)
+	}
+	// Report text clears the line, then the line comes back below it.
+	buf.Reset()
+	clock.t = clock.t.Add(5 * time.Second)
+	p.printf("a report\n")
+	if got := buf.String(); got != "\r\x1b[Ka report\n\r[2/4] scratch/seq workers=4 run 2/2  elapsed 25s  ETA 55s\x1b[K" {
+		t.Errorf("printf %q", got)
+	}
+	// Lines never wrap.
+	narrow := newProgress(&buf, 20, log.NewNopLogger(), clock.now)
+	narrow.begin(4)
+	buf.Reset()
+	narrow.start(step)
+	if got := buf.String(); got != "\r[2/4] scratch/seq w\x1b[K" {
+		t.Errorf("narrow line %q", got)
+	}
+	narrow.finish()
+	buf.Reset()
+	p.finish()
+	if got := buf.String(); got != "\r\x1b[K" {
+		t.Errorf("finish left %q", got)
+	}
+}
+
+func TestProgressLogsOneLinePerRunWithoutATerminal(t *testing.T) {
+	var out, logs bytes.Buffer
+	clock := &fakeClock{t: time.Date(2026, 11, 30, 10, 0, 0, 0, time.UTC)}
+	p := newProgress(&out, 0, log.NewLogfmtLogger(&logs), clock.now)
+	p.begin(3)
+	step := probe.Step{Index: 1, Total: 3, Target: "t", Probe: "md", Kind: probe.KindMetadata, Run: 1, Runs: 3}
+	p.start(step)
+	clock.t = clock.t.Add(1500 * time.Millisecond)
+	p.done(step, &probe.Result{Reason: "enospc", Error: "no space left on device"})
+	p.finish()
+	if out.Len() != 0 {
+		t.Errorf("progress wrote to stdout without a terminal: %q", out.String())
+	}
+	want := `level=info msg="characterize run finished" step=1/3 run="t/md run 1/3" took=1.5s elapsed=2s eta=3s result=enospc err="no space left on device"` + "\n"
+	if logs.String() != want {
+		t.Errorf("log line\n%q\nwant\n%q", logs.String(), want)
+	}
+}
+
+func TestFormatElapsed(t *testing.T) {
+	for d, want := range map[time.Duration]string{
+		0: "0s", 42 * time.Second: "42s", 63 * time.Second: "1m03s", 2*time.Hour + 5*time.Minute + 9*time.Second: "2h05m",
+	} {
+		if got := formatElapsed(d); got != want {
+			t.Errorf("formatElapsed(%s) = %q, want %q", d, got, want)
+		}
+	}
+}
+
+// terminalWidth must tell a terminal from a pipe or a file: a pseudo
+// terminal is as real a terminal as the kernel offers.
+func TestTerminalWidth(t *testing.T) {
+	ptmx, err := os.OpenFile("/dev/ptmx", os.O_RDWR|unix.O_NOCTTY, 0)
+	if err != nil {
+		t.Fatalf("no pseudo terminals (/dev/ptmx): %v", err)
+	}
+	defer ptmx.Close()
+	if err := unix.IoctlSetPointerInt(int(ptmx.Fd()), unix.TIOCSPTLCK, 0); err != nil {
+		t.Fatalf("unlockpt: %v", err)
+	}
+	n, err := unix.IoctlGetInt(int(ptmx.Fd()), unix.TIOCGPTN)
+	if err != nil {
+		t.Fatalf("ptsname: %v", err)
+	}
+	pts, err := os.OpenFile(fmt.Sprintf("/dev/pts/%d", n), os.O_RDWR|unix.O_NOCTTY, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pts.Close()
+	if err := unix.IoctlSetWinsize(int(pts.Fd()), unix.TIOCSWINSZ, &unix.Winsize{Row: 40, Col: 132}); err != nil {
+		t.Fatal(err)
+	}
+	if w := terminalWidth(pts); w != 132 {
+		t.Errorf("terminal width %d, want 132", w)
+	}
+	if err := unix.IoctlSetWinsize(int(pts.Fd()), unix.TIOCSWINSZ, &unix.Winsize{}); err != nil {
+		t.Fatal(err)
+	}
+	if w := terminalWidth(pts); w != 80 {
+		t.Errorf("terminal of unknown size: width %d, want 80", w)
+	}
+	r, w, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	defer w.Close()
+	if got := terminalWidth(w); got != 0 {
+		t.Errorf("a pipe is no terminal, got width %d", got)
+	}
+	f, err := os.CreateTemp(t.TempDir(), "out")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	if got := terminalWidth(f); got != 0 {
+		t.Errorf("a file is no terminal, got width %d", got)
+	}
+}
