@@ -6,7 +6,9 @@ import (
 	"fmt"
 	"io/fs"
 	"os"
+	"slices"
 	"sort"
+	"strings"
 	"sync"
 	"time"
 
@@ -34,6 +36,10 @@ var (
 	gpfsNSD = kingpin.Flag("collector.gpfs.nsd",
 		"Also ask mmpmon for nsd_ds, the I/O this node serves as an NSD server.").
 		Default("false").Bool()
+	gpfsMmpmonRequests = kingpin.Flag("collector.gpfs.mmpmon-requests",
+		"File of mmpmon requests (fs_io_s, and nsd_ds on NSD servers) passed with 'mmpmon -i' instead of standard input. "+
+			"Required with --collector.gpfs.sudo: sudo cannot restrict standard input, which would let this user send any request, reset included, as root.").
+		String()
 	gpfsTimeout = kingpin.Flag("collector.gpfs.timeout",
 		"Deadline for the GPFS commands of one scrape; past it their process groups are killed.").
 		Default("5s").Duration()
@@ -47,6 +53,7 @@ func init() {
 			mmhealthPath:   *gpfsMmhealthPath,
 			sudo:           *gpfsSudo,
 			nsd:            *gpfsNSD,
+			requestsFile:   *gpfsMmpmonRequests,
 			timeout:        *gpfsTimeout,
 		}, logger)
 	})
@@ -56,7 +63,51 @@ type gpfsConfig struct {
 	mmpmonPath, mmgetstatePath, mmhealthPath string
 	sudo                                     bool
 	nsd                                      bool
-	timeout                                  time.Duration
+	// requestsFile, when set, is given to mmpmon with -i; it must hold only
+	// the requests this collector reads.
+	requestsFile string
+	timeout      time.Duration
+}
+
+// allowedMmpmonRequests are the only requests the collector sends or
+// accepts in a request file; reset, rhist, nlist and source are refused.
+var allowedMmpmonRequests = map[string]bool{"fs_io_s": true, "nsd_ds": true}
+
+// mmpmonRequests decides the requests of each scrape: from the request
+// file when there is one (checked once, at start), else from the flags.
+func mmpmonRequests(cfg gpfsConfig) ([]string, error) {
+	if cfg.requestsFile == "" {
+		if cfg.sudo {
+			return nil, errors.New("--collector.gpfs.sudo needs --collector.gpfs.mmpmon-requests (a root-owned file of requests): over standard input, sudo would let this user send any mmpmon request, reset included, as root")
+		}
+		requests := []string{"fs_io_s"}
+		if cfg.nsd {
+			requests = append(requests, "nsd_ds")
+		}
+		return requests, nil
+	}
+	data, err := os.ReadFile(cfg.requestsFile)
+	if err != nil {
+		return nil, fmt.Errorf("mmpmon request file: %w", err)
+	}
+	var requests []string
+	for i, line := range strings.Split(string(data), "\n") {
+		line = strings.TrimSpace(line)
+		if line == "" || strings.HasPrefix(line, "#") {
+			continue
+		}
+		if !allowedMmpmonRequests[line] {
+			return nil, fmt.Errorf("mmpmon request file %s:%d: request %q is not one the gpfs collector reads (only fs_io_s and nsd_ds)", cfg.requestsFile, i+1, line)
+		}
+		requests = append(requests, line)
+	}
+	if len(requests) == 0 {
+		return nil, fmt.Errorf("mmpmon request file %s has no request", cfg.requestsFile)
+	}
+	if cfg.nsd && !slices.Contains(requests, "nsd_ds") {
+		return nil, fmt.Errorf("--collector.gpfs.nsd is set but %s does not request nsd_ds", cfg.requestsFile)
+	}
+	return requests, nil
 }
 
 // gpfsStates are the daemon states mmgetstate documents; each is exported
@@ -74,9 +125,10 @@ func gpfsHealthStatuses() [11]string {
 }
 
 type gpfsCollector struct {
-	cfg    gpfsConfig
-	logger log.Logger
-	runner *commandRunner
+	cfg      gpfsConfig
+	requests []string
+	logger   log.Logger
+	runner   *commandRunner
 
 	fs [fsCounterCount]typedDesc
 
@@ -95,6 +147,10 @@ func newGPFSCollector(cfg gpfsConfig, logger log.Logger) (*gpfsCollector, error)
 	if cfg.timeout <= 0 {
 		return nil, fmt.Errorf("gpfs timeout must be positive, got %s", cfg.timeout)
 	}
+	requests, err := mmpmonRequests(cfg)
+	if err != nil {
+		return nil, err
+	}
 	fsLabels := []string{"cluster", "filesystem"}
 	fsDesc := func(name, help string) typedDesc {
 		return typedDesc{prometheus.NewDesc(prometheus.BuildFQName(namespace, gpfsSubsystem, name), help, fsLabels, nil), prometheus.CounterValue}
@@ -104,9 +160,10 @@ func newGPFSCollector(cfg gpfsConfig, logger log.Logger) (*gpfsCollector, error)
 		return typedDesc{prometheus.NewDesc(prometheus.BuildFQName(namespace, gpfsSubsystem, name), help, nsdLabels, nil), prometheus.CounterValue}
 	}
 	c := &gpfsCollector{
-		cfg:    cfg,
-		logger: logger,
-		runner: newCommandRunner(cfg.sudo),
+		cfg:      cfg,
+		requests: requests,
+		logger:   logger,
+		runner:   newCommandRunner(cfg.sudo),
 
 		nsdOps:   nsdDesc("nsd_operations_total", "I/O requests this NSD server performed for the disk (mmpmon nsd_ds _ops_)."),
 		nsdBytes: nsdDesc("nsd_bytes_total", "Bytes this NSD server transferred for the disk (mmpmon nsd_ds _b_)."),
@@ -199,18 +256,23 @@ func (c *gpfsCollector) Update(ch chan<- prometheus.Metric) error {
 }
 
 // mmpmon asks for fs_io_s (and nsd_ds on NSD servers). It never sends
-// "reset": the counters are shared by every mmpmon user on the node.
+// "reset": the counters are shared by every mmpmon user on the node. With a
+// request file the requests go by -i, so that sudoers can pin the exact
+// command line and nothing else can be asked as root.
 func (c *gpfsCollector) mmpmon(ctx context.Context) ([]prometheus.Metric, error) {
-	requests := []string{"fs_io_s"}
-	if c.cfg.nsd {
-		requests = append(requests, "nsd_ds")
+	requests := c.requests
+	var out []byte
+	var err error
+	if c.cfg.requestsFile != "" {
+		out, err = c.runner.run(ctx, nil, c.cfg.mmpmonPath, "-p", "-s", "-i", c.cfg.requestsFile)
+	} else {
+		var stdin []byte
+		for _, r := range requests {
+			stdin = append(stdin, r...)
+			stdin = append(stdin, '\n')
+		}
+		out, err = c.runner.run(ctx, stdin, c.cfg.mmpmonPath, "-p", "-s")
 	}
-	var stdin []byte
-	for _, r := range requests {
-		stdin = append(stdin, r...)
-		stdin = append(stdin, '\n')
-	}
-	out, err := c.runner.run(ctx, stdin, c.cfg.mmpmonPath, "-p", "-s")
 	if err != nil {
 		return nil, err
 	}

@@ -56,7 +56,7 @@ func processesRunning(marker string) []int {
 func TestGPFSThroughSudoIntegration(t *testing.T) {
 	requireSudo(t)
 	cfg := fakeGPFS(t, "mmpmon", 30*time.Second)
-	cfg.sudo = true
+	cfg.sudo, cfg.requestsFile = true, writeRequestFile(t)
 	// sudo resets the environment, so the fake commands read the fixtures
 	// next to themselves.
 	file := filepath.Join("fixtures", "expected", "gpfs.prom")
@@ -91,7 +91,7 @@ func TestGPFSHungThroughSudoIntegration(t *testing.T) {
 
 	const timeout = 2 * time.Second
 	cfg := fakeGPFS(t, "mmpmon", timeout)
-	cfg.mmpmonPath, cfg.sudo = hang, true
+	cfg.mmpmonPath, cfg.sudo, cfg.requestsFile = hang, true, writeRequestFile(t)
 	c := newTestGPFS(t, cfg)
 
 	done := make(chan error, 1)
@@ -127,4 +127,15 @@ func TestGPFSHungThroughSudoIntegration(t *testing.T) {
 		}
 		return len(processesRunning(hang)) == 0
 	})
+}
+
+// writeRequestFile writes the request file sudo mode needs, as the RPM
+// ships it for an NSD server.
+func writeRequestFile(t *testing.T) string {
+	t.Helper()
+	f := filepath.Join(t.TempDir(), "mmpmon-nsd.requests")
+	if err := os.WriteFile(f, []byte("fs_io_s\nnsd_ds\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return f
 }

@@ -296,3 +296,58 @@ plateau_gpfs_fs_read_bytes_total{cluster="c1",filesystem="bad` + "\uFFFD" + `"} 
 		t.Error(err)
 	}
 }
+
+// With a request file, mmpmon gets the requests by -i and nothing on
+// stdin, so sudoers can pin the whole command line.
+func TestGPFSRequestFile(t *testing.T) {
+	dir := t.TempDir()
+	log := filepath.Join(dir, "requests.log")
+	t.Setenv("FAKE_GPFS_REQUESTLOG", log)
+	reqFile := filepath.Join(dir, "mmpmon-nsd.requests")
+	if err := os.WriteFile(reqFile, []byte("# plateau_exporter's mmpmon requests\nfs_io_s\n  nsd_ds\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	cfg := fakeGPFS(t, "mmpmon", 30*time.Second)
+	cfg.requestsFile, cfg.sudo = reqFile, false
+	c := newTestGPFS(t, cfg)
+	file := filepath.Join("fixtures", "expected", "gpfs.prom")
+	compareWithFile(t, newTestRegistry("gpfs", c, nil), file, metricNames(t, file)...)
+	if got, _ := os.ReadFile(log); string(got) != "fs_io_s\nnsd_ds\n" {
+		t.Errorf("requests mmpmon read from the file = %q", got)
+	}
+}
+
+func TestGPFSRequestFileRefusesOtherRequests(t *testing.T) {
+	dir := t.TempDir()
+	for _, tc := range []struct{ content, want string }{
+		{"fs_io_s\nreset\n", ":2: request \"reset\" is not one the gpfs collector reads"},
+		{"once source /tmp/x\n", ":1: request \"once source /tmp/x\""},
+		{"# nothing\n\n", "has no request"},
+	} {
+		f := filepath.Join(dir, "r")
+		if err := os.WriteFile(f, []byte(tc.content), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		cfg := fakeGPFS(t, "mmpmon", time.Second)
+		cfg.requestsFile = f
+		if _, err := newGPFSCollector(cfg, nil); err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%q: got %v, want %q", tc.content, err, tc.want)
+		}
+	}
+	cfg := fakeGPFS(t, "mmpmon", time.Second)
+	cfg.requestsFile = filepath.Join(dir, "fs-only")
+	if err := os.WriteFile(cfg.requestsFile, []byte("fs_io_s\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := newGPFSCollector(cfg, nil); err == nil || !strings.Contains(err.Error(), "does not request nsd_ds") {
+		t.Errorf("--collector.gpfs.nsd with a file lacking nsd_ds: %v", err)
+	}
+}
+
+func TestGPFSSudoNeedsRequestFile(t *testing.T) {
+	cfg := fakeGPFS(t, "mmpmon", time.Second)
+	cfg.sudo = true
+	if _, err := newGPFSCollector(cfg, nil); err == nil || !strings.Contains(err.Error(), "needs --collector.gpfs.mmpmon-requests") {
+		t.Fatalf("sudo over stdin accepted: %v", err)
+	}
+}

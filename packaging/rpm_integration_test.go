@@ -710,7 +710,8 @@ func testSudoers(t *testing.T, root, binRPM string) {
 	list := mustRun(t, "", nil, "sudo", "-n", "-l", "-U", "plateau")
 	grants := regexp.MustCompile(`/usr/lpp/mmfs/bin/\S+( [^,\n]+)?`).FindAllString(list, -1)
 	want := []string{
-		"/usr/lpp/mmfs/bin/mmpmon -p -s",
+		"/usr/lpp/mmfs/bin/mmpmon -p -s -i /usr/share/plateau_exporter/mmpmon-client.requests",
+		"/usr/lpp/mmfs/bin/mmpmon -p -s -i /usr/share/plateau_exporter/mmpmon-nsd.requests",
 		"/usr/lpp/mmfs/bin/mmgetstate -Y",
 		"/usr/lpp/mmfs/bin/mmhealth node show -Y",
 	}
@@ -730,7 +731,9 @@ func testSudoers(t *testing.T, root, binRPM string) {
 	for _, c := range []string{
 		"/usr/lpp/mmfs/bin/mmpmon",
 		"/usr/lpp/mmfs/bin/mmpmon -p",
+		"/usr/lpp/mmfs/bin/mmpmon -p -s",
 		"/usr/lpp/mmfs/bin/mmpmon -p -s -i /etc/shadow",
+		"/usr/lpp/mmfs/bin/mmpmon -p -s -i /tmp/mmpmon-client.requests",
 		"/usr/lpp/mmfs/bin/mmgetstate -a -Y",
 		"/usr/lpp/mmfs/bin/mmhealth node show",
 		"/usr/lpp/mmfs/bin/mmhealth cluster show -Y",
