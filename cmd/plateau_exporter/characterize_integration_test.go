@@ -1,0 +1,436 @@
+//go:build integration
+
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/csv"
+	"encoding/xml"
+	"fmt"
+	"image/png"
+	"io"
+	"math"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"sort"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/plateau-exporter/plateau_exporter/probe"
+)
+
+// The characterize acceptance test on a real block device: a loop-mounted
+// ext4 is characterized, the daemon and the probe command are checked
+// against the baselines it wrote, and a sweep's chart is rendered by a
+// real browser.
+
+func charRequire(t *testing.T) {
+	t.Helper()
+	if os.Geteuid() != 0 {
+		t.Fatal("this integration test needs root (loop device, mount); run `make integration` as root")
+	}
+	for cmd, pkg := range map[string]string{"losetup": "util-linux", "mkfs.ext4": "e2fsprogs", "mount": "mount", "chromium": "chromium"} {
+		if _, err := exec.LookPath(cmd); err != nil {
+			t.Fatalf("%s not found: install the Debian package %s (listed in .ci/packages.txt)", cmd, pkg)
+		}
+	}
+}
+
+func charRun(t *testing.T, name string, args ...string) string {
+	t.Helper()
+	out, err := exec.Command(name, args...).CombinedOutput()
+	if err != nil {
+		t.Fatalf("%s %s: %v\n%s", name, strings.Join(args, " "), err, out)
+	}
+	return strings.TrimSpace(string(out))
+}
+
+// charMountExt4 makes a size-byte ext4 on a loop device with direct I/O to
+// its backing file (so the host's page cache does not flatter the numbers)
+// and mounts it; cleanup unmounts and detaches it even when the test fails.
+func charMountExt4(t *testing.T, size int64) string {
+	t.Helper()
+	dir := t.TempDir()
+	img := filepath.Join(dir, "ext4.img")
+	f, err := os.Create(img)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := f.Truncate(size); err != nil {
+		t.Fatal(err)
+	}
+	f.Close()
+	dev := charRun(t, "losetup", "--find", "--show", "--direct-io=on", img)
+	t.Cleanup(func() {
+		if out, err := exec.Command("losetup", "-d", dev).CombinedOutput(); err != nil {
+			t.Errorf("losetup -d %s: %v: %s", dev, err, out)
+		}
+	})
+	// No lazy init: background zeroing would disturb the measurements.
+	charRun(t, "mkfs.ext4", "-q", "-F", "-E", "lazy_itable_init=0,lazy_journal_init=0", dev)
+	mnt := filepath.Join(dir, "mnt")
+	if err := os.Mkdir(mnt, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	charRun(t, "mount", "-t", "ext4", dev, mnt)
+	t.Cleanup(func() {
+		for i := 0; i < 50; i++ {
+			if exec.Command("umount", mnt).Run() == nil {
+				return
+			}
+			time.Sleep(100 * time.Millisecond)
+		}
+		if out, err := exec.Command("umount", "-l", mnt).CombinedOutput(); err != nil {
+			t.Errorf("umount -l %s: %v: %s", mnt, err, out)
+		}
+	})
+	return mnt
+}
+
+var sampleLine = regexp.MustCompile(`(?m)^(\w+)\{([^}]*)\} (\S+)$`)
+var labelPair = regexp.MustCompile(`(\w+)="([^"]*)"`)
+
+// series returns the samples of one metric by the values of two of its
+// labels, joined with "/".
+func series(metrics, name, label1, label2 string) map[string]float64 {
+	out := map[string]float64{}
+	for _, m := range sampleLine.FindAllStringSubmatch(metrics, -1) {
+		if m[1] != name {
+			continue
+		}
+		labels := map[string]string{}
+		for _, l := range labelPair.FindAllStringSubmatch(m[2], -1) {
+			labels[l[1]] = l[2]
+		}
+		v, err := strconv.ParseFloat(m[3], 64)
+		if err == nil {
+			out[labels[label1]+"/"+labels[label2]] = v
+		}
+	}
+	return out
+}
+
+func TestIntegrationCharacterizeOnLoopExt4(t *testing.T) {
+	charRequire(t)
+	mnt := charMountExt4(t, 1<<30)
+	target := filepath.Join(mnt, "plateau")
+	if err := os.Mkdir(target, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	baseFile := filepath.Join(dir, "baselines.yml")
+	// Probes small enough that the whole test takes a few minutes on two
+	// cores, yet long enough (a few tenths of a second per op) that a
+	// scheduling hiccup does not decide a run. The thresholds are wide
+	// because other tests share the machine; 10x off the plateau is still
+	// far below them.
+	probes := []string{
+		"{name: seq, kind: sequential, workers: 1, file_size: 128MiB, block_size: 4MiB}",
+		"{name: shared, kind: shared_file, workers: 2, block_size: 1MiB, segment_size: 64MiB}",
+		"{name: md, kind: metadata, workers: 2, files: 2048}",
+	}
+	ops := map[string][]string{"seq": probe.OpsOf(probe.KindSequential), "shared": probe.OpsOf(probe.KindSharedFile), "md": probe.OpsOf(probe.KindMetadata)}
+	if contains(probe.KindNames(), "random") {
+		probes = append(probes, "{name: rnd, kind: random, file_size: 64MiB, block_size: 4KiB, queue_depth: 8, duration: 1s}")
+		ops["rnd"] = probe.OpsOf("random")
+	}
+	cfg := filepath.Join(dir, "plateau.yml")
+	text := fmt.Sprintf("defaults:\n  interval: 10s\n  timeout: 8s\ntargets:\n  - name: loop\n    path: %s\n    warning_ratio: 0.5\n    critical_ratio: 0.25\n    probes:\n", target)
+	for _, p := range probes {
+		text += "      - " + p + "\n"
+	}
+	text += "baselines_file: " + baseFile + "\n"
+	if err := os.WriteFile(cfg, []byte(text), 0o600); err != nil {
+		t.Fatal(err)
+	}
+
+	// 1. characterize --runs 3 writes a baselines file with every op, and
+	// the daemon started on it exports ratios near 1. The three runs take
+	// a few seconds; a burst of another test's I/O on this shared machine
+	// during them shifts the baseline by up to 2x, which no test can
+	// prevent, so a second characterization is allowed. A wrong unit, op
+	// or median would be off on both by far more.
+	var baselines *probe.Baselines
+	for attempt := 1; ; attempt++ {
+		var off []string
+		baselines, off = characterizeAndCompare(t, cfg, baseFile, ops)
+		if len(off) == 0 {
+			break
+		}
+		if attempt == 2 {
+			t.Fatalf("daemon ratios off the baselines on two characterizations in a row:\n%s", strings.Join(off, "\n"))
+		}
+		t.Logf("attempt %d: ratios off the baselines, characterizing again:\n%s", attempt, strings.Join(off, "\n"))
+	}
+
+	// check-config reports every probe as baselined.
+	out, stderr, code := runBinary(t, "--config.file", cfg, "check-config")
+	if code != 0 {
+		t.Fatalf("check-config exited %d:\n%s\n%s", code, out, stderr)
+	}
+	seen := 0
+	for _, line := range strings.Split(out, "\n") {
+		f := strings.Fields(line)
+		if len(f) > 2 && f[0] == "loop" {
+			seen++
+			if f[len(f)-1] != "yes" {
+				t.Errorf("check-config: probe %s not baselined: %s", f[1], line)
+			}
+		}
+	}
+	if seen != len(ops) {
+		t.Errorf("check-config listed %d probes, want %d:\n%s", seen, len(ops), out)
+	}
+
+	// 2. A baseline 10x the real value makes `probe` exit 1 and show the
+	// ratio; the original makes it exit 0.
+	original, err := os.ReadFile(baseFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	inflated := probe.NewBaselines()
+	for k, e := range baselines.Entries {
+		c := *e
+		if k.Probe == "seq" && k.Op == "write" {
+			c.Value *= 10
+		}
+		inflated.Entries[k] = &c
+	}
+	if err := os.WriteFile(baseFile, inflated.Marshal(), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	out, stderr, code = runBinary(t, "--config.file", cfg, "probe", "--probe", "seq")
+	if code != 1 {
+		t.Errorf("probe against a 10x baseline exited %d, want 1:\n%s\n%s", code, out, stderr)
+	}
+	var writeLine string
+	for _, line := range strings.Split(out, "\n") {
+		if f := strings.Fields(line); len(f) > 3 && f[1] == "seq" && f[2] == "write" {
+			writeLine = line
+		}
+	}
+	if m := regexp.MustCompile(` (0\.\d\d) +critical`).FindStringSubmatch(writeLine); m == nil {
+		t.Errorf("probe does not print the ratio of seq write as critical:\n%s", out)
+	} else if r, _ := strconv.ParseFloat(m[1], 64); r < 0.04 || r > 0.25 {
+		t.Errorf("ratio against a 10x baseline is %.2f, want about 0.1", r)
+	}
+	if err := os.WriteFile(baseFile, original, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	// One run is one sample of a noisy machine: a burst of another test's
+	// I/O can halve it, so up to three tries.
+	for try := 1; ; try++ {
+		out, stderr, code = runBinary(t, "--config.file", cfg, "probe", "--probe", "seq")
+		if code == 0 {
+			break
+		}
+		if try == 3 {
+			t.Errorf("probe against the characterized baseline exited %d three times, want 0:\n%s\n%s", code, out, stderr)
+			break
+		}
+		t.Logf("probe against the characterized baseline exited %d (try %d):\n%s", code, try, out)
+	}
+
+	// 3. A sweep up to 4 workers writes a chart and the data per probe.
+	charts := filepath.Join(dir, "charts")
+	start := time.Now()
+	out, stderr, code = runBinary(t, "--config.file", cfg, "characterize", "--runs", "2", "--sweep", "--max-workers", "4", "--sweep-runs", "2", "--output-dir", charts)
+	t.Logf("characterize --sweep took %s:\n%s", time.Since(start).Round(time.Millisecond), out)
+	if code != 0 {
+		t.Fatalf("characterize --sweep exited %d:\n%s", code, stderr)
+	}
+	for p, list := range ops {
+		svg := filepath.Join(charts, "loop_"+p+"_sweep.svg")
+		data, err := os.ReadFile(svg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		lines := 0
+		dec := xml.NewDecoder(bytes.NewReader(data))
+		for {
+			tok, err := dec.Token()
+			if err == io.EOF {
+				break
+			}
+			if err != nil {
+				t.Fatalf("%s is not well-formed: %v", svg, err)
+			}
+			if el, ok := tok.(xml.StartElement); ok && el.Name.Local == "polyline" {
+				lines++
+			}
+		}
+		if lines != len(list) {
+			t.Errorf("%s: %d lines, want one per op (%d)", svg, lines, len(list))
+		}
+		f, err := os.Open(filepath.Join(charts, "loop_"+p+"_sweep.csv"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		rows, err := csv.NewReader(f).ReadAll()
+		f.Close()
+		if err != nil {
+			t.Fatal(err)
+		}
+		// 3 levels (1, 2, 4) × ops × (2 runs + median), plus the header.
+		if want := 1 + 3*len(list)*3; len(rows) != want {
+			t.Errorf("%s CSV: %d rows, want %d", p, len(rows), want)
+		}
+	}
+
+	// 4. The chart opens in a real browser and is not blank.
+	for _, p := range []string{"seq", "md"} {
+		shot := screenshot(t, filepath.Join(charts, "loop_"+p+"_sweep.svg"))
+		if keep := os.Getenv("PLATEAU_KEEP_SCREENSHOTS"); keep != "" {
+			data, _ := os.ReadFile(shot)
+			_ = os.WriteFile(filepath.Join(keep, "loop_"+p+"_sweep.png"), data, 0o644)
+		}
+	}
+}
+
+// characterizeAndCompare runs characterize --runs 3, checks the file it
+// writes, starts the daemon on it and returns the baselines with the ops
+// whose ratio, the median over the daemon's first three runs of the probe,
+// lies outside [0.5, 2].
+func characterizeAndCompare(t *testing.T, cfg, baseFile string, ops map[string][]string) (*probe.Baselines, []string) {
+	t.Helper()
+	start := time.Now()
+	out, stderr, code := runBinary(t, "--config.file", cfg, "characterize", "--runs", "3")
+	t.Logf("characterize --runs 3 took %s:\n%s", time.Since(start).Round(time.Millisecond), out)
+	if code != 0 {
+		t.Fatalf("characterize exited %d:\n%s", code, stderr)
+	}
+	baselines, err := probe.LoadBaselines(baseFile)
+	if err != nil {
+		t.Fatalf("baselines written by characterize: %v", err)
+	}
+	for p, list := range ops {
+		for _, op := range list {
+			if e := baselines.Entries[probe.BaselineKey{Target: "loop", Probe: p, Op: op}]; e == nil || !(e.Value > 0) || e.Runs != 3 {
+				t.Fatalf("%s %s: baseline %+v", p, op, e)
+			}
+		}
+	}
+
+	// One run of a fraction of a second can meet another test's burst of
+	// I/O; three in a row rarely do.
+	d := startDaemon(t, "--config.file", cfg)
+	defer func() {
+		_ = d.cmd.Process.Signal(syscall.SIGTERM)
+		<-d.done
+	}()
+	samples := map[string][]float64{}
+	lastRun := map[string]float64{}
+	const runsPerProbe = 3
+	// Scrapes are spaced out: on two cores a tight loop of them would
+	// slow the CPU-bound metadata probe it measures.
+	pollUntil(t, fmt.Sprintf("%d runs of every probe with a ratio for each op", runsPerProbe), 4*time.Minute, func() bool {
+		m := d.metrics()
+		ratio := series(m, "plateau_probe_ratio", "probe", "op")
+		for p, list := range ops {
+			ts := series(m, "plateau_probe_last_success_timestamp_seconds", "target", "probe")["loop/"+p]
+			if ts == 0 || ts == lastRun[p] || len(samples[p+"/"+list[0]]) >= runsPerProbe {
+				continue
+			}
+			lastRun[p] = ts
+			for _, op := range list {
+				if r, ok := ratio[p+"/"+op]; ok {
+					samples[p+"/"+op] = append(samples[p+"/"+op], r)
+				}
+			}
+		}
+		for p, list := range ops {
+			for _, op := range list {
+				if len(samples[p+"/"+op]) < runsPerProbe {
+					return false
+				}
+			}
+		}
+		return true
+	})
+	keys := make([]string, 0, len(samples))
+	for k := range samples {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	var off []string
+	for _, k := range keys {
+		r := probe.Median(samples[k])
+		t.Logf("plateau_probe_ratio %s: %.3f over runs %.3f", k, r, samples[k])
+		if r < 0.5 || r > 2 {
+			off = append(off, fmt.Sprintf("plateau_probe_ratio of %s is %.3f (median of %.3f), want within [0.5, 2]", k, r, samples[k]))
+		}
+	}
+	return baselines, off
+}
+
+func pollUntil(t *testing.T, what string, timeout time.Duration, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out after %s waiting for %s", timeout, what)
+		}
+		time.Sleep(250 * time.Millisecond)
+	}
+}
+
+// screenshot renders an SVG in headless Chromium and checks that the PNG
+// shows a chart: enough pixels differ from the background, in several
+// colours.
+func screenshot(t *testing.T, svg string) string {
+	t.Helper()
+	dir := t.TempDir()
+	png1 := filepath.Join(dir, "chart.png")
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, "chromium", "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+		"--disable-background-networking", "--disable-component-update", "--disable-sync",
+		"--user-data-dir="+filepath.Join(dir, "profile"), "--screenshot="+png1, "--window-size=1200,800", "file://"+svg)
+	// Its own process group, so a timeout also ends the renderer and GPU
+	// helper processes Chromium starts.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	cmd.Cancel = func() error { return syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) }
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("chromium: %v\n%s", err, out)
+	}
+	f, err := os.Open(png1)
+	if err != nil {
+		t.Fatalf("chromium wrote no screenshot: %v\n%s", err, out)
+	}
+	defer f.Close()
+	img, err := png.Decode(f)
+	if err != nil {
+		t.Fatalf("screenshot: %v", err)
+	}
+	b := img.Bounds()
+	if b.Dx() != 1200 || b.Dy() != 800 {
+		t.Errorf("screenshot is %dx%d, want 1200x800", b.Dx(), b.Dy())
+	}
+	var sum, sumSq float64
+	colours := map[[3]uint32]bool{}
+	for y := b.Min.Y; y < b.Max.Y; y++ {
+		for x := b.Min.X; x < b.Max.X; x++ {
+			r, g, bl, _ := img.At(x, y).RGBA()
+			lum := (0.299*float64(r) + 0.587*float64(g) + 0.114*float64(bl)) / 65535
+			sum += lum
+			sumSq += lum * lum
+			if len(colours) < 1000 {
+				colours[[3]uint32{r >> 8, g >> 8, bl >> 8}] = true
+			}
+		}
+	}
+	n := float64(b.Dx() * b.Dy())
+	std := math.Sqrt(sumSq/n - (sum/n)*(sum/n))
+	t.Logf("%s: luminance mean %.3f, standard deviation %.3f, %d colours", filepath.Base(svg), sum/n, std, len(colours))
+	if std < 0.05 || len(colours) < 10 {
+		t.Errorf("screenshot of %s looks blank: luminance deviation %.3f, %d colours", svg, std, len(colours))
+	}
+	return png1
+}
