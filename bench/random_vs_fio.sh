@@ -8,6 +8,9 @@
 # latency, and the median probe/fio ratios.
 #
 # Usage (root): bench/random_vs_fio.sh [rounds] [seconds] [file_size] [block_size] [queue_depth]
+# BENCH_IMG_DIR puts the loop device's backing file elsewhere: on a tmpfs
+# (/dev/shm) the "device" is RAM, so the ratio shows the engines' own
+# overhead instead of a shared disk's noise.
 # Needs: fio, mkfs.ext4, losetup, python3; builds ./plateau_exporter.
 set -euo pipefail
 rounds=${1:-6}
@@ -21,18 +24,20 @@ for c in fio mkfs.ext4 losetup python3; do command -v $c >/dev/null || { echo "m
 make -s build
 
 work=$(mktemp -d)
+img="${BENCH_IMG_DIR:-$work}/plateau-random-bench.$$.img"
 dev=""
 results=""
 cleanup() {
 	mountpoint -q "$work/mnt" && umount "$work/mnt"
 	[ -n "$dev" ] && losetup -d "$dev"
 	rm -rf "$work"
+	rm -f "$img"
 	[ -n "$results" ] && rm -f "$results"
 	return 0
 }
 trap cleanup EXIT
-truncate -s 8G "$work/ext4.img"
-dev=$(losetup --find --show --direct-io=on "$work/ext4.img")
+truncate -s 8G "$img"
+dev=$(losetup --find --show --direct-io=on "$img")
 mkfs.ext4 -q -F -E lazy_itable_init=0,lazy_journal_init=0 "$dev"
 mkdir "$work/mnt"
 mount "$dev" "$work/mnt"
@@ -89,10 +94,10 @@ done
 # fio must not have changed what makes the kept file valid for the probe.
 [ "$(stat -c '%s %a' "$file")" = "$bytes 600" ] || { echo "kept file changed: $(stat -c '%s %a' "$file")"; exit 1; }
 
-python3 - "$results" "$size" "$bs" "$depth" "$secs" <<'PY'
+python3 - "$results" "$size" "$bs" "$depth" "$secs" "$(stat -f -c %T "$(dirname "$img")")" <<'PY'
 import statistics, sys
 rows = [list(map(float, l.split())) for l in open(sys.argv[1])]
-print(f"random probe (libaio engine) vs fio --ioengine=libaio on loop ext4 (direct-io loop), file {sys.argv[2]}, "
+print(f"random probe (libaio engine) vs fio --ioengine=libaio on loop ext4 (direct-io loop on {sys.argv[6]}), file {sys.argv[2]}, "
       f"block {sys.argv[3]}, depth {sys.argv[4]}, {sys.argv[5]}s per phase, O_DIRECT")
 print(f"{'round':>5} {'probe rd IOPS':>14} {'fio rd IOPS':>12} {'ratio':>6} {'probe wr IOPS':>14} {'fio wr IOPS':>12} {'ratio':>6}"
       f" {'rd lat µs p/f':>14} {'wr lat µs p/f':>14}")
