@@ -65,7 +65,15 @@ func TestGoldenMetrics(t *testing.T) {
 		t.Fatal(err)
 	}
 	appendLine(t, cfg, "baselines_file: "+baselines)
-	d := startDaemon(t, "--config.file="+cfg, "--probe.hostname=e2e-node", "--web.disable-exporter-metrics", "--collector.disable-defaults")
+	fixtures := filepath.Join("..", "..", "collector", "fixtures")
+	gpfs := filepath.Join(fixtures, "gpfs")
+	d := startDaemon(t, "--config.file="+cfg, "--probe.hostname=e2e-node", "--web.disable-exporter-metrics",
+		// Every counter collector, on the fixture trees and fake GPFS commands.
+		"--path.sysfs="+filepath.Join(fixtures, "sys"), "--path.procfs="+filepath.Join(fixtures, "proc"),
+		"--collector.gpfs.mmpmon-path="+filepath.Join(gpfs, "mmpmon"), "--collector.gpfs.mmgetstate-path="+filepath.Join(gpfs, "mmgetstate"),
+		"--collector.gpfs.mmhealth-path="+filepath.Join(gpfs, "mmhealth"), "--collector.gpfs.nsd",
+		// No real /dev/nvme* of the machine running the test may leak in.
+		"--collector.nvme.dev-dir="+t.TempDir())
 	waitUntil(t, "a successful run of every probe", 60*time.Second, func() bool {
 		m := d.metrics()
 		return value(m, `plateau_probe_success{kind="sequential"`) == 1 && value(m, `plateau_probe_success{kind="metadata"`) == 1
