@@ -111,6 +111,9 @@ func runRandomWith(ctx context.Context, rc *runContext, engine string) (err erro
 	defer keep.Close()
 	mode, err := prepareRandomFile(ctx, rc, keep)
 	if err != nil {
+		// A first run that could not write the file leaves no empty keep
+		// directory either; rmdir refuses one that still holds anything.
+		_ = unix.Unlinkat(rc.probeDir.fd, keep.name, unix.AT_REMOVEDIR)
 		return err
 	}
 	rc.result.Direct = mode.direct

@@ -5,7 +5,6 @@ package probe
 import (
 	"context"
 	"os"
-	"path/filepath"
 	"sort"
 	"strings"
 	"testing"
@@ -115,16 +114,47 @@ func TestIntegrationRandomENOSPCDuringPreallocation(t *testing.T) {
 	if out.Result.Reason != ReasonENOSPC {
 		t.Fatalf("reason %q (%s), want enospc", out.Result.Reason, out.Result.Error)
 	}
-	if _, err := os.Lstat(backing); !os.IsNotExist(err) {
-		t.Errorf("partial file left behind: %v", err)
+	if left := probeDirEntries(t, fs.Backing()); len(left) != 0 {
+		t.Errorf("ENOSPC during the preallocation left %v behind", left)
 	}
-	if fi, err := os.Stat(filepath.Dir(backing)); err == nil {
-		t.Logf("keep directory stays (%v), empty", fi.Mode())
+}
+
+// On a real file system too small for the file, the run fails with enospc
+// before writing, and leaves nothing.
+func TestIntegrationRandomENOSPCOnSmallExt4(t *testing.T) {
+	mnt, _ := mountLoop(t, "ext4", 32<<20)
+	out := workerRunner().Run(context.Background(), request(mnt, integrationRandom()))
+	if out.Result.Reason != ReasonENOSPC {
+		t.Fatalf("reason %q (%s), want enospc", out.Result.Reason, out.Result.Error)
 	}
-	for _, name := range probeDirEntries(t, fs.Backing()) {
-		if strings.HasPrefix(name, runDirPrefix) {
-			t.Errorf("run directory %s left behind", name)
-		}
+	if left := probeDirEntries(t, mnt); len(left) != 0 {
+		t.Errorf("left %v behind", left)
+	}
+}
+
+// A file system remounted read-only fails the run with erofs and leaves
+// the complete kept file as it was, for the next run after the remount.
+func TestIntegrationRandomEROFSKeepsTheFile(t *testing.T) {
+	mnt, dev := mountLoop(t, "ext4", 256<<20)
+	p := integrationRandom()
+	if out := workerRunner().Run(context.Background(), request(mnt, p)); !out.Result.OK() {
+		t.Fatalf("first run: %s: %s", out.Result.Reason, out.Result.Error)
+	}
+	kept := keptRandomFile(mnt, p.Name)
+	before := statKept(t, kept)
+	run(t, "mount", "-o", "remount,ro", dev, mnt)
+	out := workerRunner().Run(context.Background(), request(mnt, p))
+	run(t, "mount", "-o", "remount,rw", dev, mnt)
+	if out.Result.Reason != ReasonEROFS {
+		t.Fatalf("read-only file system: reason %q (%s), want erofs", out.Result.Reason, out.Result.Error)
+	}
+	if after := statKept(t, kept); after != before {
+		t.Errorf("kept file changed: %+v, then %+v", before, after)
+	}
+	out = workerRunner().Run(context.Background(), request(mnt, p))
+	checkRandomPhases(t, out.Result, p)
+	if pre := out.Result.Op(opPrealloc); pre != nil {
+		t.Errorf("the complete file was written again: %+v", pre)
 	}
 }
 
