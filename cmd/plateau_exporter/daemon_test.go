@@ -171,8 +171,10 @@ func waitUntil(t *testing.T, what string, timeout time.Duration, cond func() boo
 	}
 }
 
-// writeConfig writes a config with one sequential probe on a fresh target
-// directory and returns the file and the target directory.
+// writeConfig writes a config with one probe on a fresh target directory
+// and returns the file and the target directory. The timeout is generous:
+// under a parallel `go test ./...` on two cores a 4 MiB run has taken
+// close to two seconds.
 func writeConfig(t *testing.T, probe string) (string, string) {
 	t.Helper()
 	dir := t.TempDir()
@@ -181,7 +183,7 @@ func writeConfig(t *testing.T, probe string) (string, string) {
 		t.Fatal(err)
 	}
 	file := filepath.Join(dir, "plateau.yml")
-	cfg := fmt.Sprintf("defaults:\n  interval: 2s\n  timeout: 1800ms\ntargets:\n  - name: e2e\n    path: %s\n    probes:\n      - %s\n", target, probe)
+	cfg := fmt.Sprintf("defaults:\n  interval: 5s\n  timeout: 4800ms\ntargets:\n  - name: e2e\n    path: %s\n    probes:\n      - %s\n", target, probe)
 	if err := os.WriteFile(file, []byte(cfg), 0o600); err != nil {
 		t.Fatal(err)
 	}
