@@ -329,6 +329,28 @@ func (b *Baselines) Marshal() []byte {
 	return []byte(sb.String())
 }
 
+func writeBackup(path string, data []byte) (string, error) {
+	stamp := path + "." + time.Now().UTC().Format("20060102T150405.000000000Z")
+	for i := 0; ; i++ {
+		name := stamp + ".bak"
+		if i > 0 {
+			name = fmt.Sprintf("%s-%d.bak", stamp, i)
+		}
+		f, err := os.OpenFile(name, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o644)
+		if errors.Is(err, os.ErrExist) {
+			continue
+		}
+		if err != nil {
+			return "", err
+		}
+		if _, err := f.Write(data); err != nil {
+			f.Close()
+			return "", err
+		}
+		return name, f.Close()
+	}
+}
+
 func indexOf(list []string, s string) int {
 	for i, x := range list {
 		if x == s {
@@ -340,11 +362,12 @@ func indexOf(list []string, s string) int {
 
 // Write saves the baselines atomically (temporary file, fsync, rename). An
 // existing file is first kept as <path>.<UTC time>.bak, whose name it
-// returns.
+// returns; the backup is created exclusively, so two writes in the same
+// instant never overwrite an older backup.
 func (b *Baselines) Write(path string) (backup string, err error) {
 	if old, err := os.ReadFile(path); err == nil {
-		backup = path + "." + time.Now().UTC().Format("20060102T150405Z") + ".bak"
-		if err := os.WriteFile(backup, old, 0o644); err != nil {
+		backup, err = writeBackup(path, old)
+		if err != nil {
 			return "", fmt.Errorf("back up %s: %w", path, err)
 		}
 	} else if !errors.Is(err, os.ErrNotExist) {

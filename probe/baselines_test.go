@@ -146,3 +146,19 @@ func FuzzParseBaselines(f *testing.F) {
 		}
 	})
 }
+
+func TestBaselineBackupsNeverOverwrite(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "baselines.yml")
+	b, _ := ParseBaselines([]byte(baselinesYAML), "b.yml")
+	seen := map[string]bool{}
+	for i := 0; i < 5; i++ {
+		backup, err := b.Write(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if i > 0 && (backup == "" || seen[backup]) {
+			t.Fatalf("write %d: backup %q reused or missing", i, backup)
+		}
+		seen[backup] = true
+	}
+}

@@ -1,8 +1,10 @@
 package main
 
 import (
+	"errors"
 	"fmt"
 	"io"
+	"os"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -21,6 +23,11 @@ func checkConfig(w io.Writer, name, hostname string) error {
 	fmt.Fprintf(w, "config %s is valid: %d target(s)\n", cfg.Source, len(cfg.Targets))
 	baselines, berr := loadBaselines(cfg)
 	switch {
+	case errors.Is(berr, os.ErrNotExist):
+		// Before the first characterize run there is no file yet: the
+		// config is still valid, the probes simply have no plateau.
+		fmt.Fprintf(w, "baselines: %s does not exist yet; run plateau_exporter characterize on a known-good system\n", cfg.BaselinesFile)
+		berr = nil
 	case berr != nil:
 		fmt.Fprintf(w, "baselines: %v\n", berr)
 	case cfg.BaselinesFile == "":
@@ -55,6 +62,9 @@ func checkConfig(w io.Writer, name, hostname string) error {
 
 // baselineStatus says whether every op of a probe has a usable baseline.
 func baselineStatus(b *probe.Baselines, t *probe.Target, p *probe.ProbeConfig) string {
+	if b == nil || len(b.Entries) == 0 {
+		return "no"
+	}
 	var missing []string
 	for _, op := range probe.OpsOf(p.Kind) {
 		if e, why := b.For(t.Name, p, op); e == nil {
@@ -64,7 +74,7 @@ func baselineStatus(b *probe.Baselines, t *probe.Target, p *probe.ProbeConfig) s
 	if len(missing) == 0 {
 		return "yes"
 	}
-	if len(missing) == len(probe.OpsOf(p.Kind)) && b != nil && len(missing) > 0 && strings.HasSuffix(missing[0], "no baseline") {
+	if len(missing) == len(probe.OpsOf(p.Kind)) && strings.HasSuffix(missing[0], "no baseline") {
 		return "no"
 	}
 	return "partial (" + strings.Join(missing, "; ") + ")"
