@@ -1,0 +1,1232 @@
+//go:build integration
+
+package dashboards
+
+// Set-up shared by the alerting integration tests: the real plateau_exporter
+// probing a loop-mounted ext4 from inside a blkio cgroup, with a baseline
+// characterized on that device; the Prometheus of the Debian package
+// scraping it with the shipped rules.yml and alerts.yml (only their `for`
+// and keep_firing_for shortened); the Alertmanager of the Debian package
+// with the shipped route and inhibitions, posting to a webhook inside the
+// test. Everything runs on free 127.0.0.1 ports with its own storage, never
+// on a system service, and is torn down in t.Cleanup in reverse order of
+// set-up, also when the test fails.
+
+import (
+	"bytes"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"math"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"net/url"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"reflect"
+	"slices"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/prometheus/common/expfmt"
+	"github.com/prometheus/common/model"
+	"gopkg.in/yaml.v3"
+
+	"github.com/plateau-exporter/plateau_exporter/probe"
+)
+
+const (
+	stackHostname = "node1"
+	stackTarget   = "loop"
+	stackProbe    = "seq"
+
+	belowPlateauAlert = "PlateauProbeBelowPlateau"
+
+	// A probe every few seconds, so that the 45m median window of rules.yml
+	// (which only covers the time the daemon's series exist) turns over in
+	// a minute or two.
+	probeInterval = 5 * time.Second
+	probeTimeout  = 4 * time.Second
+	blockSize     = 4 << 20
+
+	// durationScale divides every `for` and keep_firing_for of the shipped
+	// rules: 15m becomes 10s, two probe intervals, as 15m is one more run of
+	// the default 15m interval plus the median's own lag.
+	durationScale = 90
+
+	// blk-throttle lets a cgroup dispatch about one throttle slice's worth
+	// of bytes at once before it starts to delay bios; on a loop device
+	// measured here that is ~10 MB, which made a 64 MiB read throttled to
+	// 40% come out at 0.48 of its baseline instead of 0.40. The probe file
+	// is therefore sized so that the throttled read lasts this long, where
+	// the burst is a few percent of the read.
+	throttledReadTarget = 500 * time.Millisecond
+	minFileSize         = 64 << 20
+	maxFileSize         = 512 << 20
+	loopSize            = 2 << 30
+
+	// throttleFraction is the issue's 40% of the measured read rate.
+	throttleFraction = 0.4
+
+	// waitPoll is how often the tests look at the daemon, Prometheus and
+	// the webhook; every wait has a deadline of minutes on top.
+	waitPoll = 500 * time.Millisecond
+)
+
+// requireAlertingPrereqs fails, naming what is missing and where it comes
+// from, unless this process can run the alerting integration tests.
+func requireAlertingPrereqs(t *testing.T) (prometheus, alertmanager string) {
+	t.Helper()
+	if os.Geteuid() != 0 {
+		t.Fatalf("the alerting integration tests need root (loop device, mount, blkio cgroup); run `make integration` as root (euid is %d)", os.Geteuid())
+	}
+	var missing []string
+	look := func(name, pkg string) string {
+		p, err := exec.LookPath(name)
+		if err != nil {
+			missing = append(missing, fmt.Sprintf("%s (Debian package %s)", name, pkg))
+		}
+		return p
+	}
+	prometheus = look("prometheus", "prometheus")
+	alertmanager = look("prometheus-alertmanager", "prometheus-alertmanager")
+	look("mkfs.ext4", "e2fsprogs")
+	look("losetup", "util-linux")
+	look("mount", "mount")
+	look("go", "the Go toolchain, to build plateau_exporter")
+	if len(missing) > 0 {
+		t.Fatalf("missing commands for the alerting integration tests: %s (.ci/packages.txt lists the packages)", strings.Join(missing, ", "))
+	}
+	return prometheus, alertmanager
+}
+
+// runCommand runs a set-up command and fails the test with its output when
+// it fails.
+func runCommand(t *testing.T, name string, args ...string) string {
+	t.Helper()
+	out, err := exec.Command(name, args...).CombinedOutput()
+	if err != nil {
+		t.Fatalf("%s %s: %v\n%s", name, strings.Join(args, " "), err, out)
+	}
+	return strings.TrimSpace(string(out))
+}
+
+// mountLoopExt4 makes an ext4 on a loop device over a sparse file and mounts
+// it. The loop device reads its backing file with direct I/O, so the page
+// cache of the host file system neither flatters the probe nor hides the
+// throttle, and returns the mount point and the device's MAJ:MIN.
+func mountLoopExt4(t *testing.T) (mnt, devNum string) {
+	t.Helper()
+	dir := t.TempDir()
+	img := filepath.Join(dir, "ext4.img")
+	f, err := os.Create(img)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := f.Truncate(loopSize); err != nil {
+		t.Fatalf("sizing %s: %v", img, err)
+	}
+	f.Close()
+	dev := runCommand(t, "losetup", "--find", "--show", "--direct-io=on", img)
+	t.Cleanup(func() {
+		if out, err := exec.Command("losetup", "-d", dev).CombinedOutput(); err != nil {
+			t.Errorf("losetup -d %s: %v: %s", dev, err, out)
+		}
+	})
+	// No lazy init: background zeroing of inode tables would compete with
+	// the probe and move its numbers.
+	runCommand(t, "mkfs.ext4", "-q", "-F", "-E", "lazy_itable_init=0,lazy_journal_init=0", dev)
+	mnt = filepath.Join(dir, "mnt")
+	if err := os.Mkdir(mnt, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	runCommand(t, "mount", "-t", "ext4", dev, mnt)
+	t.Cleanup(func() { unmountRetrying(t, mnt) })
+	num, err := os.ReadFile(filepath.Join("/sys/block", filepath.Base(dev), "dev"))
+	if err != nil {
+		t.Fatalf("device number of %s: %v", dev, err)
+	}
+	return mnt, strings.TrimSpace(string(num))
+}
+
+// unmountRetrying waits for the last probe worker to let go of the mount,
+// then detaches it lazily rather than leave it behind.
+func unmountRetrying(t *testing.T, mnt string) {
+	for i := 0; i < 100; i++ {
+		if exec.Command("umount", mnt).Run() == nil {
+			return
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	if out, err := exec.Command("umount", "-l", mnt).CombinedOutput(); err != nil {
+		t.Errorf("umount -l %s: %v: %s", mnt, err, out)
+	}
+}
+
+// ioCgroup is a cgroup with the block I/O controller that the daemon runs
+// in: cgroup v1 blkio where the machine has it (blkio.throttle.*), else
+// cgroup v2 with the io controller (io.max, io.stat).
+type ioCgroup struct {
+	v2     bool
+	dir    string
+	devNum string
+}
+
+func (c *ioCgroup) String() string {
+	if c.v2 {
+		return "cgroup v2 io controller at " + c.dir
+	}
+	return "cgroup v1 blkio at " + c.dir
+}
+
+const cgroupV1Blkio = "/sys/fs/cgroup/blkio"
+
+// newIOCgroup creates a fresh cgroup for throttling reads of devNum and
+// removes it in cleanup, once every process in it has gone.
+func newIOCgroup(t *testing.T, devNum string) *ioCgroup {
+	t.Helper()
+	name := "plateau-test-" + randomHex(t)
+	c := &ioCgroup{devNum: devNum}
+	if _, err := os.Stat(filepath.Join(cgroupV1Blkio, "blkio.throttle.read_bps_device")); err == nil {
+		c.dir = filepath.Join(cgroupV1Blkio, name)
+	} else {
+		root, err := cgroupV2WithIO()
+		if err != nil {
+			t.Fatalf("no block I/O cgroup controller: %s has no blkio.throttle.read_bps_device (cgroup v1) and %v", cgroupV1Blkio, err)
+		}
+		// A child of the root gets the io files only once the root hands
+		// the controller down; enabling it is harmless to other groups.
+		if err := os.WriteFile(filepath.Join(root, "cgroup.subtree_control"), []byte("+io"), 0o644); err != nil {
+			t.Fatalf("enabling the io controller for children of %s: %v", root, err)
+		}
+		c.v2, c.dir = true, filepath.Join(root, name)
+	}
+	if err := os.Mkdir(c.dir, 0o755); err != nil {
+		t.Fatalf("creating %s: %v", c, err)
+	}
+	t.Cleanup(func() {
+		var pids []int
+		for deadline := time.Now().Add(30 * time.Second); time.Now().Before(deadline); time.Sleep(100 * time.Millisecond) {
+			var err error
+			if pids, err = c.pids(); err == nil && len(pids) == 0 {
+				break
+			}
+		}
+		if err := os.Remove(c.dir); err != nil {
+			t.Errorf("removing %s (processes still in it: %v): %v", c, pids, err)
+		}
+	})
+	return c
+}
+
+// cgroupV2WithIO returns the mount point of a cgroup v2 hierarchy whose
+// root offers the io controller.
+func cgroupV2WithIO() (string, error) {
+	data, err := os.ReadFile("/proc/self/mountinfo")
+	if err != nil {
+		return "", fmt.Errorf("reading mountinfo: %w", err)
+	}
+	var seen []string
+	for _, line := range strings.Split(string(data), "\n") {
+		// Fields after " - " are fstype, source, options (proc(5)).
+		pre, post, ok := strings.Cut(line, " - ")
+		if !ok || !strings.HasPrefix(post, "cgroup2 ") {
+			continue
+		}
+		f := strings.Fields(pre)
+		if len(f) < 5 {
+			continue
+		}
+		mnt := f[4]
+		seen = append(seen, mnt)
+		ctl, err := os.ReadFile(filepath.Join(mnt, "cgroup.controllers"))
+		if err == nil && slices.Contains(strings.Fields(string(ctl)), "io") {
+			return mnt, nil
+		}
+	}
+	if len(seen) == 0 {
+		return "", errors.New("no cgroup v2 hierarchy is mounted")
+	}
+	return "", fmt.Errorf("the cgroup v2 hierarchies at %v do not offer the io controller (it may be bound to a v1 hierarchy)", seen)
+}
+
+func randomHex(t *testing.T) string {
+	t.Helper()
+	b := make([]byte, 4)
+	if _, err := rand.Read(b); err != nil {
+		t.Fatal(err)
+	}
+	return hex.EncodeToString(b)
+}
+
+func (c *ioCgroup) procsFile() string { return filepath.Join(c.dir, "cgroup.procs") }
+
+func (c *ioCgroup) pids() ([]int, error) {
+	data, err := os.ReadFile(c.procsFile())
+	if err != nil {
+		return nil, fmt.Errorf("reading %s: %w", c.procsFile(), err)
+	}
+	var out []int
+	for _, f := range strings.Fields(string(data)) {
+		pid, err := strconv.Atoi(f)
+		if err != nil {
+			return nil, fmt.Errorf("%s: %q is no pid: %w", c.procsFile(), f, err)
+		}
+		out = append(out, pid)
+	}
+	return out, nil
+}
+
+// throttleRead limits reads of the device by the group's processes to bps
+// bytes per second; 0 lifts the limit.
+func (c *ioCgroup) throttleRead(bps int64) error {
+	file, line := filepath.Join(c.dir, "blkio.throttle.read_bps_device"), fmt.Sprintf("%s %d", c.devNum, bps)
+	if c.v2 {
+		limit := strconv.FormatInt(bps, 10)
+		if bps == 0 {
+			limit = "max"
+		}
+		file, line = filepath.Join(c.dir, "io.max"), fmt.Sprintf("%s rbps=%s", c.devNum, limit)
+	}
+	if err := os.WriteFile(file, []byte(line), 0o644); err != nil {
+		return fmt.Errorf("writing %q to %s: %w", line, file, err)
+	}
+	return nil
+}
+
+// readBytes is what the group's processes have read from the device, as
+// the controller accounts it: proof that the probe's bios are charged to
+// the group the throttle applies to.
+func (c *ioCgroup) readBytes() (int64, error) {
+	file := filepath.Join(c.dir, "blkio.throttle.io_service_bytes")
+	if c.v2 {
+		file = filepath.Join(c.dir, "io.stat")
+	}
+	data, err := os.ReadFile(file)
+	if err != nil {
+		return 0, fmt.Errorf("reading %s: %w", file, err)
+	}
+	for _, line := range strings.Split(string(data), "\n") {
+		f := strings.Fields(line)
+		if len(f) < 2 || f[0] != c.devNum {
+			continue
+		}
+		if c.v2 {
+			// "MAJ:MIN rbytes=N wbytes=N rios=N ..." (cgroup-v2.rst, io.stat)
+			for _, kv := range f[1:] {
+				if v, ok := strings.CutPrefix(kv, "rbytes="); ok {
+					return strconv.ParseInt(v, 10, 64)
+				}
+			}
+		} else if len(f) == 3 && f[1] == "Read" {
+			// "MAJ:MIN Read N" (blkio-controller.rst, io_service_bytes)
+			return strconv.ParseInt(f[2], 10, 64)
+		}
+	}
+	return 0, nil
+}
+
+// process is a server the tests started, in its own process group so that
+// cleanup reaches everything it forked.
+type process struct {
+	name string
+	cmd  *exec.Cmd
+	log  string
+	done chan struct{}
+}
+
+// startProcess starts argv with its output in a log file of dir, and stops
+// its process group in cleanup: SIGTERM, then SIGKILL if it lingers.
+func startProcess(t *testing.T, name, dir string, argv ...string) *process {
+	t.Helper()
+	p := &process{name: name, log: filepath.Join(dir, name+".log"), done: make(chan struct{})}
+	logFile, err := os.Create(p.log)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p.cmd = exec.Command(argv[0], argv[1:]...)
+	p.cmd.Stdout, p.cmd.Stderr = logFile, logFile
+	p.cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	if err := p.cmd.Start(); err != nil {
+		logFile.Close()
+		t.Fatalf("starting %s: %v", name, err)
+	}
+	go func() {
+		_ = p.cmd.Wait()
+		logFile.Close()
+		close(p.done)
+	}()
+	t.Cleanup(func() {
+		pgid := p.cmd.Process.Pid
+		_ = syscall.Kill(-pgid, syscall.SIGTERM)
+		select {
+		case <-p.done:
+		case <-time.After(20 * time.Second):
+			t.Errorf("%s did not stop on SIGTERM within 20s; killing its process group", name)
+			_ = syscall.Kill(-pgid, syscall.SIGKILL)
+			<-p.done
+		}
+		// Whatever of the group outlived its leader goes too.
+		_ = syscall.Kill(-pgid, syscall.SIGKILL)
+		if t.Failed() {
+			t.Logf("last lines of the %s log (%s):\n%s", name, p.log, tailFile(p.log, 40))
+		}
+	})
+	return p
+}
+
+func (p *process) exited() bool {
+	select {
+	case <-p.done:
+		return true
+	default:
+		return false
+	}
+}
+
+func tailFile(path string, n int) string {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return err.Error()
+	}
+	lines := strings.Split(strings.TrimRight(string(data), "\n"), "\n")
+	if len(lines) > n {
+		lines = lines[len(lines)-n:]
+	}
+	return strings.Join(lines, "\n")
+}
+
+// waitReady waits until the process answers 200 on url.
+func waitReady(t *testing.T, p *process, url string) {
+	t.Helper()
+	waitFor(t, p.name+" to answer "+url, 2*time.Minute, func() (bool, error) {
+		if p.exited() {
+			t.Fatalf("%s exited while starting; its log:\n%s", p.name, tailFile(p.log, 40))
+		}
+		_, err := httpGet(url)
+		return err == nil, err
+	})
+}
+
+// waitFor polls cond until it holds, failing the test at the deadline with
+// the last error cond gave.
+func waitFor(t *testing.T, what string, timeout time.Duration, cond func() (bool, error)) {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	var lastErr error
+	for {
+		ok, err := cond()
+		if ok {
+			return
+		}
+		if err != nil {
+			lastErr = err
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out after %s waiting for %s (last error: %v)", timeout, what, lastErr)
+		}
+		time.Sleep(waitPoll)
+	}
+}
+
+func freeLocalAddr(t *testing.T) string {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	return l.Addr().String()
+}
+
+var httpClient = &http.Client{Timeout: 10 * time.Second}
+
+func httpGet(url string) ([]byte, error) {
+	resp, err := httpClient.Get(url)
+	if err != nil {
+		return nil, err
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	if err != nil {
+		return nil, fmt.Errorf("GET %s: %w", url, err)
+	}
+	if resp.StatusCode != http.StatusOK {
+		return body, fmt.Errorf("GET %s: HTTP %d: %s", url, resp.StatusCode, bytes.TrimSpace(body))
+	}
+	return body, nil
+}
+
+// shortenRuleFile returns a rule file with every `for` and keep_firing_for
+// divided by scale (rounded, at least 1s) and nothing else changed, and a
+// line per change. It edits the YAML node tree, so expressions, labels and
+// annotations are re-emitted from their parsed values untouched.
+func shortenRuleFile(src []byte, scale int) ([]byte, []string, error) {
+	var doc yaml.Node
+	if err := yaml.Unmarshal(src, &doc); err != nil {
+		return nil, nil, fmt.Errorf("parsing rule file: %w", err)
+	}
+	var changes []string
+	groups := mappingValue(doc.Content[0], "groups")
+	if groups == nil || groups.Kind != yaml.SequenceNode {
+		return nil, nil, errors.New("rule file has no groups list")
+	}
+	for _, g := range groups.Content {
+		rules := mappingValue(g, "rules")
+		if rules == nil {
+			continue
+		}
+		for _, r := range rules.Content {
+			name := mappingValue(r, "alert")
+			for i := 0; i+1 < len(r.Content); i += 2 {
+				key, val := r.Content[i].Value, r.Content[i+1]
+				if key != "for" && key != "keep_firing_for" {
+					continue
+				}
+				d, err := model.ParseDuration(val.Value)
+				if err != nil {
+					return nil, nil, fmt.Errorf("line %d: %s %q: %w", val.Line, key, val.Value, err)
+				}
+				short := max(time.Duration(d)/time.Duration(scale), time.Second).Round(time.Second)
+				changes = append(changes, fmt.Sprintf("%s %s: %s -> %s", name.Value, key, val.Value, model.Duration(short)))
+				val.Value = model.Duration(short).String()
+			}
+		}
+	}
+	var out bytes.Buffer
+	enc := yaml.NewEncoder(&out)
+	enc.SetIndent(2)
+	if err := enc.Encode(&doc); err != nil {
+		return nil, nil, fmt.Errorf("writing rule file: %w", err)
+	}
+	if err := enc.Close(); err != nil {
+		return nil, nil, fmt.Errorf("writing rule file: %w", err)
+	}
+	return out.Bytes(), changes, nil
+}
+
+func mappingValue(m *yaml.Node, key string) *yaml.Node {
+	if m == nil || m.Kind != yaml.MappingNode {
+		return nil
+	}
+	for i := 0; i+1 < len(m.Content); i += 2 {
+		if m.Content[i].Value == key {
+			return m.Content[i+1]
+		}
+	}
+	return nil
+}
+
+// checkOnlyDurationsChanged fails unless short is orig with nothing but
+// `for` and keep_firing_for values changed: same groups, same rules in the
+// same order, expressions byte for byte.
+func checkOnlyDurationsChanged(t *testing.T, name string, orig, short []byte) {
+	t.Helper()
+	type file struct {
+		Groups []map[string]any `yaml:"groups"`
+	}
+	var a, b file
+	if err := yaml.Unmarshal(orig, &a); err != nil {
+		t.Fatalf("%s: %v", name, err)
+	}
+	if err := yaml.Unmarshal(short, &b); err != nil {
+		t.Fatalf("shortened %s: %v", name, err)
+	}
+	if len(a.Groups) != len(b.Groups) {
+		t.Fatalf("shortened %s has %d groups, the original %d", name, len(b.Groups), len(a.Groups))
+	}
+	for gi := range a.Groups {
+		ra, _ := a.Groups[gi]["rules"].([]any)
+		rb, _ := b.Groups[gi]["rules"].([]any)
+		if len(ra) != len(rb) {
+			t.Fatalf("%s group %d: %d rules shortened, %d originally", name, gi, len(rb), len(ra))
+		}
+		ga, gb := withoutKeys(a.Groups[gi], "rules"), withoutKeys(b.Groups[gi], "rules")
+		if !reflect.DeepEqual(ga, gb) {
+			t.Fatalf("%s group %d changed: %v -> %v", name, gi, ga, gb)
+		}
+		for ri := range ra {
+			ma, _ := ra[ri].(map[string]any)
+			mb, _ := rb[ri].(map[string]any)
+			ea, _ := ma["expr"].(string)
+			eb, _ := mb["expr"].(string)
+			if ea == "" || ea != eb {
+				t.Fatalf("%s group %d rule %d: expression changed from %q to %q", name, gi, ri, ea, eb)
+			}
+			ka, kb := withoutKeys(ma, "for", "keep_firing_for"), withoutKeys(mb, "for", "keep_firing_for")
+			if !reflect.DeepEqual(ka, kb) {
+				t.Fatalf("%s group %d rule %d changed beyond its durations: %v -> %v", name, gi, ri, ka, kb)
+			}
+		}
+	}
+}
+
+func withoutKeys(m map[string]any, keys ...string) map[string]any {
+	out := make(map[string]any, len(m))
+	for k, v := range m {
+		if !slices.Contains(keys, k) {
+			out[k] = v
+		}
+	}
+	return out
+}
+
+// webhookMessage is Alertmanager's webhook payload, version 4
+// (https://prometheus.io/docs/alerting/latest/configuration/#webhook_config).
+type webhookMessage struct {
+	Version  string         `json:"version"`
+	Status   string         `json:"status"`
+	Receiver string         `json:"receiver"`
+	Alerts   []webhookAlert `json:"alerts"`
+}
+
+type webhookAlert struct {
+	Status      string            `json:"status"`
+	Labels      map[string]string `json:"labels"`
+	Annotations map[string]string `json:"annotations"`
+	StartsAt    time.Time         `json:"startsAt"`
+	EndsAt      time.Time         `json:"endsAt"`
+	Fingerprint string            `json:"fingerprint"`
+}
+
+// receivedAlert is one alert of one notification, with when it arrived.
+type receivedAlert struct {
+	At time.Time
+	webhookAlert
+}
+
+// webhook is the receiver Alertmanager notifies.
+type webhook struct {
+	srv    *httptest.Server
+	mu     sync.Mutex
+	alerts []receivedAlert
+	errs   []string
+}
+
+func startWebhook(t *testing.T) *webhook {
+	t.Helper()
+	w := &webhook{}
+	w.srv = httptest.NewServer(http.HandlerFunc(func(rw http.ResponseWriter, r *http.Request) {
+		var m webhookMessage
+		err := json.NewDecoder(r.Body).Decode(&m)
+		w.mu.Lock()
+		defer w.mu.Unlock()
+		if err != nil || m.Version != "4" {
+			w.errs = append(w.errs, fmt.Sprintf("undecodable notification (version %q): %v", m.Version, err))
+			http.Error(rw, "bad payload", http.StatusBadRequest)
+			return
+		}
+		now := time.Now()
+		for _, a := range m.Alerts {
+			w.alerts = append(w.alerts, receivedAlert{At: now, webhookAlert: a})
+		}
+	}))
+	t.Cleanup(func() {
+		w.srv.Close()
+		w.mu.Lock()
+		defer w.mu.Unlock()
+		for _, e := range w.errs {
+			t.Errorf("webhook: %s", e)
+		}
+	})
+	return w
+}
+
+// received returns every alert notified so far, oldest first.
+func (w *webhook) received() []receivedAlert {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return slices.Clone(w.alerts)
+}
+
+// first returns the first notified alert that match accepts.
+func (w *webhook) first(match func(receivedAlert) bool) (receivedAlert, bool) {
+	for _, a := range w.received() {
+		if match(a) {
+			return a, true
+		}
+	}
+	return receivedAlert{}, false
+}
+
+// promAPI queries the test's Prometheus over its HTTP API
+// (https://prometheus.io/docs/prometheus/latest/querying/api/).
+type promAPI struct{ url string }
+
+type promAlert struct {
+	Labels      map[string]string `json:"labels"`
+	Annotations map[string]string `json:"annotations"`
+	State       string            `json:"state"`
+	ActiveAt    time.Time         `json:"activeAt"`
+	Value       string            `json:"value"`
+}
+
+func (p promAPI) get(path string, params url.Values, data any) error {
+	body, err := httpGet(p.url + path + "?" + params.Encode())
+	if err != nil {
+		return err
+	}
+	var env struct {
+		Status string          `json:"status"`
+		Error  string          `json:"error"`
+		Data   json.RawMessage `json:"data"`
+	}
+	if err := json.Unmarshal(body, &env); err != nil {
+		return fmt.Errorf("%s: %w", path, err)
+	}
+	if env.Status != "success" {
+		return fmt.Errorf("%s %v: %s", path, params, env.Error)
+	}
+	if err := json.Unmarshal(env.Data, data); err != nil {
+		return fmt.Errorf("%s: %w", path, err)
+	}
+	return nil
+}
+
+func (p promAPI) alerts() ([]promAlert, error) {
+	var d struct {
+		Alerts []promAlert `json:"alerts"`
+	}
+	err := p.get("/api/v1/alerts", nil, &d)
+	return d.Alerts, err
+}
+
+type promSample struct {
+	Metric map[string]string
+	Value  float64
+}
+
+// query evaluates an instant vector expression now.
+func (p promAPI) query(q string) ([]promSample, error) {
+	var d struct {
+		ResultType string `json:"resultType"`
+		Result     []struct {
+			Metric map[string]string `json:"metric"`
+			Value  [2]any            `json:"value"`
+		} `json:"result"`
+	}
+	if err := p.get("/api/v1/query", url.Values{"query": {q}}, &d); err != nil {
+		return nil, err
+	}
+	if d.ResultType != "vector" {
+		return nil, fmt.Errorf("query %s: result type %s, want vector", q, d.ResultType)
+	}
+	var out []promSample
+	for _, r := range d.Result {
+		s, _ := r.Value[1].(string)
+		v, err := strconv.ParseFloat(s, 64)
+		if err != nil {
+			return nil, fmt.Errorf("query %s: value %q: %w", q, s, err)
+		}
+		out = append(out, promSample{Metric: r.Metric, Value: v})
+	}
+	return out, nil
+}
+
+// queryOne evaluates an expression that must give exactly one sample.
+func (p promAPI) queryOne(q string) (float64, error) {
+	s, err := p.query(q)
+	if err != nil {
+		return 0, err
+	}
+	if len(s) != 1 {
+		return 0, fmt.Errorf("query %s: %d samples, want 1: %v", q, len(s), s)
+	}
+	return s[0].Value, nil
+}
+
+// countOverRange returns, per series, how many samples the selector had
+// from since until now: every sample Prometheus stored, not only those a
+// range query's steps would land on.
+func (p promAPI) countOverRange(selector string, since time.Time) ([]promSample, error) {
+	secs := int64(math.Ceil(time.Since(since).Seconds())) + 1
+	return p.query(fmt.Sprintf("count_over_time(%s[%ds])", selector, secs))
+}
+
+// probeRun is one successful run of the stack's probe, as the daemon
+// exported it.
+type probeRun struct {
+	End     time.Time
+	Seconds float64
+	Ratio   map[string]float64 // by op
+	Rate    map[string]float64 // bytes per second, by op
+}
+
+func (r probeRun) Start() time.Time {
+	return r.End.Add(-time.Duration(r.Seconds * float64(time.Second)))
+}
+
+// runWatcher follows the daemon's /metrics and records every successful
+// run of the probe. The daemon keeps only the last result, so it polls well
+// inside one probe interval.
+type runWatcher struct {
+	url  string
+	mu   sync.Mutex
+	runs []probeRun
+	err  error
+}
+
+func watchRuns(t *testing.T, metricsURL string) *runWatcher {
+	w := &runWatcher{url: metricsURL}
+	stop, stopped := make(chan struct{}), make(chan struct{})
+	go func() {
+		defer close(stopped)
+		tick := time.NewTicker(250 * time.Millisecond)
+		defer tick.Stop()
+		for {
+			w.poll()
+			select {
+			case <-stop:
+				return
+			case <-tick.C:
+			}
+		}
+	}()
+	t.Cleanup(func() { close(stop); <-stopped })
+	return w
+}
+
+func (w *runWatcher) poll() {
+	run, err := scrapeRun(w.url)
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.err = err
+	if err != nil || run == nil {
+		return
+	}
+	if n := len(w.runs); n == 0 || run.End.After(w.runs[n-1].End) {
+		w.runs = append(w.runs, *run)
+	}
+}
+
+// snapshot returns the runs seen so far and the last scrape error.
+func (w *runWatcher) snapshot() ([]probeRun, error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return slices.Clone(w.runs), w.err
+}
+
+// firstRunStartedAfter waits for a run that started after t0, so that all
+// of its I/O saw what was set at t0.
+func (w *runWatcher) firstRunStartedAfter(t *testing.T, what string, t0 time.Time) probeRun {
+	t.Helper()
+	var found probeRun
+	waitFor(t, "a probe run started after "+what, 10*probeInterval+time.Minute, func() (bool, error) {
+		runs, err := w.snapshot()
+		for _, r := range runs {
+			if r.Start().After(t0) {
+				found = r
+				return true, nil
+			}
+		}
+		return false, err
+	})
+	return found
+}
+
+// scrapeRun reads the last successful run of the stack's probe from the
+// daemon, or nil when there is none yet with a ratio.
+func scrapeRun(metricsURL string) (*probeRun, error) {
+	body, err := httpGet(metricsURL)
+	if err != nil {
+		return nil, err
+	}
+	parser := expfmt.NewTextParser(model.UTF8Validation)
+	fams, err := parser.TextToMetricFamilies(bytes.NewReader(body))
+	if err != nil {
+		return nil, fmt.Errorf("parsing %s: %w", metricsURL, err)
+	}
+	value := func(name string, labels map[string]string) (float64, bool) {
+		f := fams[name]
+		if f == nil {
+			return 0, false
+		}
+	metrics:
+		for _, m := range f.GetMetric() {
+			have := map[string]string{}
+			for _, lp := range m.GetLabel() {
+				have[lp.GetName()] = lp.GetValue()
+			}
+			for k, v := range labels {
+				if have[k] != v {
+					continue metrics
+				}
+			}
+			return m.GetGauge().GetValue(), true
+		}
+		return 0, false
+	}
+	id := map[string]string{"target": stackTarget, "probe": stackProbe}
+	lastSuccess, ok1 := value("plateau_probe_last_success_timestamp_seconds", id)
+	lastRun, ok2 := value("plateau_probe_last_run_timestamp_seconds", id)
+	seconds, ok3 := value("plateau_probe_duration_seconds", id)
+	// The duration is the last run's: it belongs to the last success only
+	// when the last run succeeded.
+	if !ok1 || !ok2 || !ok3 || lastSuccess != lastRun {
+		return nil, nil
+	}
+	run := &probeRun{
+		End:     time.Unix(0, int64(lastSuccess*1e9)),
+		Seconds: seconds,
+		Ratio:   map[string]float64{},
+		Rate:    map[string]float64{},
+	}
+	for _, op := range []string{"write", "read"} {
+		l := map[string]string{"target": stackTarget, "probe": stackProbe, "op": op}
+		r, ok := value("plateau_probe_ratio", l)
+		if !ok {
+			return nil, nil
+		}
+		run.Ratio[op] = r
+		run.Rate[op], _ = value("plateau_probe_throughput_bytes_per_second", l)
+	}
+	return run, nil
+}
+
+// alertStack is everything one alerting test runs.
+type alertStack struct {
+	start      time.Time
+	dir        string
+	exporter   string
+	configFile string
+	cgroup     *ioCgroup
+	fileSize   int64
+	// baseline is the characterized plateau, bytes per second by op.
+	baseline   map[string]float64
+	daemon     *process
+	daemonURL  string
+	runs       *runWatcher
+	prom       promAPI
+	amURL      string
+	hook       *webhook
+	shortRules map[string][]string
+}
+
+// since formats the time elapsed since the stack started, for timelines.
+func (s *alertStack) since(at time.Time) string {
+	return "t+" + at.Sub(s.start).Round(100*time.Millisecond).String()
+}
+
+// startAlertStack sets up the loop file system, the baseline, the daemon
+// in its cgroup, Alertmanager, the webhook and Prometheus, in that order,
+// and waits until Prometheus scrapes the daemon and evaluates the rules.
+func startAlertStack(t *testing.T) *alertStack {
+	t.Helper()
+	promBin, amBin := requireAlertingPrereqs(t)
+	s := &alertStack{dir: t.TempDir()}
+	mnt, devNum := mountLoopExt4(t)
+	s.cgroup = newIOCgroup(t, devNum)
+	t.Logf("loop ext4 at %s (device %s); throttling through %s", mnt, devNum, s.cgroup)
+
+	s.exporter = filepath.Join(s.dir, "plateau_exporter")
+	if out, err := exec.Command("go", "build", "-o", s.exporter, "../cmd/plateau_exporter").CombinedOutput(); err != nil {
+		t.Fatalf("building plateau_exporter: %v\n%s", err, out)
+	}
+	targetPath := filepath.Join(mnt, "plateau")
+	if err := os.Mkdir(targetPath, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	s.fileSize = s.calibrateFileSize(t, targetPath)
+	s.configFile = filepath.Join(s.dir, "plateau.yml")
+	writeExporterConfig(t, s.configFile, targetPath, s.fileSize, filepath.Join(s.dir, "baselines.yml"))
+	s.characterize(t)
+
+	// The shell moves itself into the cgroup before it becomes the daemon,
+	// so the daemon and every probe worker it forks are in the group from
+	// their first I/O on.
+	addr := freeLocalAddr(t)
+	s.daemonURL = "http://" + addr
+	s.daemon = startProcess(t, "plateau_exporter", s.dir, "/bin/sh", "-c", `echo $$ > "$0" && exec "$@"`,
+		s.cgroup.procsFile(), s.exporter, "--config.file="+s.configFile, "--probe.hostname="+stackHostname,
+		"--collector.disable-defaults", "--web.listen-address="+addr, "--log.level=debug")
+	waitReady(t, s.daemon, s.daemonURL+"/-/healthy")
+	pids, err := s.cgroup.pids()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Contains(pids, s.daemon.cmd.Process.Pid) {
+		t.Fatalf("daemon (pid %d) is not in %s (its processes: %v)", s.daemon.cmd.Process.Pid, s.cgroup, pids)
+	}
+	s.start = time.Now()
+	s.runs = watchRuns(t, s.daemonURL+"/metrics")
+
+	s.hook = startWebhook(t)
+	amAddr := freeLocalAddr(t)
+	s.amURL = "http://" + amAddr
+	amConfig := filepath.Join(s.dir, "alertmanager.yml")
+	writeAlertmanagerConfig(t, amConfig, s.hook.srv.URL+"/")
+	amData := filepath.Join(s.dir, "alertmanager-data")
+	if err := os.Mkdir(amData, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	am := startProcess(t, "alertmanager", s.dir, amBin, "--config.file="+amConfig, "--storage.path="+amData,
+		"--web.listen-address="+amAddr, "--cluster.listen-address=")
+	waitReady(t, am, s.amURL+"/-/ready")
+
+	s.shortRules = map[string][]string{}
+	var ruleFiles []string
+	for _, f := range []string{rulesFile, alertsFile} {
+		orig, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		short, changes, err := shortenRuleFile(orig, durationScale)
+		if err != nil {
+			t.Fatalf("%s: %v", f, err)
+		}
+		checkOnlyDurationsChanged(t, f, orig, short)
+		path := filepath.Join(s.dir, f)
+		if err := os.WriteFile(path, short, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		ruleFiles = append(ruleFiles, path)
+		s.shortRules[f] = changes
+	}
+	if len(s.shortRules[alertsFile]) == 0 {
+		t.Fatalf("%s: no `for` to shorten; the test's timing assumes them", alertsFile)
+	}
+	promAddr := freeLocalAddr(t)
+	promConfig := filepath.Join(s.dir, "prometheus.yml")
+	writePrometheusConfig(t, promConfig, addr, amAddr, ruleFiles)
+	promData := filepath.Join(s.dir, "prometheus-data")
+	if err := os.Mkdir(promData, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	prom := startProcess(t, "prometheus", s.dir, promBin, "--config.file="+promConfig, "--storage.tsdb.path="+promData,
+		"--web.listen-address="+promAddr)
+	s.prom = promAPI{url: "http://" + promAddr}
+	waitReady(t, prom, s.prom.url+"/-/ready")
+	s.waitScrapingAndEvaluating(t)
+	t.Logf("%s: daemon, Alertmanager and Prometheus up; rules shortened by %d: %s", s.since(time.Now()), durationScale, strings.Join(s.shortRules[alertsFile][:min(4, len(s.shortRules[alertsFile]))], "; "))
+	return s
+}
+
+// calibrateFileSize measures the device's read rate with one small probe
+// run and sizes the probe file so that a read throttled to 40% lasts
+// throttledReadTarget (see there).
+func (s *alertStack) calibrateFileSize(t *testing.T, targetPath string) int64 {
+	t.Helper()
+	cfg := filepath.Join(s.dir, "calibrate.yml")
+	writeExporterConfig(t, cfg, targetPath, minFileSize, filepath.Join(s.dir, "calibrate-baselines.yml"))
+	cmd := exec.Command(s.exporter, "probe", "--config.file="+cfg, "--probe.hostname="+stackHostname, "--output=json")
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("calibration run %s: %v\n%s%s", cmd, err, out, stderr.Bytes())
+	}
+	var reports []struct {
+		Op    string  `json:"op"`
+		Value float64 `json:"value"`
+	}
+	if err := json.Unmarshal(out, &reports); err != nil {
+		t.Fatalf("calibration run: decoding %s: %v", out, err)
+	}
+	var read float64
+	for _, r := range reports {
+		if r.Op == "read" {
+			read = r.Value
+		}
+	}
+	if read <= 0 {
+		t.Fatalf("calibration run reported no read rate: %s", out)
+	}
+	want := throttleFraction * read * throttledReadTarget.Seconds()
+	const step = 16 << 20
+	size := min(max(int64(math.Ceil(want/step))*step, minFileSize), maxFileSize)
+	t.Logf("calibration: %s read at %.0f MB/s; probe file %d MiB, so a read at %.0f%% lasts ~%.2fs",
+		formatSize(minFileSize), read/1e6, size>>20, 100*throttleFraction, float64(size)/(throttleFraction*read))
+	return size
+}
+
+func formatSize(b int64) string { return strconv.FormatInt(b>>20, 10) + "MiB" }
+
+func writeExporterConfig(t *testing.T, path, targetPath string, fileSize int64, baselines string) {
+	t.Helper()
+	cfg := fmt.Sprintf(`defaults:
+  interval: %s
+  timeout: %s
+  splay: false
+targets:
+  - name: %s
+    path: %s
+    probes:
+      - {name: %s, kind: sequential, workers: 1, file_size: %s, block_size: %s}
+baselines_file: %s
+`, probeInterval, probeTimeout, stackTarget, targetPath, stackProbe, formatSize(fileSize), formatSize(blockSize), baselines)
+	if err := os.WriteFile(path, []byte(cfg), 0o644); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// characterize writes the baseline with the exporter's own command, the
+// way an administrator would on a known-good node, and reads it back.
+func (s *alertStack) characterize(t *testing.T) {
+	t.Helper()
+	cmd := exec.Command(s.exporter, "characterize", "--config.file="+s.configFile, "--probe.hostname="+stackHostname, "--runs=3")
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("%s: %v\n%s", cmd, err, out)
+	}
+	t.Logf("%s:\n%s", strings.Join(cmd.Args[1:], " "), bytes.TrimSpace(out))
+	s.loadBaseline(t)
+}
+
+func (s *alertStack) loadBaseline(t *testing.T) {
+	t.Helper()
+	b, err := probe.LoadBaselines(filepath.Join(s.dir, "baselines.yml"))
+	if err != nil {
+		t.Fatalf("reading the characterized baselines: %v", err)
+	}
+	s.baseline = map[string]float64{}
+	for _, op := range []string{"write", "read"} {
+		e := b.Entries[probe.BaselineKey{Target: stackTarget, Probe: stackProbe, Op: op}]
+		if e == nil || e.Unit != probe.UnitBytesPerSecond || e.Value <= 0 {
+			t.Fatalf("characterized baselines have no %s throughput for %s/%s: %+v", op, stackTarget, stackProbe, e)
+		}
+		s.baseline[op] = e.Value
+	}
+}
+
+// writeAlertmanagerConfig writes dashboards/alertmanager.yml with the
+// webhook as its receiver and the route's timers shortened; its grouping
+// and inhibit rules are kept as shipped.
+func writeAlertmanagerConfig(t *testing.T, path, hookURL string) {
+	t.Helper()
+	var cfg map[string]any
+	data, err := os.ReadFile(alertmanagerFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := yaml.Unmarshal(data, &cfg); err != nil {
+		t.Fatalf("%s: %v", alertmanagerFile, err)
+	}
+	route, ok := cfg["route"].(map[string]any)
+	if !ok {
+		t.Fatalf("%s has no route", alertmanagerFile)
+	}
+	if _, ok := cfg["inhibit_rules"]; !ok {
+		t.Fatalf("%s has no inhibit_rules; the test checks them", alertmanagerFile)
+	}
+	if sub, ok := route["routes"]; ok {
+		t.Fatalf("%s has sub-routes (%v); the test routes everything to one webhook and would need to learn them", alertmanagerFile, sub)
+	}
+	route["receiver"] = "test-webhook"
+	route["group_wait"] = "1s"
+	route["group_interval"] = "1s"
+	route["repeat_interval"] = "1h"
+	cfg["receivers"] = []any{map[string]any{
+		"name":            "test-webhook",
+		"webhook_configs": []any{map[string]any{"url": hookURL, "send_resolved": true}},
+	}}
+	out, err := yaml.Marshal(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(path, out, 0o644); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func writePrometheusConfig(t *testing.T, path, daemonAddr, amAddr string, ruleFiles []string) {
+	t.Helper()
+	cfg := map[string]any{
+		"global": map[string]any{
+			"scrape_interval":     "1s",
+			"scrape_timeout":      "1s",
+			"evaluation_interval": "1s",
+		},
+		"rule_files": ruleFiles,
+		"alerting": map[string]any{
+			"alertmanagers": []any{map[string]any{
+				"static_configs": []any{map[string]any{"targets": []string{amAddr}}},
+			}},
+		},
+		"scrape_configs": []any{map[string]any{
+			"job_name":       "plateau",
+			"static_configs": []any{map[string]any{"targets": []string{daemonAddr}}},
+		}},
+	}
+	out, err := yaml.Marshal(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(path, out, 0o644); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// waitScrapingAndEvaluating waits until Prometheus scrapes the daemon and
+// has evaluated every loaded rule without error, and checks it loaded the
+// shortened `for` of the below-plateau alert.
+func (s *alertStack) waitScrapingAndEvaluating(t *testing.T) {
+	t.Helper()
+	waitFor(t, "Prometheus to scrape the daemon", 2*time.Minute, func() (bool, error) {
+		v, err := s.prom.queryOne(`up{job="plateau"}`)
+		return err == nil && v == 1, err
+	})
+	type apiRule struct {
+		Name      string  `json:"name"`
+		Type      string  `json:"type"`
+		Health    string  `json:"health"`
+		LastError string  `json:"lastError"`
+		Duration  float64 `json:"duration"`
+	}
+	var groups struct {
+		Groups []struct {
+			Name  string    `json:"name"`
+			Rules []apiRule `json:"rules"`
+		} `json:"groups"`
+	}
+	waitFor(t, "Prometheus to evaluate every rule", 2*time.Minute, func() (bool, error) {
+		if err := s.prom.get("/api/v1/rules", nil, &groups); err != nil {
+			return false, err
+		}
+		n := 0
+		for _, g := range groups.Groups {
+			for _, r := range g.Rules {
+				n++
+				if r.Health != "ok" {
+					return false, fmt.Errorf("rule %s in %s: health %q %s", r.Name, g.Name, r.Health, r.LastError)
+				}
+			}
+		}
+		return n > 0, nil
+	})
+	for _, g := range groups.Groups {
+		for _, r := range g.Rules {
+			if r.Name == belowPlateauAlert && r.Duration != 10 {
+				t.Fatalf("Prometheus loaded %s with for %gs, want the shortened 10s", r.Name, r.Duration)
+			}
+		}
+	}
+}
+
+// belowPlateauInPrometheus returns the below-plateau alerts Prometheus
+// holds now (pending or firing), as "severity/op:state" sorted.
+func (s *alertStack) belowPlateauInPrometheus() ([]string, []promAlert, error) {
+	all, err := s.prom.alerts()
+	if err != nil {
+		return nil, nil, err
+	}
+	var names []string
+	var out []promAlert
+	for _, a := range all {
+		if a.Labels["alertname"] == belowPlateauAlert {
+			out = append(out, a)
+			names = append(names, a.Labels["severity"]+"/"+a.Labels["op"]+":"+a.State)
+		}
+	}
+	sort.Strings(names)
+	return names, out, nil
+}
