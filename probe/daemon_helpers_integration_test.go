@@ -13,6 +13,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"runtime"
 	"sort"
 	"strconv"
 	"strings"
@@ -56,6 +57,46 @@ func requireFUSE(t *testing.T) {
 	if err := faultfs.Check(); err != nil {
 		t.Fatal(err)
 	}
+}
+
+// closeFUSEOnExec marks this process's /dev/fuse descriptors close-on-exec.
+// go-fuse (v2.12.1, mountDirect) opens /dev/fuse without O_CLOEXEC, so every
+// process a test starts after mounting, the daemon and its workers, would
+// inherit the FUSE connection: it would count in their descriptors, and a
+// worker stuck on the connection would itself keep the connection open if
+// this process died, and so never be released. Call it after each mount.
+func closeFUSEOnExec(t *testing.T) {
+	t.Helper()
+	des, err := os.ReadDir("/proc/self/fd")
+	if err != nil {
+		t.Fatalf("list own descriptors: %v", err)
+	}
+	for _, de := range des {
+		target, err := os.Readlink(filepath.Join("/proc/self/fd", de.Name()))
+		if err != nil || target != "/dev/fuse" {
+			continue
+		}
+		fd, err := strconv.Atoi(de.Name())
+		if err != nil {
+			continue
+		}
+		flags, err := unix.FcntlInt(uintptr(fd), unix.F_GETFD, 0)
+		if err != nil {
+			continue // closed since the listing
+		}
+		if _, err := unix.FcntlInt(uintptr(fd), unix.F_SETFD, flags|unix.FD_CLOEXEC); err != nil {
+			t.Fatalf("mark /dev/fuse descriptor %d close-on-exec: %v", fd, err)
+		}
+	}
+}
+
+// mountFault mounts a faultfs for t, as faultfs.MountForTest does, and
+// keeps its FUSE descriptor out of the processes the test starts.
+func mountFault(t *testing.T, opts faultfs.Options) *faultfs.FS {
+	t.Helper()
+	f := faultfs.MountForTest(t, "", "", opts)
+	closeFUSEOnExec(t)
+	return f
 }
 
 // buildDaemon builds cmd/plateau_exporter into t's temporary directory.
@@ -123,10 +164,27 @@ func startDaemon(t *testing.T, bin, config string) *daemon {
 	d.cmd = exec.Command(bin, "--web.listen-address="+addr, "--config.file="+config,
 		"--probe.hostname="+hostname, "--collector.disable-defaults", "--log.level=debug")
 	d.cmd.Stderr = d.log
-	if err := d.cmd.Start(); err != nil {
+	// If this test process dies without its cleanups (a panic, go test's
+	// -timeout), the daemon must die too rather than probe on forever. The
+	// parent-death signal fires when the thread that started the child
+	// exits, so that thread stays locked to this goroutine until the
+	// daemon is gone.
+	d.cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	started := make(chan error, 1)
+	go func() {
+		runtime.LockOSThread()
+		defer runtime.UnlockOSThread()
+		if err := d.cmd.Start(); err != nil {
+			started <- err
+			return
+		}
+		started <- nil
+		_ = d.cmd.Wait()
+		close(d.done)
+	}()
+	if err := <-started; err != nil {
 		t.Fatalf("start daemon: %v", err)
 	}
-	go func() { _ = d.cmd.Wait(); close(d.done) }()
 	t.Cleanup(func() {
 		d.stop()
 		d.client.CloseIdleConnections()
@@ -631,6 +689,7 @@ func mountWedged(t *testing.T) *wedgedFS {
 		t.Fatalf("mount wedged FUSE file system on %s: %v", w.mnt, err)
 	}
 	w.server = server
+	closeFUSEOnExec(t)
 	t.Cleanup(func() {
 		w.Release()
 		var err error
