@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"os"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -322,13 +323,17 @@ func (ph *randomPhase) transferAt(buf []byte, off int64) (int, error) {
 
 // prepareRandomFile makes sure keep/random.dat is a complete file of
 // file_size bytes, writing it when it is missing, of the wrong size, not
-// a regular file, or left incomplete, and returns the I/O mode for it.
+// a regular file, or left incomplete, and returns the I/O mode for it. A
+// file with other links, or not ours, is replaced: a hard link planted
+// there would otherwise make the write phase write into the file it
+// shares an inode with, outside the probe directory.
 func prepareRandomFile(ctx context.Context, rc *runContext, keep *keepDir) (ioMode, error) {
 	p := rc.cfg
 	var st unix.Stat_t
 	err := unix.Fstatat(keep.fd, randomFileName, &st, unix.AT_SYMLINK_NOFOLLOW)
 	switch {
-	case err == nil && st.Mode&unix.S_IFMT == unix.S_IFREG && st.Size == p.FileSize && st.Mode&0o777 == randomFileComplete:
+	case err == nil && st.Mode&unix.S_IFMT == unix.S_IFREG && st.Nlink == 1 && int(st.Uid) == os.Geteuid() &&
+		st.Size == p.FileSize && st.Mode&0o777 == randomFileComplete:
 		mode, err := chooseIOMode(keep.fd, randomFileName, p.BlockSize)
 		if err != nil {
 			return ioMode{}, fmt.Errorf("%s: %w", keep.path(), err)

@@ -200,7 +200,9 @@ func (s *Store) Record(o Outcome) {
 		st.runs[ResultSkipped]++
 		st.skips[r.Skipped]++
 		return
-	case o.TimedOut:
+	case o.TimedOut || r.Reason == ReasonTimeout:
+		// Killed at the timeout, or stopped itself just before it: both
+		// are timeouts, not failures.
 		st.runs[ResultTimeout]++
 		st.errors[ReasonTimeout]++
 	case r.Reason != "":

@@ -83,3 +83,17 @@ func TestStoreAbandonedWorkerClosesTarget(t *testing.T) {
 		t.Fatal("hung still 1 after the worker exited")
 	}
 }
+
+// A run that stopped itself at its own deadline is a timeout, the same as
+// one the daemon killed.
+func TestStoreCountsSelfStoppedRunAsTimeout(t *testing.T) {
+	s, _ := storeWithProbe()
+	s.Record(Outcome{Result: &Result{Target: "t", Probe: "s", Kind: KindSequential, Reason: ReasonTimeout}})
+	s.Record(Outcome{Result: &Result{Target: "t", Probe: "s", Kind: KindSequential, Reason: ReasonTimeout}, TimedOut: true})
+	if got := counterValue(t, s, "plateau_probe_runs_total", map[string]string{"result": ResultTimeout}); got != 2 {
+		t.Errorf("runs_total{result=timeout} = %v, want 2", got)
+	}
+	if got := counterValue(t, s, "plateau_probe_runs_total", map[string]string{"result": ResultFailure}); got != 0 {
+		t.Errorf("runs_total{result=failure} = %v, want 0", got)
+	}
+}
