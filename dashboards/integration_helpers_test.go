@@ -60,8 +60,9 @@ const (
 	blockSize     = 4 << 20
 
 	// durationScale divides every `for` and keep_firing_for of the shipped
-	// rules: 15m becomes 10s, two probe intervals, as 15m is one more run of
-	// the default 15m interval plus the median's own lag.
+	// rules, for a probe every 5s instead of the default 15m: the 15m `for`
+	// of the below-plateau alert becomes 10s, two runs here as it is one to
+	// two runs in production; 30m of keep_firing_for becomes 20s.
 	durationScale = 90
 
 	// blk-throttle lets a cgroup dispatch about one throttle slice's worth
@@ -121,10 +122,10 @@ func runCommand(t *testing.T, name string, args ...string) string {
 	return strings.TrimSpace(string(out))
 }
 
-// mountLoopExt4 makes an ext4 on a loop device over a sparse file and mounts
-// it. The loop device reads its backing file with direct I/O, so the page
-// cache of the host file system neither flatters the probe nor hides the
-// throttle, and returns the mount point and the device's MAJ:MIN.
+// mountLoopExt4 makes an ext4 on a loop device over a sparse file, mounts
+// it, and returns the mount point and the device's MAJ:MIN. The loop device
+// reads its backing file with direct I/O, so the page cache of the host
+// file system neither flatters the probe nor hides the throttle.
 func mountLoopExt4(t *testing.T) (mnt, devNum string) {
 	t.Helper()
 	dir := t.TempDir()
