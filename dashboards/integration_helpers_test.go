@@ -1074,7 +1074,7 @@ baselines_file: %s
 // way an administrator would on a known-good node, and reads it back.
 func (s *alertStack) characterize(t *testing.T) {
 	t.Helper()
-	cmd := exec.Command(s.exporter, "characterize", "--config.file="+s.configFile, "--probe.hostname="+stackHostname, "--runs=3")
+	cmd := exec.Command(s.exporter, "characterize", "--config.file="+s.configFile, "--probe.hostname="+stackHostname, "--runs=3", "--run-spacing=5s")
 	out, err := cmd.CombinedOutput()
 	if err != nil {
 		t.Fatalf("%s: %v\n%s", cmd, err, out)

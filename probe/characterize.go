@@ -65,6 +65,11 @@ type Characterizer struct {
 	Hostname string
 	// Runs is how many runs a baseline is the median of.
 	Runs int
+	// Spacing is the least time between the starts of a probe's baseline
+	// runs. Back-to-back runs catch one moment of the system: on a shared
+	// or virtual device that moment can be a fast one, and a baseline
+	// above what the system sustains makes alerts fire on a healthy node.
+	Spacing time.Duration
 	// SweepRuns is how many runs each sweep step is the median of, and
 	// MaxLevel the highest worker count (or queue depth) a sweep tries.
 	SweepRuns int
@@ -114,8 +119,16 @@ func (c *Characterizer) Baseline(ctx context.Context, ref ProbeRef) (*Measured, 
 	m := &Measured{Target: ref.Target.Name, Probe: p, Entries: map[string]*Baseline{}, Values: map[string][]float64{}}
 	step := Step{Total: c.total, Target: ref.Target.Name, Probe: p.Name, Kind: p.Kind, Runs: c.Runs}
 	var direct []bool
+	var last time.Time
 	for run := 1; run <= c.Runs; run++ {
 		step.Run = run
+		if run > 1 && c.Spacing > 0 {
+			if err := sleepCtx(ctx, time.Until(last.Add(c.Spacing))); err != nil {
+				c.index += c.Runs - run + 1
+				return nil, fmt.Errorf("%s/%s: before run %d of %d: %w", ref.Target.Name, p.Name, run, c.Runs, err)
+			}
+		}
+		last = time.Now()
 		res := c.runStep(ctx, step, NewRequest(ref.Target, p, c.Hostname))
 		if err := resultError(res); err != nil {
 			c.index += c.Runs - run
@@ -190,6 +203,21 @@ func opValues(res *Result, kind, unit string) (map[string]float64, error) {
 		out[op] = o.Value(unit)
 	}
 	return out, nil
+}
+
+// sleepCtx waits d, or less if ctx ends first.
+func sleepCtx(ctx context.Context, d time.Duration) error {
+	if d <= 0 {
+		return ctx.Err()
+	}
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-t.C:
+		return nil
+	}
 }
 
 func (c *Characterizer) runStep(ctx context.Context, step Step, req Request) *Result {

@@ -457,3 +457,32 @@ func TestCharacterizeRandomSweepsQueueDepth(t *testing.T) {
 		}
 	}
 }
+
+// Baseline runs of a probe start at least Spacing apart, so the median
+// covers a stretch of time rather than one moment of the system.
+func TestCharacterizeSpacesBaselineRuns(t *testing.T) {
+	target := targetWith(t.TempDir(), smallSeq("seq"))
+	rec := &recorder{}
+	var starts []time.Time
+	rec.before = func(int, Request) { starts = append(starts, time.Now()) }
+	c := newCharacterizer(rec, 3, 0, 0)
+	c.Spacing = 300 * time.Millisecond
+	c.Plan([]ProbeRef{{target, target.Probes[0]}})
+	if _, err := c.Baseline(context.Background(), ProbeRef{target, target.Probes[0]}); err != nil {
+		t.Fatal(err)
+	}
+	if len(starts) != 3 {
+		t.Fatalf("%d runs, want 3", len(starts))
+	}
+	for i := 1; i < len(starts); i++ {
+		if gap := starts[i].Sub(starts[i-1]); gap < c.Spacing {
+			t.Errorf("runs %d and %d started %s apart, less than the spacing %s", i, i+1, gap, c.Spacing)
+		}
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	c.Spacing = time.Hour
+	if _, err := c.Baseline(ctx, ProbeRef{target, target.Probes[0]}); err == nil {
+		t.Error("a cancelled characterization waited out its spacing")
+	}
+}

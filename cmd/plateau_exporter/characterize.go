@@ -31,6 +31,7 @@ type characterizeOptions struct {
 	targets       []string
 	probes        []string
 	runs          int
+	runSpacing    time.Duration
 	sweep         bool
 	maxWorkers    int
 	sweepRuns     int
@@ -49,6 +50,7 @@ func characterizeCommand(app *kingpin.Application) (*kingpin.CmdClause, func(log
 	cmd.Flag("target", "Only probes of this target (repeatable).").StringsVar(&o.targets)
 	cmd.Flag("probe", "Only probes of this name (repeatable).").StringsVar(&o.probes)
 	cmd.Flag("runs", "Runs per probe; the baseline is their median.").Default("5").IntVar(&o.runs)
+	cmd.Flag("run-spacing", "Least time between the starts of a probe's runs, so the baseline reflects the system over minutes rather than one moment.").Default("15s").DurationVar(&o.runSpacing)
 	cmd.Flag("sweep", "Also sweep each probe over doubling workers (queue depth for random probes) and report the knee, maximum and sustained values, with an SVG chart and a CSV of the curve.").BoolVar(&o.sweep)
 	cmd.Flag("max-workers", "Highest worker count (or queue depth) a sweep tries; levels are the powers of two up to it.").Default(strconv.Itoa(2 * runtime.NumCPU())).IntVar(&o.maxWorkers)
 	cmd.Flag("sweep-runs", "Runs per sweep step; the step's value is their median.").Default("3").IntVar(&o.sweepRuns)
@@ -126,6 +128,7 @@ func runCharacterize(w io.Writer, logger log.Logger, o characterizeOptions) erro
 		},
 		Hostname: o.hostname,
 		Runs:     o.runs,
+		Spacing:  o.runSpacing,
 		OnStart:  prog.start,
 		OnDone:   prog.done,
 	}

@@ -240,7 +240,7 @@ func TestIntegrationCharacterizeOnLoopExt4(t *testing.T) {
 	// 3. A sweep up to 4 workers writes a chart and the data per probe.
 	charts := filepath.Join(dir, "charts")
 	start := time.Now()
-	out, stderr, code = runBinary(t, "--config.file", cfg, "characterize", "--runs", "2", "--sweep", "--max-workers", "4", "--sweep-runs", "2", "--output-dir", charts)
+	out, stderr, code = runBinary(t, "--config.file", cfg, "characterize", "--runs", "2", "--run-spacing", "0s", "--sweep", "--max-workers", "4", "--sweep-runs", "2", "--output-dir", charts)
 	t.Logf("characterize --sweep took %s:\n%s", time.Since(start).Round(time.Millisecond), out)
 	if code != 0 {
 		t.Fatalf("characterize --sweep exited %d:\n%s", code, stderr)
@@ -300,7 +300,7 @@ func TestIntegrationCharacterizeOnLoopExt4(t *testing.T) {
 func characterizeAndCompare(t *testing.T, cfg, baseFile string, ops map[string][]string) (*probe.Baselines, []string) {
 	t.Helper()
 	start := time.Now()
-	out, stderr, code := runBinary(t, "--config.file", cfg, "characterize", "--runs", "3")
+	out, stderr, code := runBinary(t, "--config.file", cfg, "characterize", "--runs", "3", "--run-spacing", "2s")
 	t.Logf("characterize --runs 3 took %s:\n%s", time.Since(start).Round(time.Millisecond), out)
 	if code != 0 {
 		t.Fatalf("characterize exited %d:\n%s", code, stderr)

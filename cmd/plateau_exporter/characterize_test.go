@@ -76,7 +76,7 @@ func TestCharacterizeWritesBaselinesKeepsOthersAndBacksUp(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	out, stderr, code := runBinary(t, "--config.file", cfg, "--probe.hostname", "node1", "characterize", "--runs", "2")
+	out, stderr, code := runBinary(t, "--config.file", cfg, "--probe.hostname", "node1", "characterize", "--runs", "2", "--run-spacing", "0s")
 	if code != 0 {
 		t.Fatalf("characterize exited %d:\n%s\n%s", code, out, stderr)
 	}
@@ -113,7 +113,7 @@ func TestCharacterizeWritesBaselinesKeepsOthersAndBacksUp(t *testing.T) {
 	if err := os.WriteFile(baseFile, edited, 0o644); err != nil {
 		t.Fatal(err)
 	}
-	out, stderr, code = runBinary(t, "--config.file", cfg, "characterize", "--runs", "2", "--probe", "seq")
+	out, stderr, code = runBinary(t, "--config.file", cfg, "characterize", "--runs", "2", "--run-spacing", "0s", "--probe", "seq")
 	if code != 0 {
 		t.Fatalf("second characterize exited %d:\n%s\n%s", code, out, stderr)
 	}
@@ -157,7 +157,7 @@ func TestCharacterizeWritesWhatItCouldAndExits2(t *testing.T) {
 		"good:"+smallProbes,
 		"full:    min_free_ratio: 0.9999\n    probes:\n      - {name: seq, kind: sequential, workers: 1, file_size: 4MiB, block_size: 1MiB}\n")
 	baseFile := filepath.Join(dir, "out.yml")
-	out, stderr, code := runBinary(t, "--config.file", cfg, "characterize", "--runs", "2", "--baselines-file", baseFile)
+	out, stderr, code := runBinary(t, "--config.file", cfg, "characterize", "--runs", "2", "--run-spacing", "0s", "--baselines-file", baseFile)
 	if code != 2 {
 		t.Fatalf("exit status %d, want 2:\n%s\n%s", code, out, stderr)
 	}
@@ -178,7 +178,7 @@ func TestCharacterizeWritesWhatItCouldAndExits2(t *testing.T) {
 
 func TestCharacterizeRefusesWithoutAUsableBaselinesFile(t *testing.T) {
 	cfg, dir := characterizeConfig(t, "", "e2e:"+smallProbes)
-	_, stderr, code := runBinary(t, "--config.file", cfg, "characterize", "--runs", "1")
+	_, stderr, code := runBinary(t, "--config.file", cfg, "characterize", "--runs", "1", "--run-spacing", "0s")
 	if code != 2 || !strings.Contains(stderr, "no baselines file to write: set baselines_file in "+cfg+" or pass --baselines-file") {
 		t.Errorf("without a baselines file: exit %d, %s", code, stderr)
 	}
@@ -186,14 +186,14 @@ func TestCharacterizeRefusesWithoutAUsableBaselinesFile(t *testing.T) {
 	if err := os.WriteFile(bad, []byte("targets:\n  e2e: [not, a, mapping]\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	out, stderr, code := runBinary(t, "--config.file", cfg, "characterize", "--runs", "1", "--baselines-file", bad)
+	out, stderr, code := runBinary(t, "--config.file", cfg, "characterize", "--runs", "1", "--run-spacing", "0s", "--baselines-file", bad)
 	if code != 2 || !strings.Contains(stderr, bad+":2") || !strings.Contains(stderr, "nothing was run") || strings.Contains(out, "characterizing") {
 		t.Errorf("with an invalid baselines file: exit %d\n%s\n%s", code, out, stderr)
 	}
 	if got, _ := os.ReadFile(bad); string(got) != "targets:\n  e2e: [not, a, mapping]\n" {
 		t.Errorf("invalid baselines file was changed: %s", got)
 	}
-	_, stderr, code = runBinary(t, "--config.file", cfg, "characterize", "--runs", "0", "--baselines-file", filepath.Join(dir, "b.yml"))
+	_, stderr, code = runBinary(t, "--config.file", cfg, "characterize", "--runs", "0", "--run-spacing", "0s", "--baselines-file", filepath.Join(dir, "b.yml"))
 	if code != 2 || !strings.Contains(stderr, "--runs must be at least 1") {
 		t.Errorf("--runs 0: exit %d, %s", code, stderr)
 	}
@@ -202,7 +202,7 @@ func TestCharacterizeRefusesWithoutAUsableBaselinesFile(t *testing.T) {
 func TestCharacterizeSweepWritesChartAndData(t *testing.T) {
 	cfg, dir := characterizeConfig(t, "", "e2e:"+smallProbes)
 	outDir := filepath.Join(dir, "charts")
-	out, stderr, code := runBinary(t, "--config.file", cfg, "characterize", "--runs", "1", "--sweep", "--max-workers", "2", "--sweep-runs", "2",
+	out, stderr, code := runBinary(t, "--config.file", cfg, "characterize", "--runs", "1", "--run-spacing", "0s", "--sweep", "--max-workers", "2", "--sweep-runs", "2",
 		"--baselines-file", filepath.Join(dir, "b.yml"), "--output-dir", outDir, "--probe", "seq")
 	if code != 0 {
 		t.Fatalf("exit %d:\n%s\n%s", code, out, stderr)
