@@ -182,6 +182,7 @@ func TestIntegrationRandomEIOKeepsACompleteFile(t *testing.T) {
 	if out.Result.Reason != ReasonEIO {
 		t.Fatalf("reason %q (%s), want eio", out.Result.Reason, out.Result.Error)
 	}
+	t.Logf("failed as expected: %s", out.Result.Error)
 	if after := statKept(t, kept); after != before {
 		t.Errorf("a read error changed the kept file: %+v, then %+v", before, after)
 	}
@@ -190,6 +191,7 @@ func TestIntegrationRandomEIOKeepsACompleteFile(t *testing.T) {
 	if pre := out.Result.Op(opPrealloc); pre != nil {
 		t.Errorf("the complete file was written again: %+v", pre)
 	}
+	t.Logf("FUSE: direct=%v engine=%s", out.Result.Direct, out.Result.Engine)
 }
 
 // One target with every kind of probe: a full cycle, each probe once

@@ -2,6 +2,7 @@ package probe
 
 import (
 	"context"
+	"errors"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
@@ -422,6 +423,76 @@ func BenchmarkRandomEngines(b *testing.B) {
 			b.ReportMetric(reads/rsecs, "read-IOPS")
 			b.ReportMetric(writes/wsecs, "write-IOPS")
 			b.Logf("direct=%v", direct)
+		})
+	}
+}
+
+// The engines' error paths, driven by real descriptors the kernel refuses.
+func TestRandomEngineErrors(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, randomFileName)
+	if err := os.WriteFile(path, make([]byte, 4096), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	open := func(flag int) int {
+		f, err := os.OpenFile(path, flag, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { f.Close() })
+		return int(f.Fd())
+	}
+	d, err := os.Open(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer d.Close()
+	bufs := [][]byte{alignedBuffer(4096, 4096), alignedBuffer(4096, 4096)}
+	for _, tc := range []struct {
+		name string
+		ph   *randomPhase
+		// aio and sync are what each engine must report.
+		aio, sync func(error) bool
+	}{
+		// A directory has no read_iter: AIO refuses the first request,
+		// which is what lets the run fall back before measuring.
+		{"directory", &randomPhase{fd: int(d.Fd()), blocks: 1, blockSize: 4096},
+			func(err error) bool { return errors.Is(err, errAIOUnsupported) },
+			func(err error) bool { return errors.Is(err, syscall.EISDIR) }},
+		{"read from write-only", &randomPhase{fd: open(os.O_WRONLY), blocks: 1, blockSize: 4096},
+			func(err error) bool { return errors.Is(err, syscall.EBADF) },
+			func(err error) bool { return errors.Is(err, syscall.EBADF) }},
+		// Blocks past the end of the 4KiB file read nothing.
+		{"short read", &randomPhase{fd: open(os.O_RDONLY), blocks: 1 << 20, blockSize: 4096},
+			func(err error) bool {
+				return err != nil && strings.Contains(err.Error(), "short transfer of 0 of 4096 bytes")
+			},
+			func(err error) bool {
+				return err != nil && strings.Contains(err.Error(), "short transfer of 0 of 4096 bytes")
+			}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			tc.ph.name, tc.ph.duration = tc.name, 10*time.Second
+			eng, err := newAIOEngine(bufs)
+			if err != nil {
+				t.Fatal(err)
+			}
+			start := time.Now()
+			_, _, err = eng.run(context.Background(), tc.ph, newLatencyRecorder())
+			if cerr := eng.close(); cerr != nil {
+				t.Errorf("io_destroy: %v", cerr)
+			}
+			if !tc.aio(err) {
+				t.Errorf("libaio: %v", err)
+			}
+			_, _, err = runGoroutines(context.Background(), tc.ph, bufs, newLatencyRecorder())
+			if !tc.sync(err) {
+				t.Errorf("goroutines: %v", err)
+			}
+			// An error ends the phase at once, not at its duration.
+			if took := time.Since(start); took > tc.ph.duration/2 {
+				t.Errorf("errors took %s to end the phase", took)
+			}
 		})
 	}
 }
