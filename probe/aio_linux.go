@@ -78,8 +78,10 @@ type aioEngine struct {
 	bufs   [][]byte
 	start  []time.Time
 	events []aioEvent
-	// pending is reused for each io_submit batch.
-	pending []*aioIocb
+	// pending lists requests (by index) waiting for the kernel to take
+	// them: all of them when a phase starts, later those it refused with
+	// EAGAIN.
+	pending []int
 	// submitted counts requests the kernel accepted over the engine's
 	// life, to tell "AIO unsupported" (first request refused) from an
 	// I/O error later.
@@ -96,7 +98,7 @@ func newAIOEngine(bufs [][]byte) (*aioEngine, error) {
 		bufs:    bufs,
 		start:   make([]time.Time, len(bufs)),
 		events:  make([]aioEvent, len(bufs)),
-		pending: make([]*aioIocb, 0, len(bufs)),
+		pending: make([]int, 0, len(bufs)),
 	}
 	_, _, errno := unix.Syscall(unix.SYS_IO_SETUP, uintptr(len(bufs)), uintptr(unsafe.Pointer(&e.ctx)), 0)
 	if errno != 0 {
@@ -162,8 +164,8 @@ func (e *aioEngine) getEvents(n int) ([]aioEvent, error) {
 // run keeps len(e.bufs) requests in flight against ph's file for
 // ph.duration, then stops submitting and waits for what is in flight.
 // Each request's latency runs from its io_submit to the io_getevents call
-// that reaped it, as fio's completion latency does. It returns the
-// requests completed and the wall time from the first submit to the last
+// that reaped it, as fio's total latency does. It returns the requests
+// completed and the wall time from the first submit to the last
 // completion.
 func (e *aioEngine) run(ctx context.Context, ph *randomPhase, lat *latencyRecorder) (int64, float64, error) {
 	rng := rand.New(rand.NewPCG(ph.seed, 0))
@@ -171,7 +173,22 @@ func (e *aioEngine) run(ctx context.Context, ph *randomPhase, lat *latencyRecord
 	if ph.write {
 		opcode = iocbCmdPwrite
 	}
-	prepare := func(i int) *aioIocb {
+	var (
+		done     int64
+		inflight int
+		stopping bool
+		firstErr error
+	)
+	stop := func(err error) {
+		stopping = true
+		e.pending = e.pending[:0]
+		if firstErr == nil {
+			firstErr = err
+		}
+	}
+	// submit sends request i to a new offset; false means the kernel did
+	// not take it.
+	submit := func(i int) bool {
 		off := ph.offset(rng)
 		if ph.write {
 			ph.stampWrite(e.bufs[i], off)
@@ -184,28 +201,28 @@ func (e *aioEngine) run(ctx context.Context, ph *randomPhase, lat *latencyRecord
 			nbytes: uint64(len(e.bufs[i])),
 			offset: off,
 		}
-		return &e.iocbs[i]
-	}
-	e.pending = e.pending[:0]
-	for i := range e.bufs {
-		e.pending = append(e.pending, prepare(i))
+		e.start[i] = time.Now()
+		err := e.submitOne(&e.iocbs[i])
+		switch {
+		case err == nil:
+			inflight++
+			return true
+		case errors.Is(err, unix.EAGAIN) && inflight > 0:
+			// The kernel is short of resources; completions free them.
+		case errors.Is(err, unix.EINVAL) && e.submitted == 0:
+			stop(fmt.Errorf("io_submit: %w: %w", errAIOUnsupported, err))
+		default:
+			stop(fmt.Errorf("io_submit: %w", err))
+		}
+		return false
 	}
 
-	var (
-		done     int64
-		inflight int
-		stopping bool
-		firstErr error
-	)
+	e.pending = e.pending[:0]
+	for i := range e.bufs {
+		e.pending = append(e.pending, i)
+	}
 	begin := time.Now()
 	deadline := begin.Add(ph.duration)
-	stop := func(err error) {
-		stopping = true
-		e.pending = e.pending[:0]
-		if firstErr == nil {
-			firstErr = err
-		}
-	}
 	for {
 		if !stopping {
 			if ctx.Err() != nil {
@@ -215,30 +232,17 @@ func (e *aioEngine) run(ctx context.Context, ph *randomPhase, lat *latencyRecord
 			}
 		}
 		sent := 0
-		var subErr error
-		for _, r := range e.pending {
-			e.start[r.data] = time.Now()
-			if subErr = e.submitOne(r); subErr != nil {
+		for _, i := range e.pending {
+			if stopping || !submit(i) {
 				break
 			}
-			inflight++
 			sent++
 		}
-		e.pending = e.pending[:copy(e.pending, e.pending[sent:])]
-		switch {
-		case subErr == nil:
-		case errors.Is(subErr, unix.EAGAIN) && inflight > 0:
-			// The kernel is short of resources; completions free them.
-		case errors.Is(subErr, unix.EINVAL) && e.submitted == 0:
-			stop(fmt.Errorf("io_submit: %w: %w", errAIOUnsupported, subErr))
-		default:
-			stop(fmt.Errorf("io_submit: %w", subErr))
+		if !stopping {
+			e.pending = e.pending[:copy(e.pending, e.pending[sent:])]
 		}
 		if inflight == 0 {
-			if stopping || len(e.pending) == 0 {
-				break
-			}
-			continue
+			break
 		}
 		evs, err := e.getEvents(inflight)
 		if err != nil {
@@ -251,20 +255,29 @@ func (e *aioEngine) run(ctx context.Context, ph *randomPhase, lat *latencyRecord
 		for _, ev := range evs {
 			inflight--
 			i := int(ev.data)
-			off := e.iocbs[i].offset
 			switch {
 			case ev.res < 0:
-				stop(fmt.Errorf("%s %s at %d: %w", ph.opName(), ph.name, off, unix.Errno(-ev.res)))
+				stop(fmt.Errorf("%s %s at %d: %w", ph.opName(), ph.name, e.iocbs[i].offset, unix.Errno(-ev.res)))
 				continue
 			case ev.res != int64(len(e.bufs[i])):
-				stop(fmt.Errorf("%s %s at %d: short transfer of %d of %d bytes", ph.opName(), ph.name, off, ev.res, len(e.bufs[i])))
+				stop(fmt.Errorf("%s %s at %d: short transfer of %d of %d bytes", ph.opName(), ph.name, e.iocbs[i].offset, ev.res, len(e.bufs[i])))
 				continue
 			}
 			done++
-			lat.Observe(now.Sub(e.start[i]).Seconds())
-			if !stopping {
-				e.pending = append(e.pending, prepare(i))
+			took := now.Sub(e.start[i])
+			// Resubmit before the bookkeeping: the time a request spends
+			// between completion and resubmission is queue depth lost.
+			// Resubmitting only after the whole batch was reaped kept 12
+			// of 16 requests in flight on average where fio keeps 16.
+			switch {
+			case stopping:
+			case len(e.pending) > 0:
+				// Earlier requests wait for the kernel; keep their order.
+				e.pending = append(e.pending, i)
+			case !submit(i) && !stopping:
+				e.pending = append(e.pending, i)
 			}
+			lat.Observe(took.Seconds())
 		}
 	}
 	return done, time.Since(begin).Seconds(), firstErr
