@@ -21,7 +21,6 @@ import (
 	"fmt"
 	"io"
 	"math"
-	"net"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
@@ -43,6 +42,7 @@ import (
 	"gopkg.in/yaml.v3"
 
 	"github.com/plateau-exporter/plateau_exporter/probe"
+	"github.com/plateau-exporter/plateau_exporter/probe/probetest"
 )
 
 const (
@@ -120,58 +120,6 @@ func runCommand(t *testing.T, name string, args ...string) string {
 		t.Fatalf("%s %s: %v\n%s", name, strings.Join(args, " "), err, out)
 	}
 	return strings.TrimSpace(string(out))
-}
-
-// mountLoopExt4 makes an ext4 on a loop device over a sparse file, mounts
-// it, and returns the mount point and the device's MAJ:MIN. The loop device
-// reads its backing file with direct I/O, so the page cache of the host
-// file system neither flatters the probe nor hides the throttle.
-func mountLoopExt4(t *testing.T) (mnt, devNum string) {
-	t.Helper()
-	dir := t.TempDir()
-	img := filepath.Join(dir, "ext4.img")
-	f, err := os.Create(img)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := f.Truncate(loopSize); err != nil {
-		t.Fatalf("sizing %s: %v", img, err)
-	}
-	f.Close()
-	dev := runCommand(t, "losetup", "--find", "--show", "--direct-io=on", img)
-	t.Cleanup(func() {
-		if out, err := exec.Command("losetup", "-d", dev).CombinedOutput(); err != nil {
-			t.Errorf("losetup -d %s: %v: %s", dev, err, out)
-		}
-	})
-	// No lazy init: background zeroing of inode tables would compete with
-	// the probe and move its numbers.
-	runCommand(t, "mkfs.ext4", "-q", "-F", "-E", "lazy_itable_init=0,lazy_journal_init=0", dev)
-	mnt = filepath.Join(dir, "mnt")
-	if err := os.Mkdir(mnt, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	runCommand(t, "mount", "-t", "ext4", dev, mnt)
-	t.Cleanup(func() { unmountRetrying(t, mnt) })
-	num, err := os.ReadFile(filepath.Join("/sys/block", filepath.Base(dev), "dev"))
-	if err != nil {
-		t.Fatalf("device number of %s: %v", dev, err)
-	}
-	return mnt, strings.TrimSpace(string(num))
-}
-
-// unmountRetrying waits for the last probe worker to let go of the mount,
-// then detaches it lazily rather than leave it behind.
-func unmountRetrying(t *testing.T, mnt string) {
-	for i := 0; i < 100; i++ {
-		if exec.Command("umount", mnt).Run() == nil {
-			return
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
-	if out, err := exec.Command("umount", "-l", mnt).CombinedOutput(); err != nil {
-		t.Errorf("umount -l %s: %v: %s", mnt, err, out)
-	}
 }
 
 // ioCgroup is a cgroup with the block I/O controller that the daemon runs
@@ -438,16 +386,6 @@ func waitFor(t *testing.T, what string, timeout time.Duration, cond func() (bool
 		}
 		time.Sleep(waitPoll)
 	}
-}
-
-func freeLocalAddr(t *testing.T) string {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	return l.Addr().String()
 }
 
 var httpClient = &http.Client{Timeout: 10 * time.Second}
@@ -925,7 +863,10 @@ func startAlertStack(t *testing.T) *alertStack {
 	t.Helper()
 	promBin, amBin := requireAlertingPrereqs(t)
 	s := &alertStack{dir: t.TempDir()}
-	mnt, devNum := mountLoopExt4(t)
+	// Direct I/O from the loop device to its backing file: the host's page
+	// cache neither flatters the probe nor hides the throttle.
+	loop := probetest.MountLoop(t, "ext4", loopSize)
+	mnt, devNum := loop.Mount, loop.DevNum
 	s.cgroup = newIOCgroup(t, devNum)
 	t.Logf("loop ext4 at %s (device %s); throttling through %s", mnt, devNum, s.cgroup)
 
@@ -945,7 +886,7 @@ func startAlertStack(t *testing.T) *alertStack {
 	// The shell moves itself into the cgroup before it becomes the daemon,
 	// so the daemon and every probe worker it forks are in the group from
 	// their first I/O on.
-	addr := freeLocalAddr(t)
+	addr := probetest.FreeAddr(t)
 	s.daemonURL = "http://" + addr
 	s.daemon = startProcess(t, "plateau_exporter", s.dir, "/bin/sh", "-c", `echo $$ > "$0" && exec "$@"`,
 		s.cgroup.procsFile(), s.exporter, "--config.file="+s.configFile, "--probe.hostname="+stackHostname,
@@ -962,7 +903,7 @@ func startAlertStack(t *testing.T) *alertStack {
 	s.runs = watchRuns(t, s.daemonURL+"/metrics")
 
 	s.hook = startWebhook(t)
-	amAddr := freeLocalAddr(t)
+	amAddr := probetest.FreeAddr(t)
 	s.amURL = "http://" + amAddr
 	amConfig := filepath.Join(s.dir, "alertmanager.yml")
 	writeAlertmanagerConfig(t, amConfig, s.hook.srv.URL+"/")
@@ -996,7 +937,7 @@ func startAlertStack(t *testing.T) *alertStack {
 	if len(s.shortRules[alertsFile]) == 0 {
 		t.Fatalf("%s: no `for` to shorten; the test's timing assumes them", alertsFile)
 	}
-	promAddr := freeLocalAddr(t)
+	promAddr := probetest.FreeAddr(t)
 	promConfig := filepath.Join(s.dir, "prometheus.yml")
 	writePrometheusConfig(t, promConfig, addr, amAddr, ruleFiles)
 	promData := filepath.Join(s.dir, "prometheus-data")

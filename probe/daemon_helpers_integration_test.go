@@ -7,7 +7,6 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -27,6 +26,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/plateau-exporter/plateau_exporter/probe/internal/faultfs"
+	"github.com/plateau-exporter/plateau_exporter/probe/probetest"
 )
 
 // Helpers for the reliability and security tests that run the real
@@ -140,23 +140,13 @@ type daemon struct {
 	client *http.Client
 }
 
-func freeAddr(t *testing.T) string {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	return l.Addr().String()
-}
-
 // startDaemon runs bin with the config file and waits until it answers
 // /-/healthy. Its cleanup stops it with SIGTERM (SIGKILL after 15s) and
 // prints its log if the test failed; register mounts before calling it, so
 // the daemon is gone before they are unmounted.
 func startDaemon(t *testing.T, bin, config string) *daemon {
 	t.Helper()
-	addr := freeAddr(t)
+	addr := probetest.FreeAddr(t)
 	d := &daemon{
 		t: t, url: "http://" + addr, log: &syncBuffer{}, done: make(chan struct{}),
 		client: &http.Client{Timeout: 30 * time.Second},

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/plateau-exporter/plateau_exporter/probe"
+	"github.com/plateau-exporter/plateau_exporter/probe/probetest"
 )
 
 // Every probe kind on one target of a loop-mounted ext4, through the real
@@ -19,7 +20,7 @@ func TestIntegrationAllKindsFullCycle(t *testing.T) {
 	if os.Geteuid() != 0 {
 		t.Fatal("this integration test needs root (loop device, mount); run `make integration` as root")
 	}
-	mnt := charMountExt4(t, 1<<30)
+	mnt := probetest.MountLoop(t, "ext4", 1<<30).Mount
 	probes := map[string]string{
 		"seq":    "{name: seq, kind: sequential, workers: 2, file_size: 32MiB, block_size: 4MiB}",
 		"cold":   "{name: cold, kind: sequential, workers: 1, file_size: 16MiB, block_size: 4MiB, read_after: 3s}",
@@ -56,7 +57,7 @@ func TestIntegrationAllKindsFullCycle(t *testing.T) {
 	}
 	// The cold probe reads only from its second run on, once a generation
 	// is read_after old.
-	waitUntil(t, "a rate above zero for every op of every probe", 4*time.Minute, func() bool { return len(missing()) == 0 })
+	probetest.WaitUntil(t, "a rate above zero for every op of every probe", 4*time.Minute, func() bool { return len(missing()) == 0 })
 	m := d.metrics()
 	for name := range kinds {
 		if v := value(m, fmt.Sprintf(`plateau_probe_errors_total{kind="%s",probe="%s",reason="other"`, kinds[name], name)); v != 0 {

@@ -24,6 +24,8 @@ import (
 	"time"
 
 	"golang.org/x/crypto/bcrypt"
+
+	"github.com/plateau-exporter/plateau_exporter/probe/probetest"
 )
 
 // The endpoint's security is exporter-toolkit's web config (TLS and bcrypt
@@ -162,7 +164,7 @@ type tlsDaemon struct {
 func startTLSDaemon(t *testing.T, f *webFixture) *tlsDaemon {
 	t.Helper()
 	cfg, _ := writeConfig(t, "{name: s, kind: sequential, file_size: 1MiB, block_size: 1MiB, interval: 1h, timeout: 1m}")
-	addr := freeAddr(t)
+	addr := probetest.FreeAddr(t)
 	d := &tlsDaemon{
 		addr:   addr,
 		url:    "https://" + addr,
@@ -193,7 +195,7 @@ func startTLSDaemon(t *testing.T, f *webFixture) *tlsDaemon {
 			t.Logf("daemon log:\n%s", d.stderr.String())
 		}
 	})
-	waitUntil(t, "the daemon to answer /-/healthy over TLS with credentials", 30*time.Second, func() bool {
+	probetest.WaitUntil(t, "the daemon to answer /-/healthy over TLS with credentials", 30*time.Second, func() bool {
 		select {
 		case <-d.done:
 			t.Fatalf("daemon exited: %s", d.stderr.String())
@@ -380,7 +382,7 @@ func TestWebConfigRefusedAtStart(t *testing.T) {
 				path = f.write(t, strings.ReplaceAll(c.name, " ", "-")+".yml", c.edit)
 			}
 			cfg, _ := writeConfig(t, "{name: s, kind: sequential, file_size: 1MiB, block_size: 1MiB, interval: 1h, timeout: 1m}")
-			cmd := exec.Command(binary, "--web.listen-address="+freeAddr(t), "--web.config.file="+path,
+			cmd := exec.Command(binary, "--web.listen-address="+probetest.FreeAddr(t), "--web.config.file="+path,
 				"--config.file="+cfg, "--probe.hostname=n1", "--collector.disable-defaults")
 			var stderr syncBuffer
 			cmd.Stderr = &stderr

@@ -9,6 +9,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/plateau-exporter/plateau_exporter/probe/probetest"
 )
 
 // configWithBaselines writes a config whose baselines_file is baselines
@@ -71,7 +73,7 @@ func TestDaemonRunsWithoutBadBaselines(t *testing.T) {
 	baselines := filepath.Join(dir, "baselines.yml")
 	cfg := configWithBaselines(t, baselines)
 	d := startDaemon(t, "--config.file="+cfg, "--probe.hostname=n1", "--collector.disable-defaults")
-	waitUntil(t, "a probe run without baselines", 30*time.Second, func() bool { return successes(d.metrics()) >= 1 })
+	probetest.WaitUntil(t, "a probe run without baselines", 30*time.Second, func() bool { return successes(d.metrics()) >= 1 })
 	m := d.metrics()
 	if value(m, "plateau_baselines_last_load_successful ") != 0 || strings.Contains(m, "plateau_probe_ratio{") {
 		t.Fatalf("missing baselines: gauge %v, ratio exported: %v", value(m, "plateau_baselines_last_load_successful "), strings.Contains(m, "plateau_probe_ratio{"))
@@ -93,7 +95,7 @@ func TestDaemonRunsWithoutBadBaselines(t *testing.T) {
 	if code, _ := httpPost(d.url + "/-/reload"); code != 200 {
 		t.Fatalf("reload: HTTP %d", code)
 	}
-	waitUntil(t, "ratios once the baselines are fixed", 30*time.Second, func() bool {
+	probetest.WaitUntil(t, "ratios once the baselines are fixed", 30*time.Second, func() bool {
 		m := d.metrics()
 		return value(m, "plateau_baselines_last_load_successful ") == 1 && value(m, `plateau_probe_ratio{kind="sequential",op="read"`) > 0
 	})

@@ -23,6 +23,7 @@ import (
 	"time"
 
 	"github.com/plateau-exporter/plateau_exporter/probe"
+	"github.com/plateau-exporter/plateau_exporter/probe/probetest"
 )
 
 // The characterize acceptance test on a real block device: a loop-mounted
@@ -32,65 +33,10 @@ import (
 
 func charRequire(t *testing.T) {
 	t.Helper()
-	if os.Geteuid() != 0 {
-		t.Fatal("this integration test needs root (loop device, mount); run `make integration` as root")
-	}
+	probetest.RequireRoot(t)
 	for cmd, pkg := range map[string]string{"losetup": "util-linux", "mkfs.ext4": "e2fsprogs", "mount": "mount", "chromium": "chromium"} {
-		if _, err := exec.LookPath(cmd); err != nil {
-			t.Fatalf("%s not found: install the Debian package %s (listed in .ci/packages.txt)", cmd, pkg)
-		}
+		probetest.RequireCommand(t, cmd, pkg)
 	}
-}
-
-func charRun(t *testing.T, name string, args ...string) string {
-	t.Helper()
-	out, err := exec.Command(name, args...).CombinedOutput()
-	if err != nil {
-		t.Fatalf("%s %s: %v\n%s", name, strings.Join(args, " "), err, out)
-	}
-	return strings.TrimSpace(string(out))
-}
-
-// charMountExt4 makes a size-byte ext4 on a loop device with direct I/O to
-// its backing file (so the host's page cache does not flatter the numbers)
-// and mounts it; cleanup unmounts and detaches it even when the test fails.
-func charMountExt4(t *testing.T, size int64) string {
-	t.Helper()
-	dir := t.TempDir()
-	img := filepath.Join(dir, "ext4.img")
-	f, err := os.Create(img)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := f.Truncate(size); err != nil {
-		t.Fatal(err)
-	}
-	f.Close()
-	dev := charRun(t, "losetup", "--find", "--show", "--direct-io=on", img)
-	t.Cleanup(func() {
-		if out, err := exec.Command("losetup", "-d", dev).CombinedOutput(); err != nil {
-			t.Errorf("losetup -d %s: %v: %s", dev, err, out)
-		}
-	})
-	// No lazy init: background zeroing would disturb the measurements.
-	charRun(t, "mkfs.ext4", "-q", "-F", "-E", "lazy_itable_init=0,lazy_journal_init=0", dev)
-	mnt := filepath.Join(dir, "mnt")
-	if err := os.Mkdir(mnt, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	charRun(t, "mount", "-t", "ext4", dev, mnt)
-	t.Cleanup(func() {
-		for i := 0; i < 50; i++ {
-			if exec.Command("umount", mnt).Run() == nil {
-				return
-			}
-			time.Sleep(100 * time.Millisecond)
-		}
-		if out, err := exec.Command("umount", "-l", mnt).CombinedOutput(); err != nil {
-			t.Errorf("umount -l %s: %v: %s", mnt, err, out)
-		}
-	})
-	return mnt
 }
 
 var sampleLine = regexp.MustCompile(`(?m)^(\w+)\{([^}]*)\} (\S+)$`)
@@ -118,7 +64,7 @@ func series(metrics, name, label1, label2 string) map[string]float64 {
 
 func TestIntegrationCharacterizeOnLoopExt4(t *testing.T) {
 	charRequire(t)
-	mnt := charMountExt4(t, 1<<30)
+	mnt := probetest.MountLoop(t, "ext4", 1<<30).Mount
 	target := filepath.Join(mnt, "plateau")
 	if err := os.Mkdir(target, 0o755); err != nil {
 		t.Fatal(err)
@@ -329,7 +275,7 @@ func characterizeAndCompare(t *testing.T, cfg, baseFile string, ops map[string][
 	const runsPerProbe = 3
 	// Scrapes are spaced out: on two cores a tight loop of them would
 	// slow the CPU-bound metadata probe it measures.
-	pollUntil(t, fmt.Sprintf("%d runs of every probe with a ratio for each op", runsPerProbe), 4*time.Minute, func() bool {
+	probetest.WaitUntil(t, fmt.Sprintf("%d runs of every probe with a ratio for each op", runsPerProbe), 4*time.Minute, func() bool {
 		m := d.metrics()
 		ratio := series(m, "plateau_probe_ratio", "probe", "op")
 		for p, list := range ops {
@@ -367,17 +313,6 @@ func characterizeAndCompare(t *testing.T, cfg, baseFile string, ops map[string][
 		}
 	}
 	return baselines, off
-}
-
-func pollUntil(t *testing.T, what string, timeout time.Duration, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %s waiting for %s", timeout, what)
-		}
-		time.Sleep(250 * time.Millisecond)
-	}
 }
 
 // screenshot renders an SVG in headless Chromium and checks that the PNG

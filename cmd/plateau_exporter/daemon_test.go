@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -16,6 +15,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/plateau-exporter/plateau_exporter/probe/probetest"
 )
 
 // binary is the plateau_exporter built once for all tests in this package.
@@ -66,21 +67,11 @@ func (s *syncBuffer) String() string {
 	return s.b.String()
 }
 
-func freeAddr(t *testing.T) string {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	return l.Addr().String()
-}
-
 // startDaemon runs the binary with args plus a free listen address and
 // waits until it answers /-/healthy.
 func startDaemon(t *testing.T, args ...string) *daemon {
 	t.Helper()
-	addr := freeAddr(t)
+	addr := probetest.FreeAddr(t)
 	d := &daemon{t: t, url: "http://" + addr, stderr: &syncBuffer{}, done: make(chan struct{})}
 	d.cmd = exec.Command(binary, append([]string{"--web.listen-address=" + addr, "--log.level=debug"}, args...)...)
 	d.cmd.Stderr = d.stderr
@@ -100,7 +91,7 @@ func startDaemon(t *testing.T, args ...string) *daemon {
 			t.Logf("daemon log:\n%s", d.stderr.String())
 		}
 	})
-	waitUntil(t, "the daemon to answer /-/healthy", 30*time.Second, func() bool {
+	probetest.WaitUntil(t, "the daemon to answer /-/healthy", 30*time.Second, func() bool {
 		select {
 		case <-d.done:
 			t.Fatalf("daemon exited: %s", d.stderr.String())
@@ -158,17 +149,6 @@ func httpPost(url string) (int, error) {
 	}
 	resp.Body.Close()
 	return resp.StatusCode, nil
-}
-
-func waitUntil(t *testing.T, what string, timeout time.Duration, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %s waiting for %s", timeout, what)
-		}
-		time.Sleep(25 * time.Millisecond)
-	}
 }
 
 // writeConfig writes a config with one probe on a fresh target directory

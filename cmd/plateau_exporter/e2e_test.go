@@ -8,6 +8,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/plateau-exporter/plateau_exporter/probe/probetest"
 )
 
 var update = flag.Bool("update", false, "rewrite testdata/metrics.golden from this run")
@@ -74,7 +76,7 @@ func TestGoldenMetrics(t *testing.T) {
 		"--collector.gpfs.mmhealth-path="+filepath.Join(gpfs, "mmhealth"), "--collector.gpfs.nsd",
 		// No real /dev/nvme* of the machine running the test may leak in.
 		"--collector.nvme.dev-dir="+t.TempDir())
-	waitUntil(t, "a successful run of every probe", 60*time.Second, func() bool {
+	probetest.WaitUntil(t, "a successful run of every probe", 60*time.Second, func() bool {
 		m := d.metrics()
 		return value(m, `plateau_probe_success{kind="sequential"`) == 1 && value(m, `plateau_probe_success{kind="metadata"`) == 1
 	})

@@ -12,6 +12,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/plateau-exporter/plateau_exporter/probe/probetest"
 )
 
 // A scrape reads a snapshot: it must answer while a probe runs, in far
@@ -48,7 +50,7 @@ func TestScrapeDoesNotWaitForProbe(t *testing.T) {
 
 func TestBadConfigRejectedAtStart(t *testing.T) {
 	cfg, _ := writeConfig(t, "{name: s, kind: sequential, file_size: 12 parsecs, colour: red}")
-	cmd := exec.Command(binary, "--config.file="+cfg, "--web.listen-address="+freeAddr(t))
+	cmd := exec.Command(binary, "--config.file="+cfg, "--web.listen-address="+probetest.FreeAddr(t))
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr
 	err := cmd.Run()
@@ -77,7 +79,7 @@ func TestReloadKeepsRunningConfigOnError(t *testing.T) {
 	if err := d.cmd.Process.Signal(syscall.SIGHUP); err != nil {
 		t.Fatal(err)
 	}
-	waitUntil(t, "reload_successful 0 after SIGHUP with a bad config", 20*time.Second, func() bool {
+	probetest.WaitUntil(t, "reload_successful 0 after SIGHUP with a bad config", 20*time.Second, func() bool {
 		return value(d.metrics(), "plateau_config_last_reload_successful ") == 0
 	})
 	if !strings.Contains(d.stderr.String(), cfg+":7: targets[0].bogus: unknown key") {
@@ -85,7 +87,7 @@ func TestReloadKeepsRunningConfigOnError(t *testing.T) {
 	}
 	// The old config keeps running: its probe still runs and is exported.
 	before := successes(d.metrics())
-	waitUntil(t, "the old config's probe to keep running", 30*time.Second, func() bool { return successes(d.metrics()) > before })
+	probetest.WaitUntil(t, "the old config's probe to keep running", 30*time.Second, func() bool { return successes(d.metrics()) > before })
 
 	// The HTTP reload answers the same error, and only to POST.
 	if code, _ := d.get("/-/reload"); code != http.StatusMethodNotAllowed {
@@ -119,7 +121,7 @@ func TestKilledRunLeftoversSweptAfterRestart(t *testing.T) {
 	probeDir := filepath.Join(target, "n1")
 	d := startDaemon(t, "--config.file="+cfg, "--probe.hostname=n1", "--collector.disable-defaults")
 	var runDirs []string
-	waitUntil(t, "a run directory with data in it", 60*time.Second, func() bool {
+	probetest.WaitUntil(t, "a run directory with data in it", 60*time.Second, func() bool {
 		runDirs, _ = filepath.Glob(filepath.Join(probeDir, "run.*"))
 		if len(runDirs) != 1 {
 			return false
@@ -137,7 +139,7 @@ func TestKilledRunLeftoversSweptAfterRestart(t *testing.T) {
 	<-d.done
 	// The worker dies with its parent (parent-death signal); its files stay.
 	for _, pid := range workers {
-		waitUntil(t, "the orphaned worker to die", 20*time.Second, func() bool {
+		probetest.WaitUntil(t, "the orphaned worker to die", 20*time.Second, func() bool {
 			stat, err := os.ReadFile("/proc/" + pid + "/stat")
 			return err != nil || strings.Contains(string(stat), ") Z ")
 		})
@@ -146,7 +148,7 @@ func TestKilledRunLeftoversSweptAfterRestart(t *testing.T) {
 		t.Fatalf("the killed run left nothing to sweep (%v); the test proves nothing", err)
 	}
 	d2 := startDaemon(t, "--config.file="+cfg, "--probe.hostname=n1", "--collector.disable-defaults")
-	waitUntil(t, "the new daemon's first successful run", 60*time.Second, func() bool { return successes(d2.metrics()) >= 1 })
+	probetest.WaitUntil(t, "the new daemon's first successful run", 60*time.Second, func() bool { return successes(d2.metrics()) >= 1 })
 	if _, err := os.Stat(runDirs[0]); !os.IsNotExist(err) {
 		t.Fatalf("killed run's directory %s survived the first run after restart (%v)", runDirs[0], err)
 	}

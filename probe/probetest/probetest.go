@@ -1,0 +1,157 @@
+// Package probetest holds what plateau_exporter's tests in several packages
+// share: a free loopback address, polling with a deadline, and, for the
+// root-only tests, loop-mounted and tmpfs file systems that are torn down
+// even when a test fails. Only tests import it.
+package probetest
+
+import (
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+// FreeAddr returns a loopback address with a port free at the time of the
+// call, for a daemon the test starts.
+func FreeAddr(t testing.TB) string {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	return l.Addr().String()
+}
+
+// WaitUntil polls cond until it holds, failing the test after timeout.
+// Tests wait for states, never for fixed times: a loaded two-core machine
+// is slow, and the tests assert that a state comes, not how fast.
+func WaitUntil(t testing.TB, what string, timeout time.Duration, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out after %s waiting for %s", timeout, what)
+		}
+		time.Sleep(25 * time.Millisecond)
+	}
+}
+
+// RequireRoot fails, never skips, a test that needs root: under
+// `make integration` a test that cannot run must say so.
+func RequireRoot(t testing.TB) {
+	t.Helper()
+	if os.Geteuid() != 0 {
+		t.Fatalf("this test needs root (loop devices, mounts, cgroups); run `make integration` as root (euid is %d)", os.Geteuid())
+	}
+}
+
+// RequireCommand fails the test when a command is missing, naming the
+// Debian package that provides it.
+func RequireCommand(t testing.TB, name, pkg string) {
+	t.Helper()
+	if _, err := exec.LookPath(name); err != nil {
+		t.Fatalf("%s not found: install the Debian package %s (listed in .ci/packages.txt)", name, pkg)
+	}
+}
+
+// Run runs a command and returns its trimmed output, failing the test on
+// error.
+func Run(t testing.TB, name string, args ...string) string {
+	t.Helper()
+	out, err := exec.Command(name, args...).CombinedOutput()
+	if err != nil {
+		t.Fatalf("%s %s: %v\n%s", name, strings.Join(args, " "), err, out)
+	}
+	return strings.TrimSpace(string(out))
+}
+
+// Loop is a file system on a loop device.
+type Loop struct {
+	// Mount is where it is mounted.
+	Mount string
+	// Device is the loop device, e.g. /dev/loop3.
+	Device string
+	// DevNum is its "major:minor", as cgroup I/O throttles name devices.
+	DevNum string
+}
+
+// MountLoop creates a size-byte file system of fstype (ext4 or xfs) on a
+// loop device with direct I/O to its sparse backing file, so the host's
+// page cache does not flatter the numbers, and mounts it with mountOpts.
+// Cleanup unmounts it and detaches the device even when the test fails.
+func MountLoop(t testing.TB, fstype string, size int64, mountOpts ...string) Loop {
+	t.Helper()
+	RequireRoot(t)
+	RequireCommand(t, "losetup", "util-linux")
+	RequireCommand(t, "mkfs."+fstype, map[string]string{"ext4": "e2fsprogs", "xfs": "xfsprogs"}[fstype])
+	dir := t.TempDir()
+	img := filepath.Join(dir, fstype+".img")
+	f, err := os.Create(img)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := f.Truncate(size); err != nil {
+		t.Fatal(err)
+	}
+	f.Close()
+	l := Loop{Device: Run(t, "losetup", "--find", "--show", "--direct-io=on", img)}
+	t.Cleanup(func() {
+		if out, err := exec.Command("losetup", "-d", l.Device).CombinedOutput(); err != nil {
+			t.Errorf("losetup -d %s: %v: %s", l.Device, err, out)
+		}
+	})
+	dev, err := os.ReadFile(filepath.Join("/sys/block", filepath.Base(l.Device), "dev"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	l.DevNum = strings.TrimSpace(string(dev))
+	switch fstype {
+	case "ext4":
+		// No lazy init: background zeroing would disturb the measurements.
+		Run(t, "mkfs.ext4", "-q", "-F", "-E", "lazy_itable_init=0,lazy_journal_init=0", l.Device)
+	default:
+		Run(t, "mkfs."+fstype, "-q", "-f", l.Device)
+	}
+	l.Mount = filepath.Join(dir, "mnt")
+	if err := os.Mkdir(l.Mount, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	args := []string{"-t", fstype}
+	if len(mountOpts) > 0 {
+		args = append(args, "-o", strings.Join(mountOpts, ","))
+	}
+	Run(t, "mount", append(args, l.Device, l.Mount)...)
+	t.Cleanup(func() { Unmount(t, l.Mount) })
+	return l
+}
+
+// MountTmpfs mounts a private tmpfs of the given size ("256m").
+func MountTmpfs(t testing.TB, size string) string {
+	t.Helper()
+	RequireRoot(t)
+	mnt := filepath.Join(t.TempDir(), "tmpfs")
+	if err := os.Mkdir(mnt, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	Run(t, "mount", "-t", "tmpfs", "-o", "size="+size+",mode=0755", "tmpfs", mnt)
+	t.Cleanup(func() { Unmount(t, mnt) })
+	return mnt
+}
+
+// Unmount retries while something still holds the mount (a worker being
+// killed), then detaches it lazily, so no test leaves a mount behind.
+func Unmount(t testing.TB, mnt string) {
+	for i := 0; i < 50; i++ {
+		if exec.Command("umount", mnt).Run() == nil {
+			return
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	if out, err := exec.Command("umount", "-l", mnt).CombinedOutput(); err != nil {
+		t.Errorf("umount -l %s: %v: %s", mnt, err, out)
+	}
+}
