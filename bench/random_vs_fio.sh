@@ -94,7 +94,7 @@ done
 # fio must not have changed what makes the kept file valid for the probe.
 [ "$(stat -c '%s %a' "$file")" = "$bytes 600" ] || { echo "kept file changed: $(stat -c '%s %a' "$file")"; exit 1; }
 
-python3 - "$results" "$size" "$bs" "$depth" "$secs" "$(findmnt -n -o FSTYPE -T "$(dirname "$img")")" <<'PY'
+python3 - "$results" "$size" "$bs" "$depth" "$secs" "$(findmnt -n -o FSTYPE -T "$(dirname "$img")" | head -1)" <<'PY'
 import statistics, sys
 rows = [list(map(float, l.split())) for l in open(sys.argv[1])]
 print(f"random probe (libaio engine) vs fio --ioengine=libaio on loop ext4 (direct-io loop on {sys.argv[6]}), file {sys.argv[2]}, "
