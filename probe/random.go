@@ -124,6 +124,16 @@ func runRandomWith(ctx context.Context, rc *runContext, engine string) (err erro
 	}
 	defer f.Close()
 	fd := int(f.Fd())
+	// The checks in prepareRandomFile looked at the name; what was opened
+	// could have been swapped in since. Check the open file itself before
+	// writing into it.
+	var st unix.Stat_t
+	if err := unix.Fstat(fd, &st); err != nil {
+		return fmt.Errorf("stat %s/%s: %w", keep.path(), randomFileName, err)
+	}
+	if st.Mode&unix.S_IFMT != unix.S_IFREG || st.Nlink != 1 || int(st.Uid) != os.Geteuid() || st.Size != p.FileSize {
+		return fmt.Errorf("%w: %s/%s changed between its check and its open", errUnsafe, keep.path(), randomFileName)
+	}
 	if !mode.direct {
 		// Without O_DIRECT, readahead would fetch neighbours of each block
 		// into the cache and flatter the next random reads.
