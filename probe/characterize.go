@@ -46,6 +46,9 @@ type Step struct {
 	Level    int
 	// Run counts from 1 to Runs within the baseline or the sweep step.
 	Run, Runs int
+	// Started is when the run was started; baseline runs of a probe start
+	// at least Spacing apart by this clock reading.
+	Started time.Time
 }
 
 func (s Step) String() string {
@@ -82,6 +85,7 @@ type Characterizer struct {
 	Now func() time.Time
 
 	total, index int
+	lastStart    time.Time
 }
 
 // Plan counts the runs that characterizing probes takes (with sweeps when
@@ -119,16 +123,14 @@ func (c *Characterizer) Baseline(ctx context.Context, ref ProbeRef) (*Measured, 
 	m := &Measured{Target: ref.Target.Name, Probe: p, Entries: map[string]*Baseline{}, Values: map[string][]float64{}}
 	step := Step{Total: c.total, Target: ref.Target.Name, Probe: p.Name, Kind: p.Kind, Runs: c.Runs}
 	var direct []bool
-	var last time.Time
 	for run := 1; run <= c.Runs; run++ {
 		step.Run = run
 		if run > 1 && c.Spacing > 0 {
-			if err := sleepCtx(ctx, time.Until(last.Add(c.Spacing))); err != nil {
+			if err := sleepCtx(ctx, time.Until(c.lastStart.Add(c.Spacing))); err != nil {
 				c.index += c.Runs - run + 1
 				return nil, fmt.Errorf("%s/%s: before run %d of %d: %w", ref.Target.Name, p.Name, run, c.Runs, err)
 			}
 		}
-		last = time.Now()
 		res := c.runStep(ctx, step, NewRequest(ref.Target, p, c.Hostname))
 		if err := resultError(res); err != nil {
 			c.index += c.Runs - run
@@ -223,6 +225,8 @@ func sleepCtx(ctx context.Context, d time.Duration) error {
 func (c *Characterizer) runStep(ctx context.Context, step Step, req Request) *Result {
 	c.index++
 	step.Index = c.index
+	step.Started = time.Now()
+	c.lastStart = step.Started
 	if c.OnStart != nil {
 		c.OnStart(step)
 	}

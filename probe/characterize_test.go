@@ -464,8 +464,8 @@ func TestCharacterizeSpacesBaselineRuns(t *testing.T) {
 	target := targetWith(t.TempDir(), smallSeq("seq"))
 	rec := &recorder{}
 	var starts []time.Time
-	rec.before = func(int, Request) { starts = append(starts, time.Now()) }
 	c := newCharacterizer(rec, 3, 0, 0)
+	c.OnStart = func(s Step) { starts = append(starts, s.Started) }
 	c.Spacing = 300 * time.Millisecond
 	c.Plan([]ProbeRef{{target, target.Probes[0]}})
 	if _, err := c.Baseline(context.Background(), ProbeRef{target, target.Probes[0]}); err != nil {
