@@ -164,6 +164,9 @@ func ParseBaselines(data []byte, source string) (*Baselines, error) {
 			p.unknown(k, key)
 			return
 		}
+		if v.Kind == yaml.ScalarNode && v.Tag == "!!null" {
+			return // "targets:" with nothing under it: no baselines yet
+		}
 		p.mapping(v, "targets", func(target string, _, tv *yaml.Node) {
 			p.mapping(tv, "targets."+target, func(probe string, _, pv *yaml.Node) {
 				p.baselineProbe(out, target, probe, pv)
@@ -295,6 +298,10 @@ func (b *Baselines) Marshal() []byte {
 	sb.WriteString("# plateau_exporter baselines: what each probe achieves on a known-good system.\n")
 	sb.WriteString("# Written by `plateau_exporter characterize`; entries may be edited or added by hand\n")
 	sb.WriteString("# (leave out params to apply an entry whatever the probe's parameters).\n")
+	if len(keys) == 0 {
+		sb.WriteString("targets: {}\n")
+		return []byte(sb.String())
+	}
 	sb.WriteString("targets:\n")
 	lastTarget := ""
 	for _, pk := range keys {

@@ -162,3 +162,18 @@ func TestBaselineBackupsNeverOverwrite(t *testing.T) {
 		seen[backup] = true
 	}
 }
+
+// An empty set (a config whose probes all failed to characterize) must
+// write a file that reads back, and a hand-written "targets:" with nothing
+// under it means no baselines, not an error.
+func TestEmptyBaselinesRoundTrip(t *testing.T) {
+	for _, text := range []string{"", "targets:\n", "targets: {}\n"} {
+		b, err := ParseBaselines([]byte(text), "b.yml")
+		if err != nil || len(b.Entries) != 0 {
+			t.Fatalf("%q: %v, %d entries", text, err, len(b.Entries))
+		}
+		if _, err := ParseBaselines(b.Marshal(), "again.yml"); err != nil {
+			t.Fatalf("%q: marshalled empty baselines do not parse: %v\n%s", text, err, b.Marshal())
+		}
+	}
+}
