@@ -175,11 +175,9 @@ func (s *Scheduler) runSlot(ctx context.Context, logger log.Logger, t *Target, p
 		moved += op.Bytes
 	}
 	g.budget.spend(s.now(), moved)
-	s.store.Record(out)
-	if out.Stuck != nil {
-		s.store.Abandon(t.Name, out.Stuck)
-	}
 	r := out.Result
+	// Log before the store shows the result, so whoever sees a failure
+	// on /metrics finds its reason in the log.
 	switch {
 	case r.Skipped != "":
 		level.Info(logger).Log("msg", "probe skipped", "reason", r.Skipped, "detail", r.Error)
@@ -194,6 +192,10 @@ func (s *Scheduler) runSlot(ctx context.Context, logger log.Logger, t *Target, p
 			kv = append(kv, "swept_leftovers", r.Swept)
 		}
 		level.Debug(logger).Log(kv...)
+	}
+	s.store.Record(out)
+	if out.Stuck != nil {
+		s.store.Abandon(t.Name, out.Stuck)
 	}
 }
 

@@ -78,9 +78,9 @@ func TestDaemonRunsWithoutBadBaselines(t *testing.T) {
 	if value(m, "plateau_baselines_last_load_successful ") != 0 || strings.Contains(m, "plateau_probe_ratio{") {
 		t.Fatalf("missing baselines: gauge %v, ratio exported: %v", value(m, "plateau_baselines_last_load_successful "), strings.Contains(m, "plateau_probe_ratio{"))
 	}
-	if !strings.Contains(d.stderr.String(), "baselines not loaded") || !strings.Contains(d.stderr.String(), "no such file") {
-		t.Errorf("no clear log line about the missing file:\n%s", d.stderr.String())
-	}
+	probetest.WaitUntil(t, "a clear log line about the missing file", 10*time.Second, func() bool {
+		return strings.Contains(d.stderr.String(), "baselines not loaded") && strings.Contains(d.stderr.String(), "no such file")
+	})
 	if err := os.WriteFile(baselines, []byte("targets:\n  e2e:\n    s:\n      kind: sequential\n      ops:\n        write: {bytes_per_second: lots}\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
@@ -88,9 +88,9 @@ func TestDaemonRunsWithoutBadBaselines(t *testing.T) {
 	if err != nil || resp != 200 {
 		t.Fatalf("reload with a corrupt baselines file must keep the config: HTTP %d, %v", resp, err)
 	}
-	if !strings.Contains(d.stderr.String(), baselines+":6: targets.e2e.s.ops.write.bytes_per_second") {
-		t.Errorf("log does not name the corrupt line and field:\n%s", d.stderr.String())
-	}
+	probetest.WaitUntil(t, "a log line naming the corrupt line and field", 10*time.Second, func() bool {
+		return strings.Contains(d.stderr.String(), baselines+":6: targets.e2e.s.ops.write.bytes_per_second")
+	})
 	writeBaseline(t, baselines, 1e6)
 	if code, _ := httpPost(d.url + "/-/reload"); code != 200 {
 		t.Fatalf("reload: HTTP %d", code)

@@ -78,8 +78,9 @@ func (r *reloader) reload() error {
 	defer r.mu.Unlock()
 	cfg, err := loadConfig(r.name)
 	if err != nil {
-		r.success.Set(0)
+		// Log before the gauge flips, so whoever sees the 0 finds the why.
 		level.Error(r.logger).Log("msg", "reload failed; keeping the running config", "err", err)
+		r.success.Set(0)
 		return err
 	}
 	r.apply(cfg)

@@ -82,9 +82,10 @@ func TestReloadKeepsRunningConfigOnError(t *testing.T) {
 	probetest.WaitUntil(t, "reload_successful 0 after SIGHUP with a bad config", 20*time.Second, func() bool {
 		return value(d.metrics(), "plateau_config_last_reload_successful ") == 0
 	})
-	if !strings.Contains(d.stderr.String(), cfg+":7: targets[0].bogus: unknown key") {
-		t.Errorf("log does not name the bad line and field:\n%s", d.stderr.String())
-	}
+	// The log line travels through a pipe; wait for it rather than race it.
+	probetest.WaitUntil(t, "a log line naming the bad line and field", 10*time.Second, func() bool {
+		return strings.Contains(d.stderr.String(), cfg+":7: targets[0].bogus: unknown key")
+	})
 	// The old config keeps running: its probe still runs and is exported.
 	before := successes(d.metrics())
 	probetest.WaitUntil(t, "the old config's probe to keep running", 30*time.Second, func() bool { return successes(d.metrics()) > before })
