@@ -19,35 +19,13 @@ size=${3:-1GiB}
 bs=${4:-4KiB}
 depth=${5:-16}
 cd "$(dirname "$0")/.."
-[ "$(id -u)" = 0 ] || { echo "needs root (loop device, mount)"; exit 1; }
-for c in fio mkfs.ext4 losetup python3; do command -v $c >/dev/null || { echo "missing $c"; exit 1; }; done
-make -s build
-
-work=$(mktemp -d)
-img="${BENCH_IMG_DIR:-$work}/plateau-random-bench.$$.img"
-dev=""
-results=""
-cleanup() {
-	mountpoint -q "$work/mnt" && umount "$work/mnt"
-	[ -n "$dev" ] && losetup -d "$dev"
-	rm -rf "$work"
-	rm -f "$img"
-	[ -n "$results" ] && rm -f "$results"
-	return 0
-}
-trap cleanup EXIT
-truncate -s 8G "$img"
-dev=$(losetup --find --show --direct-io=on "$img")
-mkfs.ext4 -q -F -E lazy_itable_init=0,lazy_journal_init=0 "$dev"
-mkdir "$work/mnt"
-mount "$dev" "$work/mnt"
-
-tobytes() { python3 -c "import sys; u={'KiB':1<<10,'MiB':1<<20,'GiB':1<<30}; s=sys.argv[1]; print(int(s[:-3])*u[s[-3:]])" "$1"; }
-bytes=$(tobytes "$size")
-bsbytes=$(tobytes "$bs")
+. bench/lib.sh
+results="$work/results"
+size_b=$(bytes "$size")
+bsbytes=$(bytes "$bs")
 request=$(printf '{"target":"bench","path":"%s","hostname":"bench","probe":{"name":"rand","kind":"random","file_size":%d,"block_size":%d,"queue_depth":%d,"duration":%d,"interval":3600000000000,"timeout":600000000000}}' \
-	"$work/mnt" "$bytes" "$bsbytes" "$depth" "$((secs * 1000000000))")
-file="$work/mnt/bench/keep.rand/random.dat"
+	"$mnt" "$size_b" "$bsbytes" "$depth" "$((secs * 1000000000))")
+file="$mnt/bench/keep.rand/random.dat"
 
 # Prints read IOPS, write IOPS, read and write mean latency (s).
 probe_run() {
@@ -62,7 +40,7 @@ print(rd["operations"] / rd["seconds"], wr["operations"] / wr["seconds"],
       rd["latency"]["sum"] / rd["latency"]["count"], wr["latency"]["sum"] / wr["latency"]["count"])'
 }
 fio_one() {
-	fio --name="$1" --filename="$file" --rw="$1" --bs="$bsbytes" --size="$bytes" --direct=1 \
+	fio --name="$1" --filename="$file" --rw="$1" --bs="$bsbytes" --size="$size_b" --direct=1 \
 		--ioengine=libaio --iodepth="$depth" --runtime="$secs" --time_based --norandommap \
 		--output-format=json | python3 -c '
 import json, sys
@@ -80,19 +58,11 @@ fio_run() {
 # The first run preallocates the file (untimed here) so that every round,
 # probe or fio, works on the same complete file.
 echo "$request" | ./plateau_exporter probe-worker >/dev/null
-[ "$(stat -c %s "$file")" = "$bytes" ] || { echo "probe did not preallocate $file"; exit 1; }
+[ "$(stat -c %s "$file")" = "$size_b" ] || { echo "probe did not preallocate $file"; exit 1; }
 
-results=$(mktemp)
-for i in $(seq 1 "$rounds"); do
-	if [ $((i % 2)) = 1 ]; then
-		p=$(probe_run); f=$(fio_run)
-	else
-		f=$(fio_run); p=$(probe_run)
-	fi
-	echo "$i $p $f" >> "$results"
-done
+alternate "$rounds" "$results"
 # fio must not have changed what makes the kept file valid for the probe.
-[ "$(stat -c '%s %a' "$file")" = "$bytes 600" ] || { echo "kept file changed: $(stat -c '%s %a' "$file")"; exit 1; }
+[ "$(stat -c '%s %a' "$file")" = "$size_b 600" ] || { echo "kept file changed: $(stat -c '%s %a' "$file")"; exit 1; }
 
 python3 - "$results" "$size" "$bs" "$depth" "$secs" "$(findmnt -n -o FSTYPE -T "$(dirname "$img")" | head -1)" <<'PY'
 import statistics, sys

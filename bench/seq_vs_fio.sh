@@ -15,11 +15,7 @@ size_b=$(bytes "$size")
 bs_b=$(bytes "$bs")
 probe_json=$(printf '{"name":"seq","kind":"sequential","workers":1,"file_size":%d,"block_size":%d,"interval":3600000000000,"timeout":600000000000}' "$size_b" "$bs_b")
 
-probe_run() {
-	local out
-	out=$(probe_rates "$probe_json")
-	echo "$(grep ^write: <<<"$out" | cut -d: -f2) $(grep ^read: <<<"$out" | cut -d: -f2)"
-}
+probe_run() { probe_write_read "$probe_json"; }
 fio_run() {
 	local f="$mnt/fio/f0" w r
 	rm -f "$f"
@@ -30,10 +26,5 @@ fio_run() {
 }
 
 results="$work/results"
-for i in $(seq 1 "$rounds"); do
-	if [ $((i % 2)) = 1 ]; then p=$(probe_run); f=$(fio_run); else f=$(fio_run); p=$(probe_run); fi
-	read -r pw pr <<<"$p"
-	read -r fw fr <<<"$f"
-	echo "$i $pw $fw $pr $fr" >>"$results"
-done
+alternate "$rounds" "$results"
 ratio_table "sequential probe vs fio, loop ext4, file $size, block $bs, O_DIRECT, 1 worker" "$results"

@@ -16,11 +16,7 @@ seg_b=$(bytes "$seg")
 bs_b=$(bytes "$bs")
 probe_json=$(printf '{"name":"shared","kind":"shared_file","workers":%d,"segment_size":%d,"block_size":%d,"interval":3600000000000,"timeout":600000000000}' "$workers" "$seg_b" "$bs_b")
 
-probe_run() {
-	local out
-	out=$(probe_rates "$probe_json")
-	echo "$(grep ^write: <<<"$out" | cut -d: -f2) $(grep ^read: <<<"$out" | cut -d: -f2)"
-}
+probe_run() { probe_write_read "$probe_json"; }
 fio_run() {
 	local f="$mnt/fio/shared" w r
 	rm -f "$f"
@@ -33,10 +29,5 @@ fio_run() {
 }
 
 results="$work/results"
-for i in $(seq 1 "$rounds"); do
-	if [ $((i % 2)) = 1 ]; then p=$(probe_run); f=$(fio_run); else f=$(fio_run); p=$(probe_run); fi
-	read -r pw pr <<<"$p"
-	read -r fw fr <<<"$f"
-	echo "$i $pw $fw $pr $fr" >>"$results"
-done
+alternate "$rounds" "$results"
 ratio_table "shared_file probe vs fio, loop ext4, $workers workers x $seg segments, block $bs, O_DIRECT" "$results"
