@@ -180,9 +180,7 @@ targets:
 	if v := m.value(t, "plateau_config_last_reload_successful"); v != 0 {
 		t.Errorf("plateau_config_last_reload_successful %v after a reload on a hung mount, want 0", v)
 	}
-	if !strings.Contains(d.log.String(), "hung mount?") {
-		t.Errorf("the failed reload's log does not say the path did not answer")
-	}
+	waitFor(t, "a log line saying the reload's path did not answer", func() bool { return strings.Contains(d.log.String(), "hung mount?") })
 	// Starting a worker briefly holds both ends of four pipes (stdin,
 	// stdout, stderr, exec status) and a pidfd, and the reload adds an
 	// HTTP connection: about ten descriptors at a peak, whatever the
@@ -256,9 +254,7 @@ targets:
 	if st := procState(stuck); st != "D" || !sigkillPending(stuck) {
 		t.Errorf("worker %d: state %q, SIGKILL pending %v; want it in uninterruptible sleep with SIGKILL pending", stuck, st, sigkillPending(stuck))
 	}
-	if !strings.Contains(d.log.String(), "did not exit after SIGKILL") {
-		t.Errorf("the log does not say the worker was abandoned")
-	}
+	waitFor(t, "a log line saying the worker was abandoned", func() bool { return strings.Contains(d.log.String(), "did not exit after SIGKILL") })
 
 	// While it is stuck, every slot is skipped and no worker is added.
 	skips0 := m.value(t, "plateau_probe_skips_total", append(probe, "reason=target_hung")...)
@@ -396,9 +392,7 @@ targets:
 					t.Errorf("%v: a failing probe still exports a throughput", p)
 				}
 			}
-			if log := d.log.String(); !strings.Contains(log, `reason=`+c.reason) {
-				t.Errorf("no log line with reason=%s", c.reason)
-			}
+			waitFor(t, "a log line with reason="+c.reason, func() bool { return strings.Contains(d.log.String(), `reason=`+c.reason) })
 
 			f.Set(faultfs.Normal())
 			m1 := d.metrics()
@@ -493,9 +487,7 @@ targets:
 			v, _ := d.metrics().get("plateau_probe_runs_total", append(probe, "result=failure")...)
 			return v > m0.value(t, "plateau_probe_runs_total", append(probe, "result=failure")...)
 		})
-		if !strings.Contains(d.log.String(), "ended without a result") {
-			t.Errorf("the log does not say the worker ended without a result")
-		}
+		waitFor(t, "a log line saying the worker ended without a result", func() bool { return strings.Contains(d.log.String(), "ended without a result") })
 		if _, err := os.Stat(run); err != nil {
 			t.Fatalf("the killed run left nothing to sweep (%v); the test proves nothing", err)
 		}
@@ -507,9 +499,7 @@ targets:
 		if _, err := os.Lstat(run); !os.IsNotExist(err) {
 			t.Errorf("the killed run's directory %s survived the next successful run (%v)", run, err)
 		}
-		if !strings.Contains(d.log.String(), "swept_leftovers=1") {
-			t.Errorf("the run after the kill did not report sweeping the leftover")
-		}
+		waitFor(t, "a log line reporting the leftover swept by the run after the kill", func() bool { return strings.Contains(d.log.String(), "swept_leftovers=1") })
 		d.stop()
 	})
 
