@@ -112,30 +112,12 @@ func buildDaemon(t *testing.T) string {
 	return bin
 }
 
-// syncBuffer collects the daemon's log while tests read it.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
-
 // daemon is a running plateau_exporter.
 type daemon struct {
 	t      *testing.T
 	cmd    *exec.Cmd
 	url    string
-	log    *syncBuffer
+	log    *probetest.LogBuffer
 	done   chan struct{}
 	client *http.Client
 }
@@ -148,7 +130,7 @@ func startDaemon(t *testing.T, bin, config string) *daemon {
 	t.Helper()
 	addr := probetest.FreeAddr(t)
 	d := &daemon{
-		t: t, url: "http://" + addr, log: &syncBuffer{}, done: make(chan struct{}),
+		t: t, url: "http://" + addr, log: &probetest.LogBuffer{}, done: make(chan struct{}),
 		client: &http.Client{Timeout: 30 * time.Second},
 	}
 	d.cmd = exec.Command(bin, "--web.listen-address="+addr, "--config.file="+config,

@@ -157,7 +157,7 @@ type tlsDaemon struct {
 	url    string
 	client *http.Client
 	cmd    *exec.Cmd
-	stderr *syncBuffer
+	stderr *probetest.LogBuffer
 	done   chan struct{}
 }
 
@@ -168,7 +168,7 @@ func startTLSDaemon(t *testing.T, f *webFixture) *tlsDaemon {
 	d := &tlsDaemon{
 		addr:   addr,
 		url:    "https://" + addr,
-		stderr: &syncBuffer{},
+		stderr: &probetest.LogBuffer{},
 		done:   make(chan struct{}),
 		client: &http.Client{
 			Timeout:   30 * time.Second,
@@ -384,7 +384,7 @@ func TestWebConfigRefusedAtStart(t *testing.T) {
 			cfg, _ := writeConfig(t, "{name: s, kind: sequential, file_size: 1MiB, block_size: 1MiB, interval: 1h, timeout: 1m}")
 			cmd := exec.Command(binary, "--web.listen-address="+probetest.FreeAddr(t), "--web.config.file="+path,
 				"--config.file="+cfg, "--probe.hostname=n1", "--collector.disable-defaults")
-			var stderr syncBuffer
+			var stderr probetest.LogBuffer
 			cmd.Stderr = &stderr
 			if err := cmd.Start(); err != nil {
 				t.Fatal(err)

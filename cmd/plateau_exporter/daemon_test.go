@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bytes"
 	"fmt"
 	"io"
 	"net/http"
@@ -11,7 +10,6 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -46,25 +44,8 @@ type daemon struct {
 	t      *testing.T
 	cmd    *exec.Cmd
 	url    string
-	stderr *syncBuffer
+	stderr *probetest.LogBuffer
 	done   chan struct{}
-}
-
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
 }
 
 // startDaemon runs the binary with args plus a free listen address and
@@ -72,7 +53,7 @@ func (s *syncBuffer) String() string {
 func startDaemon(t *testing.T, args ...string) *daemon {
 	t.Helper()
 	addr := probetest.FreeAddr(t)
-	d := &daemon{t: t, url: "http://" + addr, stderr: &syncBuffer{}, done: make(chan struct{})}
+	d := &daemon{t: t, url: "http://" + addr, stderr: &probetest.LogBuffer{}, done: make(chan struct{})}
 	d.cmd = exec.Command(binary, append([]string{"--web.listen-address=" + addr, "--log.level=debug"}, args...)...)
 	d.cmd.Stderr = d.stderr
 	if err := d.cmd.Start(); err != nil {

@@ -5,11 +5,13 @@
 package probetest
 
 import (
+	"bytes"
 	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 )
@@ -166,4 +168,22 @@ func Unmount(t testing.TB, mnt string) {
 	if out, err := exec.Command("umount", "-l", mnt).CombinedOutput(); err != nil {
 		t.Errorf("umount -l %s: %v: %s", mnt, err, out)
 	}
+}
+
+// LogBuffer collects a daemon's stderr while a test reads it.
+type LogBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (l *LogBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *LogBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
 }
