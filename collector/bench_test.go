@@ -167,6 +167,8 @@ func BenchmarkScrape(b *testing.B) {
 		mmgetstatePath: fixturePath(b, "gpfs", "mmgetstate"),
 		mmhealthPath:   fixturePath(b, "gpfs", "mmhealth"),
 		timeout:        30 * time.Second,
+		interval:       15 * time.Second,
+		stateInterval:  time.Minute,
 	}, logger)
 	if err != nil {
 		b.Fatal(err)

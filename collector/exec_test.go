@@ -112,6 +112,54 @@ func TestCommandRunnerPerCommand(t *testing.T) {
 	})
 }
 
+// A second run of a command whose earlier run has not exited fails at once
+// instead of starting another copy; once the first is gone, the command
+// may run again.
+func TestCommandRunnerStartsNoSecondCopy(t *testing.T) {
+	r := newCommandRunner(false)
+	hang := fixturePath(t, "gpfs", "mmpmon-hang")
+	countFile := filepath.Join(t.TempDir(), "starts")
+	t.Setenv("FAKE_GPFS_COUNTFILE", countFile)
+	t.Cleanup(func() {
+		for _, pgid := range readPIDs(t, countFile) {
+			killGroup(pgid)
+		}
+	})
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	done := make(chan error, 1)
+	go func() {
+		_, err := r.run(ctx, nil, hang)
+		done <- err
+	}()
+	waitFor(t, "the hung command to start", 10*time.Second, func() bool { return countLines(t, countFile) == 1 })
+
+	if _, err := r.run(context.Background(), nil, hang); !errors.Is(err, errStillRunning) {
+		t.Errorf("second run while the first hangs: %v, want errStillRunning", err)
+	}
+	select {
+	case err := <-done:
+		t.Fatalf("the first run returned (%v) before it was cancelled", err)
+	default:
+	}
+	if n := countLines(t, countFile); n != 1 {
+		t.Errorf("the command was started %d times while the first run hung, want 1", n)
+	}
+
+	cancel()
+	if err := <-done; !errors.Is(err, errCommandTimeout) {
+		t.Errorf("cancelled run error = %v, want a timeout", err)
+	}
+	ctx2, cancel2 := context.WithTimeout(context.Background(), 500*time.Millisecond)
+	defer cancel2()
+	if _, err := r.run(ctx2, nil, hang); !errors.Is(err, errCommandTimeout) {
+		t.Errorf("run after the first was killed: %v, want it started and timed out", err)
+	}
+	if n := countLines(t, countFile); n != 2 {
+		t.Errorf("the command was started %d times in all, want 2", n)
+	}
+}
+
 func TestCappedBuffer(t *testing.T) {
 	for _, useReadFrom := range []bool{false, true} {
 		b := &cappedBuffer{max: 10}

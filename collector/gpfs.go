@@ -41,8 +41,15 @@ var (
 			"Required with --collector.gpfs.sudo: sudo cannot restrict standard input, which would let this user send any request, reset included, as root.").
 		String()
 	gpfsTimeout = kingpin.Flag("collector.gpfs.timeout",
-		"Deadline for the GPFS commands of one scrape; past it their process groups are killed.").
+		"Deadline for one run of a GPFS command; past it the command's process group is killed.").
 		Default("5s").Duration()
+	gpfsInterval = kingpin.Flag("collector.gpfs.interval",
+		"How often mmpmon runs. The GPFS commands run in the background and scrapes export their last answer, "+
+			"so a wedged GPFS daemon never delays /metrics.").
+		Default("15s").Duration()
+	gpfsStateInterval = kingpin.Flag("collector.gpfs.state-interval",
+		"How often mmgetstate and mmhealth run in the background; mmhealth is far costlier than mmpmon.").
+		Default("60s").Duration()
 )
 
 func init() {
@@ -55,6 +62,8 @@ func init() {
 			nsd:            *gpfsNSD,
 			requestsFile:   *gpfsMmpmonRequests,
 			timeout:        *gpfsTimeout,
+			interval:       *gpfsInterval,
+			stateInterval:  *gpfsStateInterval,
 		}, logger)
 	})
 }
@@ -67,6 +76,8 @@ type gpfsConfig struct {
 	// the requests this collector reads.
 	requestsFile string
 	timeout      time.Duration
+	// interval is mmpmon's; stateInterval is mmgetstate's and mmhealth's.
+	interval, stateInterval time.Duration
 }
 
 // allowedMmpmonRequests are the only requests the collector sends or
@@ -134,10 +145,17 @@ type gpfsCollector struct {
 
 	nsdOps, nsdBytes, nsdWait, nsdQueue typedDesc
 
-	mmpmonRC       typedDesc
-	commandSuccess typedDesc
-	state          typedDesc
-	health         typedDesc
+	mmpmonRC        typedDesc
+	commandSuccess  typedDesc
+	commandDuration typedDesc
+	commandLastRun  typedDesc
+	state           typedDesc
+	health          typedDesc
+
+	commands  []*gpfsCommand
+	startOnce sync.Once
+	stop      chan struct{}
+	stopOnce  sync.Once
 }
 
 func newGPFSCollector(cfg gpfsConfig, logger log.Logger) (*gpfsCollector, error) {
@@ -146,6 +164,9 @@ func newGPFSCollector(cfg gpfsConfig, logger log.Logger) (*gpfsCollector, error)
 	}
 	if cfg.timeout <= 0 {
 		return nil, fmt.Errorf("gpfs timeout must be positive, got %s", cfg.timeout)
+	}
+	if cfg.interval <= 0 || cfg.stateInterval <= 0 {
+		return nil, fmt.Errorf("gpfs intervals must be positive, got %s and %s", cfg.interval, cfg.stateInterval)
 	}
 	requests, err := mmpmonRequests(cfg)
 	if err != nil {
@@ -174,7 +195,13 @@ func newGPFSCollector(cfg gpfsConfig, logger log.Logger) (*gpfsCollector, error)
 			"Highest _rc_ mmpmon returned for the request in this scrape; 0 means every response succeeded.",
 			[]string{"request"}, nil), prometheus.GaugeValue},
 		commandSuccess: typedDesc{prometheus.NewDesc(prometheus.BuildFQName(namespace, gpfsSubsystem, "command_success"),
-			"1 if the GPFS command ran and its output was parsed in this scrape, 0 otherwise.",
+			"1 if the last run of the GPFS command succeeded and its output was parsed, 0 otherwise.",
+			[]string{"command"}, nil), prometheus.GaugeValue},
+		commandDuration: typedDesc{prometheus.NewDesc(prometheus.BuildFQName(namespace, gpfsSubsystem, "command_duration_seconds"),
+			"How long the last run of the GPFS command took, in seconds.",
+			[]string{"command"}, nil), prometheus.GaugeValue},
+		commandLastRun: typedDesc{prometheus.NewDesc(prometheus.BuildFQName(namespace, gpfsSubsystem, "command_last_run_timestamp_seconds"),
+			"When the last run of the GPFS command started, whose results this scrape exports (Unix time).",
 			[]string{"command"}, nil), prometheus.GaugeValue},
 		state: typedDesc{prometheus.NewDesc(prometheus.BuildFQName(namespace, gpfsSubsystem, "state"),
 			"GPFS daemon state on this node from mmgetstate: 1 for the current state, 0 for the others.",
@@ -191,68 +218,149 @@ func newGPFSCollector(cfg gpfsConfig, logger log.Logger) (*gpfsCollector, error)
 	c.fs[fsCloses] = fsDesc("fs_closes_total", "close() calls on the file system from this node (mmpmon fs_io_s _cc_).")
 	c.fs[fsReaddirs] = fsDesc("fs_readdirs_total", "readdir() calls on the file system from this node (mmpmon fs_io_s _dir_).")
 	c.fs[fsInodeUpdates] = fsDesc("fs_inode_updates_total", "Inode updates to disk from this node (mmpmon fs_io_s _iu_).")
+
+	c.stop = make(chan struct{})
+	c.commands = append(c.commands, &gpfsCommand{name: "mmpmon", path: cfg.mmpmonPath, interval: cfg.interval, run: c.mmpmon})
+	for _, cmd := range []*gpfsCommand{
+		{name: "mmgetstate", path: cfg.mmgetstatePath, run: c.mmgetstate},
+		{name: "mmhealth", path: cfg.mmhealthPath, run: c.mmhealth},
+	} {
+		if cmd.path == "" {
+			continue
+		}
+		cmd.optional, cmd.interval = true, cfg.stateInterval
+		c.commands = append(c.commands, cmd)
+	}
+	for _, cmd := range c.commands {
+		cmd.ready = make(chan struct{})
+	}
 	return c, nil
 }
 
-// Update runs mmpmon, mmgetstate and mmhealth concurrently under one
-// deadline, so a wedged daemon costs a scrape at most the timeout, and
-// exports what each command returned even when another one failed: the
-// daemon state is most useful exactly when mmpmon cannot answer.
+// Update exports what each GPFS command returned in its last background run
+// (see refreshLoop). The first scrape starts the runs and waits for their
+// first answers, so a freshly started exporter does not report a failure
+// it has not seen; later scrapes never wait for a command.
 func (c *gpfsCollector) Update(ch chan<- prometheus.Metric) error {
 	if _, err := os.Stat(c.cfg.mmpmonPath); errors.Is(err, fs.ErrNotExist) {
 		return fmt.Errorf("%s not found: %w", c.cfg.mmpmonPath, ErrNoData)
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), c.cfg.timeout)
-	defer cancel()
+	c.startOnce.Do(c.startRefresh)
 
-	type job struct {
-		name string
-		run  func(context.Context) ([]prometheus.Metric, error)
-		out  []prometheus.Metric
-		err  error
-	}
-	jobs := []*job{{name: "mmpmon", run: c.mmpmon}}
-	for _, j := range []struct {
-		name, path string
-		run        func(context.Context) ([]prometheus.Metric, error)
-	}{
-		{"mmgetstate", c.cfg.mmgetstatePath, c.mmgetstate},
-		{"mmhealth", c.cfg.mmhealthPath, c.mmhealth},
-	} {
-		if j.path == "" {
-			continue
-		}
-		if _, err := os.Stat(j.path); errors.Is(err, fs.ErrNotExist) {
-			// Older releases lack mmhealth; that is not a failure.
-			level.Debug(c.logger).Log("msg", "GPFS command not installed, skipped", "path", j.path)
-			continue
-		}
-		jobs = append(jobs, &job{name: j.name, run: j.run})
-	}
-
-	var wg sync.WaitGroup
-	for _, j := range jobs {
-		wg.Add(1)
-		go func(j *job) {
-			defer wg.Done()
-			j.out, j.err = j.run(ctx)
-		}(j)
-	}
-	wg.Wait()
-
+	// A run returns within the timeout plus the reaping grace even when its
+	// process cannot be killed; the extra second is only a backstop.
+	firstDeadline := time.NewTimer(c.cfg.timeout + abandonAfter + commandWaitDelay + time.Second)
+	defer firstDeadline.Stop()
 	var errs []error
-	for _, j := range jobs {
-		for _, m := range j.out {
+	for _, cmd := range c.commands {
+		select {
+		case <-cmd.ready:
+		case <-firstDeadline.C:
+			firstDeadline.Reset(0)
+		}
+		cmd.mu.Lock()
+		last := cmd.last
+		cmd.mu.Unlock()
+		if last.started.IsZero() {
+			errs = append(errs, fmt.Errorf("%s: no run has finished yet", cmd.name))
+			ch <- c.commandSuccess.mustNewConstMetric(0, cmd.name)
+			continue
+		}
+		if last.notInstalled {
+			continue
+		}
+		for _, m := range last.metrics {
 			ch <- m
 		}
 		ok := 1.0
-		if j.err != nil {
+		if last.err != nil {
 			ok = 0
-			errs = append(errs, j.err)
+			errs = append(errs, last.err)
 		}
-		ch <- c.commandSuccess.mustNewConstMetric(ok, j.name)
+		ch <- c.commandSuccess.mustNewConstMetric(ok, cmd.name)
+		ch <- c.commandDuration.mustNewConstMetric(last.duration.Seconds(), cmd.name)
+		ch <- c.commandLastRun.mustNewConstMetric(float64(last.started.UnixNano())/1e9, cmd.name)
 	}
 	return errors.Join(errs...)
+}
+
+// gpfsCommand is one GPFS command run in the background and its last result.
+type gpfsCommand struct {
+	name     string
+	path     string
+	optional bool
+	interval time.Duration
+	run      func(context.Context) ([]prometheus.Metric, error)
+
+	// ready is closed once the first run has finished.
+	ready     chan struct{}
+	readyOnce sync.Once
+
+	mu   sync.Mutex
+	last gpfsResult
+}
+
+type gpfsResult struct {
+	metrics      []prometheus.Metric
+	err          error
+	notInstalled bool
+	started      time.Time
+	duration     time.Duration
+}
+
+// startRefresh starts one loop per command. The commands run on their own
+// schedule rather than on each scrape, for three reasons: a wedged GPFS
+// daemon would otherwise hold every scrape for the whole timeout; two
+// Prometheus servers scraping the node (an HA pair) would double the
+// commands run as root; and mmhealth, a client of the system health
+// monitor, costs far more than a scrape should.
+func (c *gpfsCollector) startRefresh() {
+	for _, cmd := range c.commands {
+		go c.refreshLoop(cmd)
+	}
+}
+
+// refreshLoop runs cmd now and then every interval until the collector is
+// closed. Runs of one command never overlap: the next run starts only after
+// the previous one returned, and a run whose process survived SIGKILL
+// (uninterruptible sleep) makes the following runs fail with
+// errStillRunning instead of starting a second copy.
+func (c *gpfsCollector) refreshLoop(cmd *gpfsCommand) {
+	ticker := time.NewTicker(cmd.interval)
+	defer ticker.Stop()
+	for {
+		c.refresh(cmd)
+		select {
+		case <-ticker.C:
+		case <-c.stop:
+			return
+		}
+	}
+}
+
+func (c *gpfsCollector) refresh(cmd *gpfsCommand) {
+	defer cmd.readyOnce.Do(func() { close(cmd.ready) })
+	var res gpfsResult
+	res.started = time.Now()
+	if _, err := os.Stat(cmd.path); cmd.optional && errors.Is(err, fs.ErrNotExist) {
+		// Older releases lack mmhealth; that is not a failure.
+		level.Debug(c.logger).Log("msg", "GPFS command not installed, skipped", "path", cmd.path)
+		res.notInstalled = true
+	} else {
+		ctx, cancel := context.WithTimeout(context.Background(), c.cfg.timeout)
+		res.metrics, res.err = cmd.run(ctx)
+		cancel()
+	}
+	res.duration = time.Since(res.started)
+	cmd.mu.Lock()
+	cmd.last = res
+	cmd.mu.Unlock()
+}
+
+// Close stops the background runs after the ones in progress return.
+func (c *gpfsCollector) Close() error {
+	c.stopOnce.Do(func() { close(c.stop) })
+	return nil
 }
 
 // mmpmon asks for fs_io_s (and nsd_ds on NSD servers). It never sends

@@ -5,7 +5,6 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -23,6 +22,10 @@ func fakeGPFS(t *testing.T, mmpmon string, timeout time.Duration) gpfsConfig {
 		mmhealthPath:   fixturePath(t, "gpfs", "mmhealth"),
 		nsd:            true,
 		timeout:        timeout,
+		// Long enough that a test sees only the first run unless it
+		// shortens them.
+		interval:      time.Hour,
+		stateInterval: time.Hour,
 	}
 }
 
@@ -32,6 +35,7 @@ func newTestGPFS(t *testing.T, cfg gpfsConfig) *gpfsCollector {
 	if err != nil {
 		t.Fatal(err)
 	}
+	t.Cleanup(func() { c.Close() })
 	return c
 }
 
@@ -93,7 +97,7 @@ func TestGPFSReturnCodeError(t *testing.T) {
 plateau_gpfs_mmpmon_return_code{request="failed"} 668
 plateau_gpfs_mmpmon_return_code{request="fs_io_s"} 0
 plateau_gpfs_mmpmon_return_code{request="nsd_ds"} 0
-# HELP plateau_gpfs_command_success 1 if the GPFS command ran and its output was parsed in this scrape, 0 otherwise.
+# HELP plateau_gpfs_command_success 1 if the last run of the GPFS command succeeded and its output was parsed, 0 otherwise.
 # TYPE plateau_gpfs_command_success gauge
 plateau_gpfs_command_success{command="mmgetstate"} 1
 plateau_gpfs_command_success{command="mmhealth"} 1
@@ -137,7 +141,7 @@ func TestGPFSOptionalCommandsAbsent(t *testing.T) {
 	cfg.mmgetstatePath = ""
 	reg := newTestRegistry("gpfs", newTestGPFS(t, cfg), nil)
 	want := `
-# HELP plateau_gpfs_command_success 1 if the GPFS command ran and its output was parsed in this scrape, 0 otherwise.
+# HELP plateau_gpfs_command_success 1 if the last run of the GPFS command succeeded and its output was parsed, 0 otherwise.
 # TYPE plateau_gpfs_command_success gauge
 plateau_gpfs_command_success{command="mmpmon"} 1
 # HELP plateau_scrape_collector_success 1 if the collector read its counters during this scrape, 0 if it failed or found no data.
@@ -198,73 +202,110 @@ func TestGPFSHungMmpmon(t *testing.T) {
 	})
 }
 
-// A scrape that arrives while an earlier scrape's mmpmon is still running
-// fails at once instead of starting a second copy; once the first has been
-// killed, a later scrape may start mmpmon again.
-func TestGPFSOverlappingScrapeStartsNoSecondCopy(t *testing.T) {
-	dir := t.TempDir()
-	countFile := filepath.Join(dir, "starts")
-	pidFile := filepath.Join(dir, "pid")
+// While mmpmon hangs, scrapes answer at once from the last result instead of
+// waiting on the command, and the background run starts mmpmon again only
+// after the hung copy was killed: one copy at a time.
+func TestGPFSHungMmpmonDoesNotHoldScrapes(t *testing.T) {
+	countFile := filepath.Join(t.TempDir(), "starts")
 	t.Setenv("FAKE_GPFS_COUNTFILE", countFile)
-	t.Setenv("FAKE_GPFS_PIDFILE", pidFile)
-	const timeout = 4 * time.Second
-	c := newTestGPFS(t, fakeGPFS(t, "mmpmon-hang", timeout))
-
-	var wg sync.WaitGroup
-	var firstErr error
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
-		_, firstErr = collectAll(c)
-	}()
-	pgid := readPID(t, pidFile)
+	const timeout = 2 * time.Second
+	cfg := fakeGPFS(t, "mmpmon-hang", timeout)
+	cfg.interval = 100 * time.Millisecond
+	c := newTestGPFS(t, cfg)
 	t.Cleanup(func() {
+		c.Close()
+		for _, pgid := range readPIDs(t, countFile) {
+			if !processGroupGone(pgid) {
+				killGroup(pgid)
+			}
+		}
+	})
+
+	if _, err := collectAll(c); !errors.Is(err, errCommandTimeout) {
+		t.Fatalf("first Update error = %v, want a timeout", err)
+	}
+	// Scrape until mmpmon has been started again after the first was
+	// killed; every scrape meanwhile reports the failure without waiting.
+	scrapes := 0
+	waitFor(t, "mmpmon to be started again after the timeout", 30*time.Second, func() bool {
+		start := time.Now()
+		_, err := collectAll(c)
+		if elapsed := time.Since(start); elapsed >= timeout {
+			t.Errorf("a scrape took %s while mmpmon hung; it should not wait for the command (timeout %s)", elapsed, timeout)
+		}
+		if err == nil {
+			t.Error("a scrape succeeded while mmpmon hangs")
+		}
+		scrapes++
+		return countLines(t, countFile) >= 2
+	})
+	c.Close()
+	pgids := readPIDs(t, countFile)
+	// The loop waits for each run to return before the next starts, so
+	// there can be no more starts than timeouts that fit in the test.
+	if scrapes < 2 {
+		t.Errorf("only %d scrapes during the hang; the test needs several", scrapes)
+	}
+	for i, pgid := range pgids[:len(pgids)-1] {
 		if !processGroupGone(pgid) {
-			killGroup(pgid)
+			t.Errorf("run %d (group %d) is still alive after a later run started", i+1, pgid)
 		}
-	})
+	}
+	for _, pgid := range pgids {
+		waitFor(t, "every hung mmpmon's process group to disappear", 10*time.Second, func() bool {
+			return processGroupGone(pgid)
+		})
+	}
+}
 
-	start := time.Now()
-	_, err := collectAll(c)
-	elapsed := time.Since(start)
-	if !errors.Is(err, errStillRunning) {
-		t.Errorf("overlapping Update error = %v, want errStillRunning", err)
-	}
-	if elapsed >= timeout {
-		t.Errorf("overlapping Update took %s; it should fail at once, not wait for the timeout", elapsed)
-	}
-	if n := countLines(t, countFile); n != 1 {
-		t.Errorf("mmpmon was started %d times while the first was running, want 1", n)
-	}
+// Scrapes export the last run of each command with when it ran and how long
+// it took, and the background loop keeps the results fresh.
+func TestGPFSBackgroundRefresh(t *testing.T) {
+	requests := filepath.Join(t.TempDir(), "requests")
+	t.Setenv("FAKE_GPFS_REQUESTLOG", requests)
+	cfg := fakeGPFS(t, "mmpmon", 30*time.Second)
+	cfg.interval = 50 * time.Millisecond
+	c := newTestGPFS(t, cfg)
 
-	wg.Wait()
-	if !errors.Is(firstErr, errCommandTimeout) {
-		t.Errorf("first Update error = %v, want a timeout", firstErr)
-	}
-	waitFor(t, "the first mmpmon's process group to disappear", 10*time.Second, func() bool {
-		return processGroupGone(pgid)
-	})
-
-	// The hung copy is gone, so the next scrape tries again.
-	if err := os.Remove(pidFile); err != nil {
-		t.Fatal(err)
-	}
-	_, err = collectAll(c)
-	if !errors.Is(err, errCommandTimeout) {
-		t.Errorf("third Update error = %v, want a timeout", err)
-	}
-	pgid2 := readPID(t, pidFile)
-	t.Cleanup(func() {
-		if !processGroupGone(pgid2) {
-			killGroup(pgid2)
+	lastRun := func() (mmpmon, mmhealth float64) {
+		ms, err := collectAll(c)
+		if err != nil {
+			t.Fatal(err)
 		}
-	})
-	if n := countLines(t, countFile); n != 2 {
-		t.Errorf("mmpmon was started %d times in all, want 2", n)
+		for _, m := range ms {
+			if !strings.Contains(m.Desc().String(), `"plateau_gpfs_command_last_run_timestamp_seconds"`) {
+				continue
+			}
+			switch label(t, m, "command") {
+			case "mmpmon":
+				mmpmon = metricValue(t, m)
+			case "mmhealth":
+				mmhealth = metricValue(t, m)
+			}
+		}
+		return mmpmon, mmhealth
 	}
-	waitFor(t, "the second mmpmon's process group to disappear", 10*time.Second, func() bool {
-		return processGroupGone(pgid2)
+	before := time.Now()
+	pmon, health := lastRun()
+	if pmon == 0 || health == 0 {
+		t.Fatalf("no last-run timestamps: mmpmon %v, mmhealth %v", pmon, health)
+	}
+	if float64(before.Add(-time.Second).Unix()) > pmon {
+		t.Errorf("mmpmon last run %v predates the collector's first scrape %v", pmon, before.Unix())
+	}
+	waitFor(t, "mmpmon to run again in the background", 30*time.Second, func() bool {
+		p, _ := lastRun()
+		return p > pmon
 	})
+	if _, h := lastRun(); h != health {
+		t.Errorf("mmhealth ran again (%v then %v) although its interval is an hour", health, h)
+	}
+	c.Close()
+	n := countLines(t, requests)
+	time.Sleep(10 * cfg.interval)
+	if m := countLines(t, requests); m != n {
+		t.Errorf("mmpmon was asked %d more requests after Close", m-n)
+	}
 }
 
 func TestNewGPFSCollectorRejectsZeroTimeout(t *testing.T) {

@@ -221,3 +221,37 @@ func metricValue(t *testing.T, m prometheus.Metric) float64 {
 	t.Fatalf("metric %s has no simple value", m.Desc())
 	return 0
 }
+
+// readPIDs reads the PIDs a fake command appended to file, one per line.
+func readPIDs(t *testing.T, file string) []int {
+	t.Helper()
+	data, err := os.ReadFile(file)
+	if errors.Is(err, os.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	var pids []int
+	for _, f := range strings.Fields(string(data)) {
+		if pid, err := strconv.Atoi(f); err == nil && pid > 0 {
+			pids = append(pids, pid)
+		}
+	}
+	return pids
+}
+
+// label returns the value of the named label of m.
+func label(t *testing.T, m prometheus.Metric, name string) string {
+	t.Helper()
+	var out dto.Metric
+	if err := m.Write(&out); err != nil {
+		t.Fatal(err)
+	}
+	for _, l := range out.GetLabel() {
+		if l.GetName() == name {
+			return l.GetValue()
+		}
+	}
+	return ""
+}
