@@ -16,7 +16,7 @@ import (
 // 24 NVMe controllers, 4 GPFS file systems and 40 NFS mounts. Nothing of it
 // is committed.
 
-func benchWrite(b *testing.B, path, content string) {
+func benchWrite(b testing.TB, path, content string) {
 	b.Helper()
 	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
 		b.Fatal(err)
@@ -77,7 +77,7 @@ func genNVMe(b *testing.B, sysRoot string) {
 // genMountstats writes 40 NFS mounts: NFSv3 ones with the 22 NFSv3
 // operations and NFSv4.2 ones with nconnect=2 and the client's full list of
 // about seventy operations, a realistic handful of them in use.
-func genMountstats(b *testing.B, procRoot string) {
+func genMountstats(b testing.TB, procRoot string) {
 	v3 := strings.Fields("NULL GETATTR SETATTR LOOKUP ACCESS READLINK READ WRITE CREATE MKDIR SYMLINK MKNOD REMOVE RMDIR RENAME LINK READDIR READDIRPLUS FSSTAT FSINFO PATHCONF COMMIT")
 	v4 := strings.Fields("NULL READ WRITE COMMIT OPEN OPEN_CONFIRM OPEN_NOATTR OPEN_DOWNGRADE CLOSE SETATTR FSINFO RENEW SETCLIENTID " +
 		"SETCLIENTID_CONFIRM LOCK LOCKT LOCKU ACCESS GETATTR LOOKUP LOOKUP_ROOT REMOVE RENAME LINK SYMLINK CREATE PATHCONF " +
