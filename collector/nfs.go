@@ -4,15 +4,17 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"os"
+	"path/filepath"
 	"regexp"
 	"sort"
 	"strings"
+	"sync"
 
 	"github.com/alecthomas/kingpin/v2"
 	"github.com/go-kit/log"
 	"github.com/go-kit/log/level"
 	"github.com/prometheus/client_golang/prometheus"
-	"github.com/prometheus/procfs"
 )
 
 const nfsSubsystem = "nfs"
@@ -30,13 +32,21 @@ func init() {
 // nfsOpCounter is one per-operation statistic.
 type nfsOpCounter struct {
 	desc typedDesc
-	get  func(*procfs.NFSOperationStats) float64
+	get  func(*nfsOpStats) float64
 }
 
 type nfsCollector struct {
 	procRoot string
 	include  *regexp.Regexp
 	logger   log.Logger
+	// scratch is the last scrape's parse memory with the file's buffer,
+	// so that a scrape does not allocate them again. Not a sync.Pool: a
+	// pool keeps an item in the slot of the P that put it, Get does not
+	// take it from another P's, and a scrape every few seconds seldom runs
+	// on the same P, so the pool mostly missed. A scrape that runs while
+	// another holds the scratch makes its own.
+	scratchMu sync.Mutex
+	scratch   *mountstatsScratch
 
 	info                                           typedDesc
 	readBytes, writeBytes, directRead, directWrite typedDesc
@@ -64,7 +74,7 @@ func newNFSCollector(procRoot, include string, logger log.Logger) (*nfsCollector
 		return typedDesc{prometheus.NewDesc(name(n), help, mount, nil), prometheus.CounterValue}
 	}
 	opLabels := append(append([]string{}, mount...), "operation")
-	op := func(n, help string, get func(*procfs.NFSOperationStats) float64) nfsOpCounter {
+	op := func(n, help string, get func(*nfsOpStats) float64) nfsOpCounter {
 		return nfsOpCounter{typedDesc{prometheus.NewDesc(name(n), help, opLabels, nil), prometheus.CounterValue}, get}
 	}
 	c.info = typedDesc{prometheus.NewDesc(name("mount_info"), "NFS mount of this node with its protocol version and transport; the value is always 1.",
@@ -83,17 +93,15 @@ func newNFSCollector(procRoot, include string, logger log.Logger) (*nfsCollector
 	c.connects = counter("transport_connects_total", "Connections made to the server; more than one per transport means reconnects.")
 	c.ops = []nfsOpCounter{
 		op("operations_requests_total", "Requests completed for the NFS operation.",
-			func(o *procfs.NFSOperationStats) float64 { return float64(o.Requests) }),
+			func(o *nfsOpStats) float64 { return float64(o.requests) }),
 		op("operations_transmissions_total", "RPC transmissions for the NFS operation, retransmissions included.",
-			func(o *procfs.NFSOperationStats) float64 { return float64(o.Transmissions) }),
+			func(o *nfsOpStats) float64 { return float64(o.transmissions) }),
 		op("operations_major_timeouts_total", "Requests of the NFS operation that hit a major timeout (the 'server not responding' message).",
-			func(o *procfs.NFSOperationStats) float64 { return float64(o.MajorTimeouts) }),
+			func(o *nfsOpStats) float64 { return float64(o.majorTimeouts) }),
 		op("operations_response_time_seconds_total", "Round-trip time of the NFS operation, from transmission to reply, summed over requests.",
-			func(o *procfs.NFSOperationStats) float64 {
-				return float64(o.CumulativeTotalResponseMilliseconds) / 1000
-			}),
+			func(o *nfsOpStats) float64 { return float64(o.rttMillis) / 1000 }),
 		op("operations_request_time_seconds_total", "Execution time of the NFS operation, from queueing to completion, summed over requests.",
-			func(o *procfs.NFSOperationStats) float64 { return float64(o.CumulativeTotalRequestMilliseconds) / 1000 }),
+			func(o *nfsOpStats) float64 { return float64(o.executeMillis) / 1000 }),
 	}
 	return c, nil
 }
@@ -101,24 +109,27 @@ func newNFSCollector(procRoot, include string, logger log.Logger) (*nfsCollector
 // nfsMount is an NFS mount with its label values, made valid UTF-8.
 type nfsMount struct {
 	mountpoint, export, server string
-	stats                      *procfs.MountStatsNFS
+	stats                      *nfsMountStats
 }
 
 func (c *nfsCollector) Update(ch chan<- prometheus.Metric) error {
-	pfs, err := procfs.NewFS(c.procRoot)
-	if err != nil {
-		return fmt.Errorf("opening procfs at %s: %w", c.procRoot, err)
-	}
-	self, err := pfs.Self()
-	if err != nil {
-		return fmt.Errorf("finding this process in %s: %w", c.procRoot, err)
-	}
-	mounts, err := self.MountStats()
+	path := filepath.Join(c.procRoot, "self", "mountstats")
+	mounts, malformed, err := c.readMountstats(path)
 	if err != nil {
 		if errors.Is(err, fs.ErrNotExist) {
+			// A wrong --path.procfs is a configuration error; a kernel
+			// without mountstats has no NFS to report.
+			if _, err := os.Lstat(filepath.Join(c.procRoot, "self")); err != nil {
+				return fmt.Errorf("finding this process in %s: %w", c.procRoot, err)
+			}
 			return fmt.Errorf("no mountstats in %s: %w", c.procRoot, ErrNoData)
 		}
 		return fmt.Errorf("reading mountstats: %w", err)
+	}
+	// A malformed block dropped its mount only: the others are exported
+	// and the error, with its line, fails the collector so that it is seen.
+	if malformed != nil {
+		malformed = fmt.Errorf("%s: %w", path, malformed)
 	}
 
 	// A mount point can appear more than once (a mount stacked over an
@@ -126,21 +137,18 @@ func (c *nfsCollector) Update(ch chan<- prometheus.Metric) error {
 	// make duplicate series; the last entry is the mount that is visible.
 	byLabels := map[[3]string]int{}
 	var selected []nfsMount
-	for _, m := range mounts {
-		stats, ok := m.Stats.(*procfs.MountStatsNFS)
-		if !ok {
-			continue
-		}
-		mp := unescapeMountField(m.Mount)
+	for i := range mounts {
+		m := &mounts[i]
+		mp := unescapeMountField(m.mountpoint)
 		if c.include != nil && !c.include.MatchString(mp) {
 			continue
 		}
-		export := unescapeMountField(m.Device)
+		export := unescapeMountField(m.device)
 		nm := nfsMount{
 			mountpoint: labelValue(mp),
 			export:     labelValue(export),
-			server:     labelValue(nfsServer(export, stats.Opts)),
-			stats:      stats,
+			server:     labelValue(nfsServer(export, m.addr)),
+			stats:      m,
 		}
 		key := [3]string{nm.mountpoint, nm.export, nm.server}
 		if i, dup := byLabels[key]; dup {
@@ -152,72 +160,86 @@ func (c *nfsCollector) Update(ch chan<- prometheus.Metric) error {
 		selected = append(selected, nm)
 	}
 	if len(selected) == 0 {
+		if malformed != nil {
+			return malformed
+		}
 		return fmt.Errorf("no NFS mounts: %w", ErrNoData)
 	}
 	sort.Slice(selected, func(i, j int) bool { return selected[i].mountpoint < selected[j].mountpoint })
 	for i := range selected {
 		c.updateMount(ch, &selected[i])
 	}
-	return nil
+	return malformed
+}
+
+// readMountstats reads and parses the mountstats file at path. err is a
+// failure to read it; malformed lists NFS blocks that were dropped from
+// mounts.
+func (c *nfsCollector) readMountstats(path string) (mounts []nfsMountStats, malformed, err error) {
+	c.scratchMu.Lock()
+	s := c.scratch
+	c.scratch = nil
+	c.scratchMu.Unlock()
+	if s == nil {
+		s = new(mountstatsScratch)
+	}
+	s.file, err = readMountstatsFile(path, s.file, maxMountstatsSize)
+	if err == nil {
+		mounts, malformed = s.parse(s.file)
+	}
+	// A refused file is not kept for the next scrape.
+	if cap(s.file) <= maxMountstatsSize {
+		c.scratchMu.Lock()
+		if c.scratch == nil {
+			c.scratch = s
+		}
+		c.scratchMu.Unlock()
+	}
+	return mounts, malformed, err
 }
 
 func (c *nfsCollector) updateMount(ch chan<- prometheus.Metric, m *nfsMount) {
 	s := m.stats
-	protocol := s.Opts["proto"]
-	if protocol == "" && len(s.Transport) > 0 {
-		protocol = s.Transport[0].Protocol
+	protocol := s.proto
+	if protocol == "" {
+		protocol = s.transportProto
 	}
-	ch <- c.info.mustNewConstMetric(1, m.mountpoint, m.export, m.server, labelValue(s.Opts["vers"]), labelValue(protocol))
+	ch <- c.info.mustNewConstMetric(1, m.mountpoint, m.export, m.server, labelValue(s.vers), labelValue(protocol))
 
 	// All mount-level descriptors share the label names of readBytes.
 	l := newLabelPairs(c.readBytes.desc, m.mountpoint, m.export, m.server)
-	b := s.Bytes
-	ch <- l.metric(&c.readBytes, float64(b.Read))
-	ch <- l.metric(&c.writeBytes, float64(b.Write))
-	ch <- l.metric(&c.directRead, float64(b.DirectRead))
-	ch <- l.metric(&c.directWrite, float64(b.DirectWrite))
-	ch <- l.metric(&c.serverRead, float64(b.ReadTotal))
-	ch <- l.metric(&c.serverWrite, float64(b.WriteTotal))
+	ch <- l.metric(&c.readBytes, float64(s.readBytes))
+	ch <- l.metric(&c.writeBytes, float64(s.writeBytes))
+	ch <- l.metric(&c.directRead, float64(s.directReadBytes))
+	ch <- l.metric(&c.directWrite, float64(s.directWriteBytes))
+	ch <- l.metric(&c.serverRead, float64(s.serverReadBytes))
+	ch <- l.metric(&c.serverWrite, float64(s.serverWriteBytes))
 
-	// With nconnect the mount has several transports; their counters add.
-	var sends, receives, badXIDs, backlog, connects uint64
-	for _, t := range s.Transport {
-		sends += t.Sends
-		receives += t.Receives
-		badXIDs += t.BadTransactionIDs
-		backlog += t.CumulativeBacklog
-		connects += t.Connect
-	}
-	ch <- l.metric(&c.sends, float64(sends))
-	ch <- l.metric(&c.receives, float64(receives))
-	ch <- l.metric(&c.badXIDs, float64(badXIDs))
-	ch <- l.metric(&c.backlog, float64(backlog))
-	ch <- l.metric(&c.connects, float64(connects))
+	// With nconnect the mount has several transports; the parser adds
+	// their counters.
+	ch <- l.metric(&c.sends, float64(s.sends))
+	ch <- l.metric(&c.receives, float64(s.receives))
+	ch <- l.metric(&c.badXIDs, float64(s.badXIDs))
+	ch <- l.metric(&c.backlog, float64(s.backlog))
+	ch <- l.metric(&c.connects, float64(s.connects))
 
-	var retrans uint64
-	for i := range s.Operations {
-		o := &s.Operations[i]
-		if o.Transmissions > o.Requests {
-			retrans += o.Transmissions - o.Requests
-		}
-		// NFSv4 lists about seventy operations and most are never used
-		// on a client; exporting only the used ones keeps a node with
-		// many mounts to a few hundred series instead of thousands. A
-		// series appears with the operation's first request.
-		if o.Requests == 0 && o.Transmissions == 0 {
-			continue
-		}
-		ol := newLabelPairs(c.ops[0].desc.desc, m.mountpoint, m.export, m.server, labelValue(o.Operation))
+	// NFSv4 lists about seventy operations and most are never used on a
+	// client; exporting only the used ones keeps a node with many mounts
+	// to a few hundred series instead of thousands. A series appears with
+	// the operation's first request. The parser keeps only those.
+	for i := range s.ops {
+		o := &s.ops[i]
+		ol := newLabelPairs(c.ops[0].desc.desc, m.mountpoint, m.export, m.server, labelValue(o.name))
 		for j := range c.ops {
 			ch <- ol.metric(&c.ops[j].desc, c.ops[j].get(o))
 		}
 	}
-	ch <- l.metric(&c.retransmissions, float64(retrans))
+	ch <- l.metric(&c.retransmissions, float64(s.retransmissions))
 }
 
 // nfsServer returns the server part of an NFS export ("host:/path",
 // "[v6addr]:/path"), or the addr= mount option when the export has none.
-func nfsServer(export string, opts map[string]string) string {
+func nfsServer(export, addr string) string {
 	if strings.HasPrefix(export, "[") {
 		if i := strings.Index(export, "]:"); i > 0 {
 			return export[1:i]
@@ -229,7 +251,7 @@ func nfsServer(export string, opts map[string]string) string {
 	if i := strings.LastIndexByte(export, ':'); i > 0 {
 		return export[:i]
 	}
-	return opts["addr"]
+	return addr
 }
 
 // unescapeMountField undoes the kernel's escaping of blanks, tabs, newlines

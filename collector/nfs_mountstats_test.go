@@ -8,9 +8,12 @@ import (
 	"path/filepath"
 	"reflect"
 	"strings"
+	"sync"
 	"testing"
 	"unicode"
 
+	"github.com/go-kit/log"
+	"github.com/prometheus/client_golang/prometheus/testutil"
 	"github.com/prometheus/procfs"
 )
 
@@ -407,6 +410,67 @@ func TestReadMountstatsFileLimit(t *testing.T) {
 	if _, err := readMountstatsFile(path, nil, len(data)-1); err == nil || !strings.Contains(err.Error(), "larger than") {
 		t.Errorf("a file over the limit: %v", err)
 	}
+}
+
+// A malformed block costs its own mount, not the others: they are
+// exported, and the collector fails with the line in the log.
+func TestNFSMalformedBlock(t *testing.T) {
+	fixture := string(fixtureMountstats(t))
+	broken := strings.Replace(fixture, "\t      ACCESS: 900 900 0 115200 108000 2 380 401 0\n", "\t      ACCESS: 900 900 zero 115200 108000 2 380 401 0\n", 1)
+	if broken == fixture {
+		t.Fatal("the fixture has no ACCESS line to break")
+	}
+	lineNo := strings.Count(broken[:strings.Index(broken, "zero")], "\n") + 1
+	c, err := newNFSCollector(writeProc(t, broken), "", log.NewNopLogger())
+	if err != nil {
+		t.Fatal(err)
+	}
+	var logged bytes.Buffer
+	reg := newTestRegistry("nfs", c, log.NewLogfmtLogger(log.NewSyncWriter(&logged)))
+	want := `
+# HELP plateau_nfs_mount_info NFS mount of this node with its protocol version and transport; the value is always 1.
+# TYPE plateau_nfs_mount_info gauge
+plateau_nfs_mount_info{export="[fd00:10::5]:/apps",mountpoint="/apps",protocol="rdma",server="fd00:10::5",version="4.1"} 1
+plateau_nfs_mount_info{export="nfs01.example.org:/export/old runs",mountpoint="/data/old runs",protocol="tcp",server="nfs01.example.org",version="3"} 1
+plateau_nfs_mount_info{export="nfs02.example.org:/projects",mountpoint="/projects",protocol="tcp",server="nfs02.example.org",version="4.2"} 1
+# HELP plateau_scrape_collector_success 1 if the collector read its counters during this scrape, 0 if it failed or found no data.
+# TYPE plateau_scrape_collector_success gauge
+plateau_scrape_collector_success{collector="nfs"} 0
+`
+	if err := testutil.GatherAndCompare(reg, strings.NewReader(want), "plateau_nfs_mount_info", "plateau_scrape_collector_success"); err != nil {
+		t.Error(err)
+	}
+	wantLog := fmt.Sprintf(`line %d: NFS mount on \"/home\" dropped: operation \"ACCESS\": \"zero\" is not a number`, lineNo)
+	if !strings.Contains(logged.String(), wantLog) {
+		t.Errorf("log %q does not contain %q", logged.String(), wantLog)
+	}
+}
+
+// Two scrapes at once share the collector's buffer pool, not a buffer.
+func TestNFSConcurrentUpdates(t *testing.T) {
+	c, err := newNFSCollector(filepath.Join("fixtures", "proc"), "", log.NewNopLogger())
+	if err != nil {
+		t.Fatal(err)
+	}
+	first, err := collectAll(c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var wg sync.WaitGroup
+	for i := 0; i < 8; i++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for j := 0; j < 20; j++ {
+				ms, err := collectAll(c)
+				if err != nil || len(ms) != len(first) {
+					t.Errorf("%d metrics, %v", len(ms), err)
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
 }
 
 // BenchmarkParseMountstats compares the parser with procfs's on the

@@ -96,7 +96,7 @@ func TestNFSServer(t *testing.T) {
 		"srv:share":                      "srv",
 		"nocolon":                        "192.0.2.1",
 	} {
-		if got := nfsServer(export, map[string]string{"addr": "192.0.2.1"}); got != want {
+		if got := nfsServer(export, "192.0.2.1"); got != want {
 			t.Errorf("nfsServer(%q) = %q, want %q", export, got, want)
 		}
 	}
