@@ -2,7 +2,6 @@ package collector
 
 import (
 	"bytes"
-	"flag"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -175,30 +174,7 @@ var brokenMountstats = []string{
 	"device\n",
 }
 
-// fuzzMinimizeBriefly sets -test.fuzzminimizetime to d when fuzzing,
-// unless it was given. Go minimizes every input that finds new coverage,
-// for 60 s by default, with a pass that tries every pair of cut points:
-// from a 13 KB or 94 KB seed it never finishes, and a 60 s run of
-// FuzzParseMountstats spent all of it minimizing (21 execs counted).
-func fuzzMinimizeBriefly(f *testing.F, d string) {
-	fuzzing, given := false, false
-	flag.Visit(func(fl *flag.Flag) {
-		switch fl.Name {
-		case "test.fuzz":
-			fuzzing = fl.Value.String() != ""
-		case "test.fuzzminimizetime":
-			given = true
-		}
-	})
-	if fuzzing && !given {
-		if err := flag.Set("test.fuzzminimizetime", d); err != nil {
-			f.Fatal(err)
-		}
-	}
-}
-
 func FuzzParseMountstats(f *testing.F) {
-	fuzzMinimizeBriefly(f, "5s")
 	f.Add(fixtureMountstats(f))
 	f.Add(benchMountstats(f))
 	for _, s := range brokenMountstats {
