@@ -1,6 +1,7 @@
 package collector
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -9,7 +10,6 @@ import (
 	"runtime"
 	"sort"
 	"strconv"
-	"strings"
 	"sync"
 	"time"
 	"unsafe"
@@ -18,7 +18,6 @@ import (
 	"github.com/go-kit/log"
 	"github.com/go-kit/log/level"
 	"github.com/prometheus/client_golang/prometheus"
-	"github.com/prometheus/procfs/sysfs"
 	"golang.org/x/sys/unix"
 )
 
@@ -40,7 +39,6 @@ func init() {
 }
 
 type nvmeCollector struct {
-	fs           sysfs.FS
 	classDir     string
 	devDir       string
 	smartTimeout time.Duration
@@ -81,10 +79,6 @@ func newNVMeCollector(sysRoot, devDir string, smartTimeout time.Duration, logger
 	if smartTimeout <= 0 {
 		return nil, fmt.Errorf("NVMe SMART timeout must be positive, got %s", smartTimeout)
 	}
-	sfs, err := sysfs.NewFS(sysRoot)
-	if err != nil {
-		return nil, fmt.Errorf("opening sysfs at %s: %w", sysRoot, err)
-	}
 	name := func(n string) string { return prometheus.BuildFQName(namespace, nvmeSubsystem, n) }
 	dev := []string{"device"}
 	gauge := func(n, help string, labels ...string) typedDesc {
@@ -94,7 +88,6 @@ func newNVMeCollector(sysRoot, devDir string, smartTimeout time.Duration, logger
 		return typedDesc{prometheus.NewDesc(name(n), help, dev, nil), prometheus.CounterValue}
 	}
 	return &nvmeCollector{
-		fs:           sfs,
 		classDir:     filepath.Join(sysRoot, "class", "nvme"),
 		devDir:       devDir,
 		smartTimeout: smartTimeout,
@@ -137,11 +130,11 @@ func (c *nvmeCollector) Update(ch chan<- prometheus.Metric) error {
 	if _, err := os.Stat(c.classDir); errors.Is(err, fs.ErrNotExist) {
 		return fmt.Errorf("%s: %w", c.classDir, ErrNoData)
 	}
-	class, err := c.fs.NVMeClass()
-	if err != nil {
-		return fmt.Errorf("reading NVMe controllers: %w", err)
-	}
+	class, readErr := readNVMeControllers(c.classDir)
 	if len(class) == 0 {
+		if readErr != nil {
+			return fmt.Errorf("reading NVMe controllers: %w", readErr)
+		}
 		return fmt.Errorf("no NVMe controllers in %s: %w", c.classDir, ErrNoData)
 	}
 	names := make([]string, 0, len(class))
@@ -156,8 +149,8 @@ func (c *nvmeCollector) Update(ch chan<- prometheus.Metric) error {
 	results := make(map[string]chan smartResult, len(names))
 	for _, n := range names {
 		dev := class[n]
-		if dev.State != "live" {
-			results[n] = settled(smartResult{err: fmt.Errorf("controller state is %q", dev.State)})
+		if dev.state != "live" {
+			results[n] = settled(smartResult{err: fmt.Errorf("controller state is %q", dev.state)})
 			continue
 		}
 		results[n] = c.startSMARTRead(n)
@@ -167,13 +160,9 @@ func (c *nvmeCollector) Update(ch chan<- prometheus.Metric) error {
 
 	for _, n := range names {
 		dev := class[n]
-		transport := ""
-		if b, err := os.ReadFile(filepath.Join(dev.Path, "transport")); err == nil {
-			transport = strings.TrimSpace(string(b))
-		}
 		dn := labelValue(n)
-		ch <- c.info.mustNewConstMetric(1, dn, labelValue(dev.Model), labelValue(dev.Serial),
-			labelValue(dev.FirmwareRevision), labelValue(dev.State), labelValue(transport))
+		ch <- c.info.mustNewConstMetric(1, dn, labelValue(dev.model), labelValue(dev.serial),
+			labelValue(dev.firmwareRevision), labelValue(dev.state), labelValue(dev.transport))
 
 		var res smartResult
 		select {
@@ -197,7 +186,7 @@ func (c *nvmeCollector) Update(ch chan<- prometheus.Metric) error {
 		ch <- c.smartAvailable.mustNewConstMetric(1, dn)
 		c.smartMetrics(ch, dn, res.log)
 	}
-	return nil
+	return readErr
 }
 
 // settled returns a channel that already holds r.
@@ -359,4 +348,109 @@ func readSMARTLog(path string, timeout time.Duration) ([]byte, error) {
 		return nil, fmt.Errorf("NVMe Get Log Page (SMART) on %s: controller status %#x", path, status)
 	}
 	return buf, nil
+}
+
+// nvmeController is what the collector reads of a controller in sysfs.
+type nvmeController struct {
+	model, serial, firmwareRevision, state, transport string
+}
+
+// nvmeControllerAttrs are read for every controller; transport is optional
+// (kernels before 4.15 lack it). The order is nvmeController's.
+var nvmeControllerAttrs = [...]string{"model", "serial", "firmware_rev", "state", "transport"}
+
+// readNVMeControllers reads the controllers under classDir
+// (/sys/class/nvme). It reads these five attributes itself rather than
+// through procfs's sysfs.NVMeClass, which also lists and reads every
+// namespace (twice the file operations, none of them exported here) and
+// fails every controller when one lacks a file. A sysfs open costs 10-25 µs
+// in the kernel; with 24 controllers that was most of an NVMe scrape.
+// A controller whose attributes cannot be read is left out and named in
+// the returned error; the others are returned.
+func readNVMeControllers(classDir string) (map[string]nvmeController, error) {
+	entries, err := os.ReadDir(classDir)
+	if err != nil {
+		return nil, err
+	}
+	names := make([]string, 0, len(entries))
+	for _, e := range entries {
+		names = append(names, e.Name())
+	}
+	ctrls := make([]nvmeController, len(names))
+	errs := make([]error, len(names))
+	// Controllers are read in parallel, a few at a time: the cost is in
+	// the kernel, per file.
+	workers := min(runtime.GOMAXPROCS(0), len(names))
+	next := make(chan int, len(names))
+	for i := range names {
+		next <- i
+	}
+	close(next)
+	var wg sync.WaitGroup
+	for w := 0; w < workers; w++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			var buf [4096]byte // a sysfs attribute is at most a page
+			for i := range next {
+				ctrls[i], errs[i] = readNVMeController(filepath.Join(classDir, names[i]), buf[:])
+			}
+		}()
+	}
+	wg.Wait()
+
+	out := make(map[string]nvmeController, len(names))
+	var failed []error
+	for i, n := range names {
+		if errs[i] != nil {
+			failed = append(failed, fmt.Errorf("NVMe controller %s: %w", n, errs[i]))
+			continue
+		}
+		out[n] = ctrls[i]
+	}
+	return out, errors.Join(failed...)
+}
+
+func readNVMeController(dir string, buf []byte) (nvmeController, error) {
+	var c nvmeController
+	// Attributes are opened relative to the controller's directory, which
+	// spares the kernel a path walk from /sys for each of them.
+	dfd, err := unix.Open(dir, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return c, &fs.PathError{Op: "open", Path: dir, Err: err}
+	}
+	defer unix.Close(dfd)
+	fields := [...]*string{&c.model, &c.serial, &c.firmwareRevision, &c.state, &c.transport}
+	for i, attr := range nvmeControllerAttrs {
+		v, err := readSysfsAttr(dfd, attr, buf)
+		if err != nil {
+			if attr == "transport" && errors.Is(err, unix.ENOENT) {
+				continue
+			}
+			return c, &fs.PathError{Op: "read", Path: filepath.Join(dir, attr), Err: err}
+		}
+		*fields[i] = v
+	}
+	return c, nil
+}
+
+// readSysfsAttr reads the attribute name in the directory dfd with one
+// read: sysfs hands out an attribute whole, at most a page, on the first
+// read. Surrounding blanks are trimmed (model and serial are padded).
+func readSysfsAttr(dfd int, name string, buf []byte) (string, error) {
+	fd, err := unix.Openat(dfd, name, unix.O_RDONLY|unix.O_CLOEXEC|unix.O_NOFOLLOW, 0)
+	if err != nil {
+		return "", err
+	}
+	defer unix.Close(fd)
+	for {
+		n, err := unix.Read(fd, buf)
+		if err == unix.EINTR {
+			continue
+		}
+		if err != nil {
+			return "", err
+		}
+		return string(bytes.TrimSpace(buf[:n])), nil
+	}
 }

@@ -14,6 +14,8 @@ import (
 
 	"github.com/go-kit/log"
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
+	"github.com/prometheus/procfs/sysfs"
 	"golang.org/x/sys/unix"
 )
 
@@ -323,4 +325,84 @@ func TestNVMeBlockedSMARTRead(t *testing.T) {
 		defer c.mu.Unlock()
 		return !c.inflight["nvme0"]
 	})
+}
+
+// The collector reads the controllers' attributes itself; it must read what
+// procfs's sysfs.NVMeClass reads from the same tree.
+func TestReadNVMeControllersMatchesProcfs(t *testing.T) {
+	sysRoot := filepath.Join("fixtures", "sys")
+	sfs, err := sysfs.NewFS(sysRoot)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want, err := sfs.NVMeClass()
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := readNVMeControllers(filepath.Join(sysRoot, "class", "nvme"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(got) != len(want) || len(got) == 0 {
+		t.Fatalf("read %d controllers, procfs %d", len(got), len(want))
+	}
+	for name, w := range want {
+		g, ok := got[name]
+		if !ok {
+			t.Errorf("controller %s missing", name)
+			continue
+		}
+		if g.model != w.Model || g.serial != w.Serial || g.firmwareRevision != w.FirmwareRevision || g.state != w.State {
+			t.Errorf("controller %s: read %+v, procfs %+v", name, g, w)
+		}
+		transport, err := os.ReadFile(filepath.Join(w.Path, "transport"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if g.transport != strings.TrimSpace(string(transport)) {
+			t.Errorf("controller %s: transport %q, file has %q", name, g.transport, transport)
+		}
+	}
+}
+
+// A controller whose attributes cannot be read (one being removed, an odd
+// driver) is left out with an error naming it; the others are exported. A
+// missing transport file (kernels before 4.15) is not an error.
+func TestNVMeUnreadableController(t *testing.T) {
+	sysRoot := t.TempDir()
+	write := func(ctrl, attr, value string) {
+		t.Helper()
+		dir := filepath.Join(sysRoot, "class", "nvme", ctrl)
+		if err := os.MkdirAll(dir, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(dir, attr), []byte(value+"\n"), 0o444); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, attr := range []string{"model", "serial", "firmware_rev", "state"} {
+		write("nvme0", attr, "x-"+attr)
+		if attr != "serial" {
+			write("nvme1", attr, "y-"+attr)
+		}
+	}
+	c, err := newNVMeCollector(sysRoot, t.TempDir(), time.Second, log.NewNopLogger())
+	if err != nil {
+		t.Fatal(err)
+	}
+	reg := newTestRegistry("nvme", c, nil)
+	want := `
+# HELP plateau_nvme_info NVMe controller of this node; the value is always 1.
+# TYPE plateau_nvme_info gauge
+plateau_nvme_info{device="nvme0",firmware_revision="x-firmware_rev",model="x-model",serial="x-serial",state="x-state",transport=""} 1
+# HELP plateau_scrape_collector_success 1 if the collector read its counters during this scrape, 0 if it failed or found no data.
+# TYPE plateau_scrape_collector_success gauge
+plateau_scrape_collector_success{collector="nvme"} 0
+`
+	if err := testutil.GatherAndCompare(reg, strings.NewReader(want), "plateau_nvme_info", "plateau_scrape_collector_success"); err != nil {
+		t.Error(err)
+	}
+	if _, err := collectAll(c); err == nil || !strings.Contains(err.Error(), "nvme1") || !strings.Contains(err.Error(), "serial") {
+		t.Errorf("Update error = %v, want one naming nvme1 and its serial", err)
+	}
 }
