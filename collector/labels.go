@@ -2,6 +2,7 @@ package collector
 
 import (
 	"strings"
+	"sync"
 
 	"github.com/prometheus/client_golang/prometheus"
 	dto "github.com/prometheus/client_model/go"
@@ -59,4 +60,62 @@ func (m *sharedLabelMetric) Write(out *dto.Metric) error {
 		out.Untyped = &dto.Untyped{Value: &v}
 	}
 	return nil
+}
+
+// labelPairsCache keeps label pairs from one scrape to the next. A node's
+// objects (NFS mounts and their operations, HCA ports) rarely change, and
+// building their pairs, sorted protobuf messages, was a sixth of what a
+// large scrape allocated. Pairs are never modified once built, so
+// concurrent scrapes share them, as a constant metric kept by a collector
+// shares its own.
+type labelPairsCache struct {
+	desc *prometheus.Desc
+
+	mu         sync.Mutex
+	entries    map[string]*cachedLabelPairs
+	generation uint64
+	key        []byte
+}
+
+type cachedLabelPairs struct {
+	pairs      labelPairs
+	generation uint64
+}
+
+// newLabelPairsCache caches pairs for desc and the descriptors that share
+// its variable labels (see labelPairs).
+func newLabelPairsCache(desc *prometheus.Desc) *labelPairsCache {
+	return &labelPairsCache{desc: desc, entries: map[string]*cachedLabelPairs{}}
+}
+
+// get returns the pairs for values, which must be valid UTF-8.
+func (c *labelPairsCache) get(values ...string) labelPairs {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.key = c.key[:0]
+	for _, v := range values {
+		// 0xff never occurs in UTF-8, so the key is unambiguous.
+		c.key = append(c.key, v...)
+		c.key = append(c.key, 0xff)
+	}
+	if e, ok := c.entries[string(c.key)]; ok {
+		e.generation = c.generation
+		return e.pairs
+	}
+	pairs := newLabelPairs(c.desc, values...)
+	c.entries[string(c.key)] = &cachedLabelPairs{pairs: pairs, generation: c.generation}
+	return pairs
+}
+
+// sweep ends a scrape: pairs it did not use are dropped, so that mounts
+// that come and go (automount) do not grow the cache.
+func (c *labelPairsCache) sweep() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for k, e := range c.entries {
+		if e.generation != c.generation {
+			delete(c.entries, k)
+		}
+	}
+	c.generation++
 }

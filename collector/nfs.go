@@ -54,6 +54,9 @@ type nfsCollector struct {
 	retransmissions                                typedDesc
 	sends, receives, badXIDs, backlog, connects    typedDesc
 	ops                                            []nfsOpCounter
+	// mountPairs and opPairs keep the label pairs of mounts and of their
+	// operations between scrapes.
+	mountPairs, opPairs *labelPairsCache
 }
 
 func newNFSCollector(procRoot, include string, logger log.Logger) (*nfsCollector, error) {
@@ -103,6 +106,8 @@ func newNFSCollector(procRoot, include string, logger log.Logger) (*nfsCollector
 		op("operations_request_time_seconds_total", "Execution time of the NFS operation, from queueing to completion, summed over requests.",
 			func(o *nfsOpStats) float64 { return float64(o.executeMillis) / 1000 }),
 	}
+	c.mountPairs = newLabelPairsCache(c.readBytes.desc)
+	c.opPairs = newLabelPairsCache(c.ops[0].desc.desc)
 	return c, nil
 }
 
@@ -169,6 +174,8 @@ func (c *nfsCollector) Update(ch chan<- prometheus.Metric) error {
 	for i := range selected {
 		c.updateMount(ch, &selected[i])
 	}
+	c.mountPairs.sweep()
+	c.opPairs.sweep()
 	return malformed
 }
 
@@ -207,7 +214,7 @@ func (c *nfsCollector) updateMount(ch chan<- prometheus.Metric, m *nfsMount) {
 	ch <- c.info.mustNewConstMetric(1, m.mountpoint, m.export, m.server, labelValue(s.vers), labelValue(protocol))
 
 	// All mount-level descriptors share the label names of readBytes.
-	l := newLabelPairs(c.readBytes.desc, m.mountpoint, m.export, m.server)
+	l := c.mountPairs.get(m.mountpoint, m.export, m.server)
 	ch <- l.metric(&c.readBytes, float64(s.readBytes))
 	ch <- l.metric(&c.writeBytes, float64(s.writeBytes))
 	ch <- l.metric(&c.directRead, float64(s.directReadBytes))
@@ -229,7 +236,7 @@ func (c *nfsCollector) updateMount(ch chan<- prometheus.Metric, m *nfsMount) {
 	// the operation's first request. The parser keeps only those.
 	for i := range s.ops {
 		o := &s.ops[i]
-		ol := newLabelPairs(c.ops[0].desc.desc, m.mountpoint, m.export, m.server, labelValue(o.name))
+		ol := c.opPairs.get(m.mountpoint, m.export, m.server, labelValue(o.name))
 		for j := range c.ops {
 			ch <- ol.metric(&c.ops[j].desc, c.ops[j].get(o))
 		}
