@@ -56,6 +56,8 @@ type infinibandCollector struct {
 	counters []ibCounter
 
 	info, rate, state, physState, saturatedDesc typedDesc
+	// portPairs and saturatedPairs keep label pairs between scrapes.
+	portPairs, saturatedPairs *labelPairsCache
 }
 
 func newInfiniBandCollector(sysRoot string, logger log.Logger) (*infinibandCollector, error) {
@@ -171,6 +173,8 @@ func newInfiniBandCollector(sysRoot string, logger log.Logger) (*infinibandColle
 		counter("port_vl15_dropped_total", "Subnet management packets (VL15) dropped for lack of buffers.", "VL15_dropped", 16,
 			func(cs *sysfs.InfiniBandCounters) *uint64 { return cs.VL15Dropped }),
 	}
+	c.portPairs = newLabelPairsCache(c.rate.desc)
+	c.saturatedPairs = newLabelPairsCache(c.saturatedDesc.desc)
 	return c, nil
 }
 
@@ -219,13 +223,15 @@ func (c *infinibandCollector) Update(ch chan<- prometheus.Metric) error {
 			c.updatePort(ch, name, dev.Ports[num])
 		}
 	}
+	c.portPairs.sweep()
+	c.saturatedPairs.sweep()
 	return errors.Join(errs...)
 }
 
 func (c *infinibandCollector) updatePort(ch chan<- prometheus.Metric, device string, p sysfs.InfiniBandPort) {
 	port := strconv.FormatUint(uint64(p.Port), 10)
 	// Every per-port descriptor has the label names of rate.
-	l := newLabelPairs(c.rate.desc, device, port)
+	l := c.portPairs.get(device, port)
 	ch <- l.metric(&c.rate, float64(p.Rate))
 	ch <- l.metric(&c.state, float64(p.StateID))
 	ch <- l.metric(&c.physState, float64(p.PhysStateID))
@@ -241,7 +247,7 @@ func (c *infinibandCollector) updatePort(ch chan<- prometheus.Metric, device str
 			if ctr.saturated(*v, width) {
 				sat = 1
 			}
-			ch <- c.saturatedDesc.mustNewConstMetric(sat, device, port, ctr.name)
+			ch <- c.saturatedPairs.get(device, port, ctr.name).metric(&c.saturatedDesc, sat)
 		}
 	}
 }
