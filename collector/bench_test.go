@@ -26,7 +26,7 @@ func benchWrite(b testing.TB, path, content string) {
 	}
 }
 
-func genInfiniBand(b *testing.B, sysRoot string) {
+func genInfiniBand(b testing.TB, sysRoot string) {
 	counters := []string{
 		"excessive_buffer_overrun_errors", "link_downed", "link_error_recovery", "local_link_integrity_errors",
 		"multicast_rcv_packets", "multicast_xmit_packets", "port_rcv_constraint_errors", "port_rcv_data",

@@ -8,11 +8,12 @@ import (
 	"path/filepath"
 	"sort"
 	"strconv"
+	"strings"
 	"sync"
 
 	"github.com/go-kit/log"
 	"github.com/prometheus/client_golang/prometheus"
-	"github.com/prometheus/procfs/sysfs"
+	"golang.org/x/sys/unix"
 )
 
 const infinibandSubsystem = "infiniband"
@@ -26,30 +27,32 @@ func init() {
 // ibCounter describes one per-port counter read from sysfs.
 type ibCounter struct {
 	desc typedDesc
-	// name is the sysfs counter file, the label of the saturation metric.
+	// name is the file in the port's counters/ directory, and the label
+	// of the saturation metric.
 	name string
-	// get returns the counter and the width in bits of the InfiniBand PMA
-	// field it came from; 0 means a 64-bit field that cannot saturate in
-	// practice.
-	get func(*sysfs.InfiniBandCounters) (*uint64, uint)
-	// unit is what procfs multiplied the raw field by: the data counters
-	// count 4-byte words and procfs reports bytes.
+	// legacy is the 64-bit file in counters_ext/ that kernels before 4.5
+	// expose next to the 32-bit field; "" when there is none.
+	legacy string
+	// width is the width in bits of the InfiniBand PMA field behind name;
+	// 0 means a 64-bit field that cannot saturate in practice.
+	width uint
+	// unit multiplies the file's value: the data counters count 4-byte
+	// words (procfs multiplies them by 4 as well).
 	unit uint64
 }
 
-// saturated reports whether v sits at the maximum of a width-bit field.
-// InfiniBand PMA counters stop at their maximum instead of wrapping, so a
-// rate computed from a saturated counter reads zero although traffic or
-// errors continue.
-func (c *ibCounter) saturated(v uint64, width uint) bool {
-	if width == 0 || width >= 64 {
+// saturated reports whether v, read from name (not from legacy), sits at
+// the maximum of its field. InfiniBand PMA counters stop at their maximum
+// instead of wrapping, so a rate computed from a saturated counter reads
+// zero although traffic or errors continue.
+func (c *ibCounter) saturated(v uint64) bool {
+	if c.width == 0 || c.width >= 64 {
 		return false
 	}
-	return v == c.unit*(uint64(1)<<width-1)
+	return v == c.unit*(uint64(1)<<c.width-1)
 }
 
 type infinibandCollector struct {
-	fs       sysfs.FS
 	classDir string
 	logger   log.Logger
 
@@ -64,12 +67,7 @@ func newInfiniBandCollector(sysRoot string, logger log.Logger) (*infinibandColle
 	if logger == nil {
 		logger = log.NewNopLogger()
 	}
-	sfs, err := sysfs.NewFS(sysRoot)
-	if err != nil {
-		return nil, fmt.Errorf("opening sysfs at %s: %w", sysRoot, err)
-	}
 	c := &infinibandCollector{
-		fs:       sfs,
 		classDir: filepath.Join(sysRoot, "class", "infiniband"),
 		logger:   logger,
 	}
@@ -87,91 +85,55 @@ func newInfiniBandCollector(sysRoot string, logger log.Logger) (*infinibandColle
 		"1 if a port counter of 32 bits or fewer sits at its maximum: the hardware stopped counting and its rate reads 0; reset it with perfquery -x -R. 0 otherwise.",
 		[]string{"device", "port", "counter"})
 
-	counter := func(metric, help, file string, width uint, get func(*sysfs.InfiniBandCounters) *uint64) ibCounter {
+	counter := func(metric, help, file string, width uint) ibCounter {
 		return ibCounter{
-			desc: typedDesc{prometheus.NewDesc(name(metric), help, portLabels, nil), prometheus.CounterValue},
-			name: file,
-			get: func(cs *sysfs.InfiniBandCounters) (*uint64, uint) {
-				return get(cs), width
-			},
-			unit: 1,
+			desc:  typedDesc{prometheus.NewDesc(name(metric), help, portLabels, nil), prometheus.CounterValue},
+			name:  file,
+			width: width,
+			unit:  1,
 		}
 	}
-	// extended prefers the 64-bit counters_ext value that kernels before
-	// 4.5 expose next to the 32-bit field; newer kernels put the 64-bit
-	// value in counters/ when the HCA supports it, and nothing tells the
-	// two apart, so a value at the 32-bit maximum is flagged either way.
-	// baseWidth is 0 for the unicast and multicast counters, which only
-	// exist as 64-bit PortCountersExtended fields.
-	extended := func(metric, help, file string, unit uint64, baseWidth uint, legacy, base func(*sysfs.InfiniBandCounters) *uint64) ibCounter {
+	// extended prefers the 64-bit counters_ext value of kernels before 4.5
+	// to the 32-bit field; newer kernels put the 64-bit value in counters/
+	// when the HCA supports it, and nothing tells the two apart, so a value
+	// at the 32-bit maximum is flagged either way. baseWidth is 0 for the
+	// unicast and multicast counters, which only exist as 64-bit
+	// PortCountersExtended fields.
+	extended := func(metric, help, file, legacy string, unit uint64, baseWidth uint) ibCounter {
 		return ibCounter{
-			desc: typedDesc{prometheus.NewDesc(name(metric), help, portLabels, nil), prometheus.CounterValue},
-			name: file,
-			get: func(cs *sysfs.InfiniBandCounters) (*uint64, uint) {
-				if v := legacy(cs); v != nil {
-					return v, 0
-				}
-				return base(cs), baseWidth
-			},
-			unit: unit,
+			desc:   typedDesc{prometheus.NewDesc(name(metric), help, portLabels, nil), prometheus.CounterValue},
+			name:   file,
+			legacy: legacy,
+			width:  baseWidth,
+			unit:   unit,
 		}
 	}
 	// Widths are those of the PortCounters attribute in the InfiniBand
 	// Architecture Specification, vol. 1, table "PortCounters", which is
 	// what the kernel's sysfs counters decode (drivers/infiniband/core/sysfs.c).
 	c.counters = []ibCounter{
-		extended("port_data_received_bytes_total", "Data bytes received on the port, all virtual lanes.", "port_rcv_data", 4, 32,
-			func(cs *sysfs.InfiniBandCounters) *uint64 { return cs.LegacyPortRcvData64 },
-			func(cs *sysfs.InfiniBandCounters) *uint64 { return cs.PortRcvData }),
-		extended("port_data_transmitted_bytes_total", "Data bytes transmitted on the port, all virtual lanes.", "port_xmit_data", 4, 32,
-			func(cs *sysfs.InfiniBandCounters) *uint64 { return cs.LegacyPortXmitData64 },
-			func(cs *sysfs.InfiniBandCounters) *uint64 { return cs.PortXmitData }),
-		extended("port_packets_received_total", "Packets received on the port.", "port_rcv_packets", 1, 32,
-			func(cs *sysfs.InfiniBandCounters) *uint64 { return cs.LegacyPortRcvPackets64 },
-			func(cs *sysfs.InfiniBandCounters) *uint64 { return cs.PortRcvPackets }),
-		extended("port_packets_transmitted_total", "Packets transmitted on the port.", "port_xmit_packets", 1, 32,
-			func(cs *sysfs.InfiniBandCounters) *uint64 { return cs.LegacyPortXmitPackets64 },
-			func(cs *sysfs.InfiniBandCounters) *uint64 { return cs.PortXmitPackets }),
-		extended("port_unicast_packets_received_total", "Unicast packets received on the port.", "unicast_rcv_packets", 1, 0,
-			func(cs *sysfs.InfiniBandCounters) *uint64 { return cs.LegacyPortUnicastRcvPackets },
-			func(cs *sysfs.InfiniBandCounters) *uint64 { return cs.UnicastRcvPackets }),
-		extended("port_unicast_packets_transmitted_total", "Unicast packets transmitted on the port.", "unicast_xmit_packets", 1, 0,
-			func(cs *sysfs.InfiniBandCounters) *uint64 { return cs.LegacyPortUnicastXmitPackets },
-			func(cs *sysfs.InfiniBandCounters) *uint64 { return cs.UnicastXmitPackets }),
-		extended("port_multicast_packets_received_total", "Multicast packets received on the port.", "multicast_rcv_packets", 1, 0,
-			func(cs *sysfs.InfiniBandCounters) *uint64 { return cs.LegacyPortMulticastRcvPackets },
-			func(cs *sysfs.InfiniBandCounters) *uint64 { return cs.MulticastRcvPackets }),
-		extended("port_multicast_packets_transmitted_total", "Multicast packets transmitted on the port.", "multicast_xmit_packets", 1, 0,
-			func(cs *sysfs.InfiniBandCounters) *uint64 { return cs.LegacyPortMulticastXmitPackets },
-			func(cs *sysfs.InfiniBandCounters) *uint64 { return cs.MulticastXmitPackets }),
-		counter("port_transmit_wait_total", "Ticks during which the port had data to send but no flow-control credits: congestion downstream.", "port_xmit_wait", 32,
-			func(cs *sysfs.InfiniBandCounters) *uint64 { return cs.PortXmitWait }),
-		counter("port_symbol_errors_total", "Minor link errors detected on physical lanes; a steady rise points at a bad cable or transceiver.", "symbol_error", 16,
-			func(cs *sysfs.InfiniBandCounters) *uint64 { return cs.SymbolError }),
-		counter("port_link_error_recovery_total", "Times the link error recovery process completed successfully.", "link_error_recovery", 8,
-			func(cs *sysfs.InfiniBandCounters) *uint64 { return cs.LinkErrorRecovery }),
-		counter("port_link_downed_total", "Times the link error recovery process failed and the link went down.", "link_downed", 8,
-			func(cs *sysfs.InfiniBandCounters) *uint64 { return cs.LinkDowned }),
-		counter("port_errors_received_total", "Packets received with an error.", "port_rcv_errors", 16,
-			func(cs *sysfs.InfiniBandCounters) *uint64 { return cs.PortRcvErrors }),
-		counter("port_receive_remote_physical_errors_total", "Packets received marked with the EBP delimiter (bad upstream).", "port_rcv_remote_physical_errors", 16,
-			func(cs *sysfs.InfiniBandCounters) *uint64 { return cs.PortRcvRemotePhysicalErrors }),
-		counter("port_receive_switch_relay_errors_total", "Packets received that could not be forwarded by the switch.", "port_rcv_switch_relay_errors", 16,
-			func(cs *sysfs.InfiniBandCounters) *uint64 { return cs.PortRcvSwitchRelayErrors }),
-		counter("port_receive_constraint_errors_total", "Packets received that were dropped by partition or raw-packet filtering.", "port_rcv_constraint_errors", 8,
-			func(cs *sysfs.InfiniBandCounters) *uint64 { return cs.PortRcvConstraintErrors }),
-		counter("port_transmit_constraint_errors_total", "Packets not transmitted because of partition or raw-packet filtering.", "port_xmit_constraint_errors", 8,
-			func(cs *sysfs.InfiniBandCounters) *uint64 { return cs.PortXmitConstraintErrors }),
-		counter("port_discards_transmitted_total", "Outbound packets discarded because the port was down or congested.", "port_xmit_discards", 16,
-			func(cs *sysfs.InfiniBandCounters) *uint64 { return cs.PortXmitDiscards }),
-		counter("port_discards_received_total", "Inbound packets discarded by the port (only some drivers report it).", "port_rcv_discards", 0,
-			func(cs *sysfs.InfiniBandCounters) *uint64 { return cs.PortRcvDiscards }),
-		counter("port_local_link_integrity_errors_total", "Times the count of local physical errors exceeded its threshold.", "local_link_integrity_errors", 4,
-			func(cs *sysfs.InfiniBandCounters) *uint64 { return cs.LocalLinkIntegrityErrors }),
-		counter("port_excessive_buffer_overrun_errors_total", "Times consecutive receive buffer overruns exceeded their threshold.", "excessive_buffer_overrun_errors", 4,
-			func(cs *sysfs.InfiniBandCounters) *uint64 { return cs.ExcessiveBufferOverrunErrors }),
-		counter("port_vl15_dropped_total", "Subnet management packets (VL15) dropped for lack of buffers.", "VL15_dropped", 16,
-			func(cs *sysfs.InfiniBandCounters) *uint64 { return cs.VL15Dropped }),
+		extended("port_data_received_bytes_total", "Data bytes received on the port, all virtual lanes.", "port_rcv_data", "port_rcv_data_64", 4, 32),
+		extended("port_data_transmitted_bytes_total", "Data bytes transmitted on the port, all virtual lanes.", "port_xmit_data", "port_xmit_data_64", 4, 32),
+		extended("port_packets_received_total", "Packets received on the port.", "port_rcv_packets", "port_rcv_packets_64", 1, 32),
+		extended("port_packets_transmitted_total", "Packets transmitted on the port.", "port_xmit_packets", "port_xmit_packets_64", 1, 32),
+		extended("port_unicast_packets_received_total", "Unicast packets received on the port.", "unicast_rcv_packets", "port_unicast_rcv_packets", 1, 0),
+		extended("port_unicast_packets_transmitted_total", "Unicast packets transmitted on the port.", "unicast_xmit_packets", "port_unicast_xmit_packets", 1, 0),
+		extended("port_multicast_packets_received_total", "Multicast packets received on the port.", "multicast_rcv_packets", "port_multicast_rcv_packets", 1, 0),
+		extended("port_multicast_packets_transmitted_total", "Multicast packets transmitted on the port.", "multicast_xmit_packets", "port_multicast_xmit_packets", 1, 0),
+		counter("port_transmit_wait_total", "Ticks during which the port had data to send but no flow-control credits: congestion downstream.", "port_xmit_wait", 32),
+		counter("port_symbol_errors_total", "Minor link errors detected on physical lanes; a steady rise points at a bad cable or transceiver.", "symbol_error", 16),
+		counter("port_link_error_recovery_total", "Times the link error recovery process completed successfully.", "link_error_recovery", 8),
+		counter("port_link_downed_total", "Times the link error recovery process failed and the link went down.", "link_downed", 8),
+		counter("port_errors_received_total", "Packets received with an error.", "port_rcv_errors", 16),
+		counter("port_receive_remote_physical_errors_total", "Packets received marked with the EBP delimiter (bad upstream).", "port_rcv_remote_physical_errors", 16),
+		counter("port_receive_switch_relay_errors_total", "Packets received that could not be forwarded by the switch.", "port_rcv_switch_relay_errors", 16),
+		counter("port_receive_constraint_errors_total", "Packets received that were dropped by partition or raw-packet filtering.", "port_rcv_constraint_errors", 8),
+		counter("port_transmit_constraint_errors_total", "Packets not transmitted because of partition or raw-packet filtering.", "port_xmit_constraint_errors", 8),
+		counter("port_discards_transmitted_total", "Outbound packets discarded because the port was down or congested.", "port_xmit_discards", 16),
+		counter("port_discards_received_total", "Inbound packets discarded by the port (only some drivers report it).", "port_rcv_discards", 0),
+		counter("port_local_link_integrity_errors_total", "Times the count of local physical errors exceeded its threshold.", "local_link_integrity_errors", 4),
+		counter("port_excessive_buffer_overrun_errors_total", "Times consecutive receive buffer overruns exceeded their threshold.", "excessive_buffer_overrun_errors", 4),
+		counter("port_vl15_dropped_total", "Subnet management packets (VL15) dropped for lack of buffers.", "VL15_dropped", 16),
 	}
 	c.portPairs = newLabelPairsCache(c.rate.desc)
 	c.saturatedPairs = newLabelPairsCache(c.saturatedDesc.desc)
@@ -180,47 +142,46 @@ func newInfiniBandCollector(sysRoot string, logger log.Logger) (*infinibandColle
 
 // Update reads the HCAs concurrently: on real hardware every counter file
 // read is a management datagram to the HCA firmware, and one HCA that fails
-// to read (a port whose attributes error out) does not hide the others.
+// to read does not hide the others.
+//
+// The collector reads the attribute and counter files it exports itself
+// instead of through procfs's sysfs.InfiniBandDevice, which also reads
+// every hw_counters file of every port (dozens per port on mlx5, each read
+// a firmware query for data this collector does not export) and fails the
+// whole HCA on one unreadable port.
 func (c *infinibandCollector) Update(ch chan<- prometheus.Metric) error {
-	if _, err := os.Stat(c.classDir); errors.Is(err, fs.ErrNotExist) {
+	entries, err := os.ReadDir(c.classDir)
+	if errors.Is(err, fs.ErrNotExist) {
 		return fmt.Errorf("%s: %w", c.classDir, ErrNoData)
 	}
-	names, err := c.fs.InfiniBandClassDevices()
 	if err != nil {
 		return fmt.Errorf("listing InfiniBand devices: %w", err)
 	}
-	if len(names) == 0 {
+	if len(entries) == 0 {
 		return fmt.Errorf("no InfiniBand devices in %s: %w", c.classDir, ErrNoData)
 	}
-	sort.Strings(names)
-	devs := make([]*sysfs.InfiniBandDevice, len(names))
-	errs := make([]error, len(names))
+	devs := make([]ibDevice, len(entries))
 	var wg sync.WaitGroup
-	for i, n := range names {
+	for i, e := range entries {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			devs[i], errs[i] = c.fs.InfiniBandDevice(n)
-			if errs[i] != nil {
-				errs[i] = fmt.Errorf("reading InfiniBand device %s: %w", n, errs[i])
-			}
+			devs[i] = c.readDevice(e.Name())
 		}()
 	}
 	wg.Wait()
 
-	for _, dev := range devs {
-		if dev == nil {
+	var errs []error
+	for i := range devs {
+		dev := &devs[i]
+		errs = append(errs, dev.errs...)
+		if !dev.ok {
 			continue
 		}
-		name := labelValue(dev.Name)
-		ch <- c.info.mustNewConstMetric(1, name, labelValue(dev.BoardID), labelValue(dev.FirmwareVersion), labelValue(dev.HCAType))
-		ports := make([]uint, 0, len(dev.Ports))
-		for p := range dev.Ports {
-			ports = append(ports, p)
-		}
-		sort.Slice(ports, func(i, j int) bool { return ports[i] < ports[j] })
-		for _, num := range ports {
-			c.updatePort(ch, name, dev.Ports[num])
+		name := labelValue(dev.name)
+		ch <- c.info.mustNewConstMetric(1, name, labelValue(dev.boardID), labelValue(dev.firmwareVersion), labelValue(dev.hcaType))
+		for j := range dev.ports {
+			c.updatePort(ch, name, &dev.ports[j])
 		}
 	}
 	c.portPairs.sweep()
@@ -228,23 +189,194 @@ func (c *infinibandCollector) Update(ch chan<- prometheus.Metric) error {
 	return errors.Join(errs...)
 }
 
-func (c *infinibandCollector) updatePort(ch chan<- prometheus.Metric, device string, p sysfs.InfiniBandPort) {
-	port := strconv.FormatUint(uint64(p.Port), 10)
-	// Every per-port descriptor has the label names of rate.
-	l := c.portPairs.get(device, port)
-	ch <- l.metric(&c.rate, float64(p.Rate))
-	ch <- l.metric(&c.state, float64(p.StateID))
-	ch <- l.metric(&c.physState, float64(p.PhysStateID))
+// ibDevice is what the collector read of one HCA.
+type ibDevice struct {
+	name                              string
+	boardID, firmwareVersion, hcaType string
+	ports                             []ibPort
+	// ok is false when the HCA itself could not be read; errs lists that
+	// and every port or counter that could not be.
+	ok   bool
+	errs []error
+}
+
+type ibPort struct {
+	number               uint64
+	rate                 uint64 // bytes per second
+	stateID, physStateID uint64
+	values               []uint64 // per c.counters
+	present, fromLegacy  []bool
+}
+
+// readDevice reads an HCA: fw_ver is required (every driver has it since
+// 4.10), board_id and hca_type are not.
+func (c *infinibandCollector) readDevice(name string) ibDevice {
+	dev := ibDevice{name: name}
+	dir := filepath.Join(c.classDir, name)
+	dfd, err := unix.Open(dir, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		dev.errs = append(dev.errs, fmt.Errorf("InfiniBand device %s: %w", name, &fs.PathError{Op: "open", Path: dir, Err: err}))
+		return dev
+	}
+	defer unix.Close(dfd)
+	var buf [4096]byte
+	if dev.firmwareVersion, err = readSysfsAttr(dfd, "fw_ver", buf[:]); err != nil {
+		dev.errs = append(dev.errs, fmt.Errorf("InfiniBand device %s: reading fw_ver: %w", name, err))
+		return dev
+	}
+	dev.boardID, _ = readSysfsAttr(dfd, "board_id", buf[:])
+	dev.hcaType, _ = readSysfsAttr(dfd, "hca_type", buf[:])
+
+	portsDir := filepath.Join(dir, "ports")
+	ports, err := os.ReadDir(portsDir)
+	if err != nil {
+		dev.errs = append(dev.errs, fmt.Errorf("InfiniBand device %s: listing ports: %w", name, err))
+		return dev
+	}
+	dev.ok = true
+	for _, p := range ports {
+		port, ok, err := c.readPort(filepath.Join(portsDir, p.Name()), p.Name(), buf[:])
+		if err != nil {
+			dev.errs = append(dev.errs, fmt.Errorf("InfiniBand device %s port %s: %w", name, p.Name(), err))
+		}
+		if ok {
+			dev.ports = append(dev.ports, port)
+		}
+	}
+	sort.Slice(dev.ports, func(i, j int) bool { return dev.ports[i].number < dev.ports[j].number })
+	return dev
+}
+
+// readPort reads a port's state, rate and counters. ok is false when the
+// port's state or rate could not be read; a counter that could not be read
+// is only named in err. A counter the driver does not implement is absent,
+// not an error: its file is missing, unreadable (EINVAL, EOPNOTSUPP) or
+// reads "N/A (no PMA)".
+func (c *infinibandCollector) readPort(dir, name string, buf []byte) (p ibPort, ok bool, err error) {
+	if p.number, err = strconv.ParseUint(name, 10, 32); err != nil {
+		return p, false, fmt.Errorf("port directory name is not a number")
+	}
+	pfd, err := unix.Open(dir, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return p, false, &fs.PathError{Op: "open", Path: dir, Err: err}
+	}
+	defer unix.Close(pfd)
+	for _, f := range []struct {
+		file  string
+		parse func(string) (uint64, error)
+		dst   *uint64
+	}{
+		{"state", parseIBState, &p.stateID},
+		{"phys_state", parseIBState, &p.physStateID},
+		{"rate", parseIBRate, &p.rate},
+	} {
+		v, err := readSysfsAttr(pfd, f.file, buf)
+		if err != nil {
+			return p, false, fmt.Errorf("reading %s: %w", f.file, err)
+		}
+		if *f.dst, err = f.parse(v); err != nil {
+			return p, false, fmt.Errorf("%s %q: %w", f.file, v, err)
+		}
+	}
+
+	p.values = make([]uint64, len(c.counters))
+	p.present = make([]bool, len(c.counters))
+	p.fromLegacy = make([]bool, len(c.counters))
+	var errs []error
+	read := func(dirfd int, file string) (uint64, bool) {
+		v, err := readSysfsAttr(dirfd, file, buf)
+		if err != nil {
+			if !ibCounterAbsent(err) {
+				errs = append(errs, fmt.Errorf("reading %s: %w", file, err))
+			}
+			return 0, false
+		}
+		n, err := strconv.ParseUint(v, 0, 64)
+		if err != nil {
+			if !strings.HasPrefix(v, "N/A") {
+				errs = append(errs, fmt.Errorf("%s %q is not a number", file, v))
+			}
+			return 0, false
+		}
+		return n, true
+	}
+	// counters_ext exists only on kernels before 4.5.
+	if efd, err := unix.Openat(pfd, "counters_ext", unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0); err == nil {
+		for i := range c.counters {
+			if c.counters[i].legacy == "" {
+				continue
+			}
+			if v, ok := read(efd, c.counters[i].legacy); ok {
+				p.values[i], p.present[i], p.fromLegacy[i] = v*c.counters[i].unit, true, true
+			}
+		}
+		unix.Close(efd)
+	}
+	cfd, err := unix.Openat(pfd, "counters", unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		// Some drivers (and RoCE ports on some kernels) have no counters
+		// directory; the port's state and rate are still worth exporting.
+		return p, true, errors.Join(errs...)
+	}
+	defer unix.Close(cfd)
 	for i := range c.counters {
-		ctr := &c.counters[i]
-		v, width := ctr.get(&p.Counters)
-		if v == nil {
+		if p.present[i] {
 			continue
 		}
-		ch <- l.metric(&ctr.desc, float64(*v))
-		if width > 0 && width <= 32 {
+		if v, ok := read(cfd, c.counters[i].name); ok {
+			p.values[i], p.present[i] = v*c.counters[i].unit, true
+		}
+	}
+	return p, true, errors.Join(errs...)
+}
+
+// ibCounterAbsent tells a counter the driver does not implement from a
+// failure to read one it does; procfs draws the same line.
+func ibCounterAbsent(err error) bool {
+	return errors.Is(err, unix.ENOENT) || errors.Is(err, unix.EACCES) || errors.Is(err, unix.EPERM) ||
+		errors.Is(err, unix.EOPNOTSUPP) || errors.Is(err, unix.EINVAL)
+}
+
+// parseIBState parses a state file ("4: ACTIVE") into its number.
+func parseIBState(s string) (uint64, error) {
+	id, _, ok := strings.Cut(s, ":")
+	if !ok {
+		return 0, errors.New("not 'ID: NAME'")
+	}
+	return strconv.ParseUint(strings.TrimSpace(id), 10, 32)
+}
+
+// parseIBRate parses a rate file ("100 Gb/sec (4X EDR)") into bytes per
+// second.
+func parseIBRate(s string) (uint64, error) {
+	value, _, ok := strings.Cut(s, " ")
+	if !ok {
+		return 0, errors.New("not 'N Gb/sec ...'")
+	}
+	gbits, err := strconv.ParseFloat(value, 64)
+	if err != nil || gbits < 0 {
+		return 0, fmt.Errorf("rate %q is not a number of Gb/s", value)
+	}
+	return uint64(gbits * 125e6), nil
+}
+
+func (c *infinibandCollector) updatePort(ch chan<- prometheus.Metric, device string, p *ibPort) {
+	port := strconv.FormatUint(p.number, 10)
+	// Every per-port descriptor has the label names of rate.
+	l := c.portPairs.get(device, port)
+	ch <- l.metric(&c.rate, float64(p.rate))
+	ch <- l.metric(&c.state, float64(p.stateID))
+	ch <- l.metric(&c.physState, float64(p.physStateID))
+	for i := range c.counters {
+		if !p.present[i] {
+			continue
+		}
+		ctr := &c.counters[i]
+		v := p.values[i]
+		ch <- l.metric(&ctr.desc, float64(v))
+		if !p.fromLegacy[i] && ctr.width > 0 && ctr.width <= 32 {
 			sat := 0.0
-			if ctr.saturated(*v, width) {
+			if ctr.saturated(v) {
 				sat = 1
 			}
 			ch <- c.saturatedPairs.get(device, port, ctr.name).metric(&c.saturatedDesc, sat)

@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/go-kit/log"
+	"github.com/prometheus/client_golang/prometheus/testutil"
 	"github.com/prometheus/procfs/sysfs"
 )
 
@@ -84,38 +85,188 @@ func TestInfiniBandSaturationAppears(t *testing.T) {
 }
 
 func TestIBCounterSaturated(t *testing.T) {
-	data := ibCounter{unit: 4}
-	if !data.saturated(4*0xFFFFFFFF, 32) {
+	data := ibCounter{unit: 4, width: 32}
+	if !data.saturated(4 * 0xFFFFFFFF) {
 		t.Error("32-bit data counter at its maximum (in bytes) not flagged")
 	}
-	if data.saturated(0xFFFFFFFF, 32) {
+	if data.saturated(0xFFFFFFFF) {
 		t.Error("data counter below its maximum flagged")
 	}
-	if data.saturated(4*0xFFFFFFFF, 0) {
+	wide := ibCounter{unit: 4}
+	if wide.saturated(4 * 0xFFFFFFFF) {
 		t.Error("64-bit counter flagged")
 	}
-	one := ibCounter{unit: 1}
-	if !one.saturated(15, 4) || one.saturated(14, 4) || !one.saturated(65535, 16) {
+	nibble, short := ibCounter{unit: 1, width: 4}, ibCounter{unit: 1, width: 16}
+	if !nibble.saturated(15) || nibble.saturated(14) || !short.saturated(65535) {
 		t.Error("narrow counters misjudged")
 	}
 }
 
-// The fixture tree must stay readable by procfs itself, which the daemon
-// uses with --path.sysfs.
-func TestInfiniBandFixtureParsesWithProcfs(t *testing.T) {
-	fs, err := sysfs.NewFS(filepath.Join("fixtures", "sys"))
+// The collector reads sysfs itself; on the fixture tree (two HCA kinds, one
+// with counters_ext) and on the benchmark's tree it must read what procfs's
+// sysfs.InfiniBandClass reads, which the fixtures must also stay readable by.
+func TestInfiniBandMatchesProcfs(t *testing.T) {
+	benchRoot := t.TempDir()
+	genInfiniBand(t, benchRoot)
+	for _, root := range []string{filepath.Join("fixtures", "sys"), benchRoot} {
+		sfs, err := sysfs.NewFS(root)
+		if err != nil {
+			t.Fatal(err)
+		}
+		class, err := sfs.InfiniBandClass()
+		if err != nil {
+			t.Fatal(err)
+		}
+		c, err := newInfiniBandCollector(root, log.NewNopLogger())
+		if err != nil {
+			t.Fatal(err)
+		}
+		compared := 0
+		for name, want := range class {
+			got := c.readDevice(name)
+			if !got.ok || len(got.errs) > 0 {
+				t.Fatalf("%s %s: %v", root, name, got.errs)
+			}
+			if got.boardID != want.BoardID || got.firmwareVersion != want.FirmwareVersion || got.hcaType != want.HCAType {
+				t.Errorf("%s: read %q %q %q, procfs %q %q %q", name, got.boardID, got.firmwareVersion, got.hcaType,
+					want.BoardID, want.FirmwareVersion, want.HCAType)
+			}
+			if len(got.ports) != len(want.Ports) {
+				t.Fatalf("%s: %d ports, procfs %d", name, len(got.ports), len(want.Ports))
+			}
+			for _, p := range got.ports {
+				wp := want.Ports[uint(p.number)]
+				if p.rate != wp.Rate || p.stateID != uint64(wp.StateID) || p.physStateID != uint64(wp.PhysStateID) {
+					t.Errorf("%s port %d: rate %d state %d phys %d, procfs %d %d %d", name, p.number,
+						p.rate, p.stateID, p.physStateID, wp.Rate, wp.StateID, wp.PhysStateID)
+				}
+				for i, ctr := range c.counters {
+					legacy, base := procfsIBCounter(&wp.Counters, ctr.name)
+					wantV, wantLegacy := base, false
+					if legacy != nil {
+						wantV, wantLegacy = legacy, true
+					}
+					switch {
+					case wantV == nil && p.present[i]:
+						t.Errorf("%s port %d %s: read %d, procfs has none", name, p.number, ctr.name, p.values[i])
+					case wantV != nil && (!p.present[i] || p.values[i] != *wantV || p.fromLegacy[i] != wantLegacy):
+						t.Errorf("%s port %d %s: read %d (present %v, legacy %v), procfs %d (legacy %v)", name, p.number, ctr.name,
+							p.values[i], p.present[i], p.fromLegacy[i], *wantV, wantLegacy)
+					case wantV != nil:
+						compared++
+					}
+				}
+			}
+		}
+		if compared < 20 {
+			t.Errorf("%s: only %d counters compared", root, compared)
+		}
+	}
+}
+
+// procfsIBCounter returns procfs's counters_ext and counters values of the
+// counter file name.
+func procfsIBCounter(cs *sysfs.InfiniBandCounters, name string) (legacy, base *uint64) {
+	switch name {
+	case "port_rcv_data":
+		return cs.LegacyPortRcvData64, cs.PortRcvData
+	case "port_xmit_data":
+		return cs.LegacyPortXmitData64, cs.PortXmitData
+	case "port_rcv_packets":
+		return cs.LegacyPortRcvPackets64, cs.PortRcvPackets
+	case "port_xmit_packets":
+		return cs.LegacyPortXmitPackets64, cs.PortXmitPackets
+	case "unicast_rcv_packets":
+		return cs.LegacyPortUnicastRcvPackets, cs.UnicastRcvPackets
+	case "unicast_xmit_packets":
+		return cs.LegacyPortUnicastXmitPackets, cs.UnicastXmitPackets
+	case "multicast_rcv_packets":
+		return cs.LegacyPortMulticastRcvPackets, cs.MulticastRcvPackets
+	case "multicast_xmit_packets":
+		return cs.LegacyPortMulticastXmitPackets, cs.MulticastXmitPackets
+	case "port_xmit_wait":
+		return nil, cs.PortXmitWait
+	case "symbol_error":
+		return nil, cs.SymbolError
+	case "link_error_recovery":
+		return nil, cs.LinkErrorRecovery
+	case "link_downed":
+		return nil, cs.LinkDowned
+	case "port_rcv_errors":
+		return nil, cs.PortRcvErrors
+	case "port_rcv_remote_physical_errors":
+		return nil, cs.PortRcvRemotePhysicalErrors
+	case "port_rcv_switch_relay_errors":
+		return nil, cs.PortRcvSwitchRelayErrors
+	case "port_rcv_constraint_errors":
+		return nil, cs.PortRcvConstraintErrors
+	case "port_xmit_constraint_errors":
+		return nil, cs.PortXmitConstraintErrors
+	case "port_xmit_discards":
+		return nil, cs.PortXmitDiscards
+	case "port_rcv_discards":
+		return nil, cs.PortRcvDiscards
+	case "local_link_integrity_errors":
+		return nil, cs.LocalLinkIntegrityErrors
+	case "excessive_buffer_overrun_errors":
+		return nil, cs.ExcessiveBufferOverrunErrors
+	case "VL15_dropped":
+		return nil, cs.VL15Dropped
+	}
+	panic("no procfs field for InfiniBand counter " + name)
+}
+
+// A counter the driver lacks ("N/A (no PMA)") is absent, not an error; a
+// counter that reads garbage fails the collector but loses nothing else;
+// hw_counters, which the collector does not export, are never read.
+func TestInfiniBandAbsentAndBrokenCounters(t *testing.T) {
+	root := t.TempDir()
+	port := filepath.Join(root, "class", "infiniband", "hfi1_0", "ports", "1")
+	write := func(rel, value string) {
+		t.Helper()
+		f := filepath.Join(root, "class", "infiniband", "hfi1_0", rel)
+		if err := os.MkdirAll(filepath.Dir(f), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(f, []byte(value+"\n"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	write("fw_ver", "1.27.0")
+	write("ports/1/state", "4: ACTIVE")
+	write("ports/1/phys_state", "5: LinkUp")
+	write("ports/1/rate", "100 Gb/sec (4X EDR)")
+	write("ports/1/counters/port_rcv_discards", "N/A (no PMA)")
+	write("ports/1/counters/symbol_error", "garbage")
+	write("ports/1/counters/link_downed", "3")
+	// A directory where a hw_counters file would be: reading it would fail.
+	if err := os.MkdirAll(filepath.Join(port, "hw_counters", "rx_write_requests"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	c, err := newInfiniBandCollector(root, log.NewNopLogger())
 	if err != nil {
 		t.Fatal(err)
 	}
-	class, err := fs.InfiniBandClass()
-	if err != nil {
-		t.Fatal(err)
+	want := `
+# HELP plateau_infiniband_port_link_downed_total Times the link error recovery process failed and the link went down.
+# TYPE plateau_infiniband_port_link_downed_total counter
+plateau_infiniband_port_link_downed_total{device="hfi1_0",port="1"} 3
+# HELP plateau_infiniband_port_rate_bytes_per_second Signalling rate the port trained to, in bytes per second; a drop means the link trained down.
+# TYPE plateau_infiniband_port_rate_bytes_per_second gauge
+plateau_infiniband_port_rate_bytes_per_second{device="hfi1_0",port="1"} 1.25e+10
+# HELP plateau_scrape_collector_success 1 if the collector read its counters during this scrape, 0 if it failed or found no data.
+# TYPE plateau_scrape_collector_success gauge
+plateau_scrape_collector_success{collector="infiniband"} 0
+`
+	if err := testutil.GatherAndCompare(newTestRegistry("infiniband", c, nil), strings.NewReader(want),
+		"plateau_infiniband_port_link_downed_total", "plateau_infiniband_port_rate_bytes_per_second",
+		"plateau_infiniband_port_discards_received_total", "plateau_infiniband_port_symbol_errors_total",
+		"plateau_scrape_collector_success"); err != nil {
+		t.Error(err)
 	}
-	if len(class) != 3 {
-		t.Errorf("got %d HCAs, want 3", len(class))
-	}
-	if v := class["mlx4_0"].Ports[1].Counters.LegacyPortXmitData64; v == nil || *v != 4*60101929881 {
-		t.Errorf("mlx4_0 port 1 extended xmit data = %v", v)
+	_, err = collectAll(c)
+	if err == nil || !strings.Contains(err.Error(), "symbol_error") || strings.Contains(err.Error(), "port_rcv_discards") {
+		t.Errorf("Update error = %v, want one naming symbol_error only", err)
 	}
 }
 
