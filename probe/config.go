@@ -128,19 +128,29 @@ func LoadEmbedded() (*Config, error) {
 // LoadConfigFile reads, parses and validates a config file, including that
 // each target's path is an existing directory.
 func LoadConfigFile(path string) (*Config, error) {
-	data, err := os.ReadFile(path)
-	if err != nil {
-		return nil, fmt.Errorf("config: %w", err)
-	}
-	cfg, err := ParseConfig(data, path)
+	cfg, err := ReadConfigFile(path)
 	if err != nil {
 		return nil, err
 	}
-	if err := cfg.CheckPaths(5 * time.Second); err != nil {
+	if err := cfg.CheckPaths(PathCheckDeadline); err != nil {
 		return nil, err
 	}
 	return cfg, nil
 }
+
+// ReadConfigFile reads, parses and validates a config file without looking
+// at the target paths: the daemon starts before the parallel file systems
+// are mounted at boot, and runs on while one is unmounted (see CheckPaths).
+func ReadConfigFile(path string) (*Config, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("config: %w", err)
+	}
+	return ParseConfig(data, path)
+}
+
+// PathCheckDeadline bounds CheckPaths for each path.
+const PathCheckDeadline = 5 * time.Second
 
 // CheckPaths verifies that every target path is an existing directory. A
 // stat on a hung mount can block forever, so each runs with a deadline; a

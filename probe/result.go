@@ -71,12 +71,15 @@ func (o *OpResult) OperationsPerSecond() float64 {
 
 // Error reasons of the metric contract, from errno.
 const (
-	ReasonENOSPC  = "enospc"
-	ReasonEIO     = "eio"
-	ReasonEACCES  = "eacces"
-	ReasonEROFS   = "erofs"
-	ReasonESTALE  = "estale"
-	ReasonEDQUOT  = "edquot"
+	ReasonENOSPC = "enospc"
+	ReasonEIO    = "eio"
+	ReasonEACCES = "eacces"
+	ReasonEROFS  = "erofs"
+	ReasonESTALE = "estale"
+	ReasonEDQUOT = "edquot"
+	// ReasonENOENT is mostly a target path that does not exist: its file
+	// system is not mounted (yet).
+	ReasonENOENT  = "enoent"
 	ReasonTimeout = "timeout"
 	ReasonOther   = "other"
 	// ReasonUnsafe is a probe directory the safety rules refuse.
@@ -84,7 +87,7 @@ const (
 )
 
 // Reasons lists every error reason, so counters start at zero.
-var Reasons = []string{ReasonENOSPC, ReasonEIO, ReasonEACCES, ReasonEROFS, ReasonESTALE, ReasonEDQUOT, ReasonTimeout, ReasonUnsafe, ReasonOther}
+var Reasons = []string{ReasonENOSPC, ReasonEIO, ReasonEACCES, ReasonEROFS, ReasonESTALE, ReasonEDQUOT, ReasonENOENT, ReasonTimeout, ReasonUnsafe, ReasonOther}
 
 // errUnsafe marks a probe directory that breaks the safety rules.
 var errUnsafe = errors.New("unsafe probe directory")
@@ -108,6 +111,8 @@ func ReasonOf(err error) string {
 		return ReasonEROFS
 	case errors.Is(err, syscall.ESTALE):
 		return ReasonESTALE
+	case errors.Is(err, syscall.ENOENT):
+		return ReasonENOENT
 	case errors.Is(err, context.DeadlineExceeded), errors.Is(err, syscall.ETIMEDOUT):
 		return ReasonTimeout
 	}

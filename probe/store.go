@@ -45,7 +45,7 @@ var (
 	descRuns = prometheus.NewDesc("plateau_probe_runs_total",
 		"Runs of the probe by result: success, failure, timeout, skipped.", append(probeLabels[:3:3], "result"), nil)
 	descErrors = prometheus.NewDesc("plateau_probe_errors_total",
-		"Failed runs of the probe by reason, from errno: enospc, eio, eacces, erofs, estale, edquot, timeout, unsafe, other.", append(probeLabels[:3:3], "reason"), nil)
+		"Failed runs of the probe by reason, from errno: enospc, eio, eacces, erofs, estale, edquot, enoent, timeout, unsafe, other.", append(probeLabels[:3:3], "reason"), nil)
 	descSkips = prometheus.NewDesc("plateau_probe_skips_total",
 		"Skipped runs of the probe by reason: overlap, target_busy, target_hung, min_free, budget.", append(probeLabels[:3:3], "reason"), nil)
 	descIOBytes = prometheus.NewDesc("plateau_probe_io_bytes_total",

@@ -95,7 +95,7 @@ func TestWorkerStoppedByContext(t *testing.T) {
 func TestReasonOf(t *testing.T) {
 	for errno, want := range map[syscall.Errno]string{
 		syscall.ENOSPC: ReasonENOSPC, syscall.EIO: ReasonEIO, syscall.EACCES: ReasonEACCES, syscall.EPERM: ReasonEACCES,
-		syscall.EROFS: ReasonEROFS, syscall.ESTALE: ReasonESTALE, syscall.EDQUOT: ReasonEDQUOT, syscall.EBADF: ReasonOther,
+		syscall.EROFS: ReasonEROFS, syscall.ESTALE: ReasonESTALE, syscall.EDQUOT: ReasonEDQUOT, syscall.ENOENT: ReasonENOENT, syscall.EBADF: ReasonOther,
 	} {
 		err := &os.PathError{Op: "write", Path: "/x", Err: errno}
 		if got := ReasonOf(err); got != want {

@@ -35,8 +35,19 @@ type serveOptions struct {
 }
 
 // loadConfig reads the named file; with none named, the packaged file if it
-// exists, else the embedded default.
+// exists, else the embedded default. Every target path must exist.
 func loadConfig(name string) (*probe.Config, error) {
+	cfg, err := readConfig(name)
+	if err != nil {
+		return nil, err
+	}
+	if err := cfg.CheckPaths(probe.PathCheckDeadline); err != nil {
+		return nil, err
+	}
+	return cfg, nil
+}
+
+func readConfig(name string) (*probe.Config, error) {
 	if name == "" {
 		if _, err := os.Stat(defaultConfigFile); err == nil {
 			name = defaultConfigFile
@@ -44,7 +55,26 @@ func loadConfig(name string) (*probe.Config, error) {
 			return probe.LoadEmbedded()
 		}
 	}
-	return probe.LoadConfigFile(name)
+	return probe.ReadConfigFile(name)
+}
+
+// loadServeConfig is loadConfig for the daemon, where a target path that is
+// missing or does not answer is a warning, not an error. At boot the daemon
+// starts before GPFS has mounted its file systems (mmfsd mounts them after
+// it joins the cluster, minutes later), and a restart during an outage
+// must not take the node's counters and its other targets down with it.
+// Such a target's probes fail (reason enoent or timeout) until the path is
+// back; they never create it, which could put them on the wrong file
+// system.
+func loadServeConfig(logger log.Logger, name string) (*probe.Config, error) {
+	cfg, err := readConfig(name)
+	if err != nil {
+		return nil, err
+	}
+	if err := cfg.CheckPaths(probe.PathCheckDeadline); err != nil {
+		level.Warn(logger).Log("msg", "target path not usable; its probes fail until it is (file system not mounted yet?)", "err", err)
+	}
+	return cfg, nil
 }
 
 // loadBaselines reads the config's baselines file. A missing or corrupt
@@ -76,7 +106,7 @@ type reloader struct {
 func (r *reloader) reload() error {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	cfg, err := loadConfig(r.name)
+	cfg, err := loadServeConfig(r.logger, r.name)
 	if err != nil {
 		// Log before the gauge flips, so whoever sees the 0 finds the why.
 		level.Error(r.logger).Log("msg", "reload failed; keeping the running config", "err", err)
@@ -114,7 +144,7 @@ func serve(logger log.Logger, o serveOptions) error {
 			return exitErr(2, fmt.Errorf("web config %s: %w", f, err))
 		}
 	}
-	cfg, err := loadConfig(o.configFile)
+	cfg, err := loadServeConfig(logger, o.configFile)
 	if err != nil {
 		return exitErr(2, err)
 	}

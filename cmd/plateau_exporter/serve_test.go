@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"errors"
 	"fmt"
 	"net/http"
 	"os"
@@ -170,4 +171,48 @@ func childPids(pid int) []string {
 		pids = append(pids, strings.Fields(string(data))...)
 	}
 	return pids
+}
+
+// At boot the daemon starts before GPFS mounts its file systems: a missing
+// target path is logged, the daemon serves, the probe fails with reason
+// enoent and never creates the path, and once the path appears the probe
+// runs.
+func TestMissingTargetPathAtStart(t *testing.T) {
+	cfg, target := writeConfig(t, "{name: s, kind: sequential, file_size: 1MiB, block_size: 1MiB}")
+	if err := os.Remove(target); err != nil {
+		t.Fatal(err)
+	}
+	d := startDaemon(t, "--config.file="+cfg, "--probe.hostname=n1", "--collector.disable-defaults")
+	probetest.WaitUntil(t, "a log line naming the missing path", 10*time.Second, func() bool {
+		return strings.Contains(d.stderr.String(), "target path not usable") && strings.Contains(d.stderr.String(), target)
+	})
+	enoent := `plateau_probe_errors_total{kind="sequential",probe="s",reason="enoent",target="e2e"} `
+	probetest.WaitUntil(t, "a run failing with reason enoent", 60*time.Second, func() bool {
+		return value(d.metrics(), enoent) >= 1
+	})
+	if _, err := os.Lstat(target); !errors.Is(err, os.ErrNotExist) {
+		t.Fatalf("the probe created its missing target path (%v); it must wait for the mount", err)
+	}
+	if err := os.Mkdir(target, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	probetest.WaitUntil(t, "the probe to succeed once the path exists", 60*time.Second, func() bool {
+		return successes(d.metrics()) >= 1
+	})
+	if v := value(d.metrics(), "plateau_config_last_reload_successful "); v != 1 {
+		t.Errorf("reload_successful = %v; a missing path is not a config error", v)
+	}
+}
+
+// check-config, unlike the daemon, fails on a missing target path: it is
+// what an administrator runs to check the config before deploying it.
+func TestCheckConfigFailsOnMissingPath(t *testing.T) {
+	cfg, target := writeConfig(t, "{name: s, kind: sequential}")
+	if err := os.Remove(target); err != nil {
+		t.Fatal(err)
+	}
+	out, err := exec.Command(binary, "check-config", "--config.file="+cfg).CombinedOutput()
+	if err == nil || !strings.Contains(string(out), "targets[0].path") {
+		t.Errorf("check-config with a missing path: %v\n%s", err, out)
+	}
 }
