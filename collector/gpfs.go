@@ -156,6 +156,7 @@ type gpfsCollector struct {
 	startOnce sync.Once
 	stop      chan struct{}
 	stopOnce  sync.Once
+	loops     sync.WaitGroup
 }
 
 func newGPFSCollector(cfg gpfsConfig, logger log.Logger) (*gpfsCollector, error) {
@@ -316,6 +317,7 @@ type gpfsResult struct {
 // monitor, costs far more than a scrape should.
 func (c *gpfsCollector) startRefresh() {
 	for _, cmd := range c.commands {
+		c.loops.Add(1)
 		go c.refreshLoop(cmd)
 	}
 }
@@ -326,6 +328,7 @@ func (c *gpfsCollector) startRefresh() {
 // (uninterruptible sleep) makes the following runs fail with
 // errStillRunning instead of starting a second copy.
 func (c *gpfsCollector) refreshLoop(cmd *gpfsCommand) {
+	defer c.loops.Done()
 	ticker := time.NewTicker(cmd.interval)
 	defer ticker.Stop()
 	for {
@@ -357,9 +360,13 @@ func (c *gpfsCollector) refresh(cmd *gpfsCommand) {
 	cmd.mu.Unlock()
 }
 
-// Close stops the background runs after the ones in progress return.
+// Close stops the background runs and waits for the ones in progress to
+// return, at most the timeout plus the reaping grace.
 func (c *gpfsCollector) Close() error {
+	// No loop may start once Close has begun waiting for them.
+	c.startOnce.Do(func() {})
 	c.stopOnce.Do(func() { close(c.stop) })
+	c.loops.Wait()
 	return nil
 }
 
