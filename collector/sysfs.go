@@ -1,0 +1,28 @@
+package collector
+
+import (
+	"bytes"
+
+	"golang.org/x/sys/unix"
+)
+
+// readSysfsAttr reads the attribute name in the directory dfd with one
+// read: sysfs hands out an attribute whole, at most a page, on the first
+// read. Surrounding blanks are trimmed (model and serial are padded).
+func readSysfsAttr(dfd int, name string, buf []byte) (string, error) {
+	fd, err := unix.Openat(dfd, name, unix.O_RDONLY|unix.O_CLOEXEC|unix.O_NOFOLLOW, 0)
+	if err != nil {
+		return "", err
+	}
+	defer unix.Close(fd)
+	for {
+		n, err := unix.Read(fd, buf)
+		if err == unix.EINTR {
+			continue
+		}
+		if err != nil {
+			return "", err
+		}
+		return string(bytes.TrimSpace(buf[:n])), nil
+	}
+}
