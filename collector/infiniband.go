@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"math"
 	"os"
 	"path/filepath"
 	"sort"
@@ -354,7 +355,7 @@ func parseIBRate(s string) (uint64, error) {
 		return 0, errors.New("not 'N Gb/sec ...'")
 	}
 	gbits, err := strconv.ParseFloat(value, 64)
-	if err != nil || gbits < 0 {
+	if err != nil || gbits < 0 || math.IsNaN(gbits) || math.IsInf(gbits, 0) {
 		return 0, fmt.Errorf("rate %q is not a number of Gb/s", value)
 	}
 	return uint64(gbits * 125e6), nil

@@ -1,8 +1,10 @@
 package collector
 
 import (
+	"math"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -310,4 +312,29 @@ func TestInfiniBandBrokenHCA(t *testing.T) {
 	if rates != 1 {
 		t.Errorf("got %d port rates, want the good HCA's one", rates)
 	}
+}
+
+func FuzzParseIBStateAndRate(f *testing.F) {
+	for _, s := range []string{"4: ACTIVE", "5: LinkUp", "1: DOWN", "100 Gb/sec (4X EDR)", "2.5 Gb/sec (1X SDR)",
+		"53.125 Gb/sec (1X HDR)", "400 Gb/sec (4X NDR)", "garbage", ":", " ", "-1 Gb/sec", "1e400 Gb/sec", "NaN Gb/sec", "Inf Gb/sec"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		if id, err := parseIBState(s); err == nil && id > 1<<32-1 {
+			t.Errorf("state %q parsed to %d, wider than 32 bits", s, id)
+		}
+		rate, err := parseIBRate(s)
+		if err != nil {
+			return
+		}
+		// A rate is the Gb/s in front of the first blank, in bytes/s.
+		value, _, _ := strings.Cut(s, " ")
+		gbits, perr := strconv.ParseFloat(value, 64)
+		if perr != nil || !(gbits >= 0) || math.IsInf(gbits, 0) {
+			t.Fatalf("rate %q accepted (%d) though %q is not a finite non-negative number", s, rate, value)
+		}
+		if want := uint64(gbits * 125e6); rate != want {
+			t.Errorf("rate %q = %d, want %d", s, rate, want)
+		}
+	})
 }
