@@ -9,8 +9,11 @@ import (
 // it takes, its defaults and checks, how much I/O a run moves (for budgets),
 // and how to run it.
 type kindSpec struct {
-	keys        []string
-	ops         []string
+	keys []string
+	ops  []string
+	// ioOnlyOps are phases that move bytes but are no measurement (the
+	// random probe's preallocation); they appear only in io_bytes_total.
+	ioOnlyOps   []string
 	setDefaults func(*ProbeConfig)
 	validate    func(*ProbeConfig) []fieldError
 	bytesPerRun func(*ProbeConfig) int64

@@ -49,8 +49,9 @@ const preallocChunk = 4 << 20
 const opPrealloc = "prealloc"
 
 var randomKind = kindSpec{
-	keys: []string{"file_size", "block_size", "queue_depth", "duration"},
-	ops:  []string{"read", "write"},
+	keys:      []string{"file_size", "block_size", "queue_depth", "duration"},
+	ops:       []string{"read", "write"},
+	ioOnlyOps: []string{opPrealloc},
 	setDefaults: func(p *ProbeConfig) {
 		// 256MiB instead of the design's 1GiB example: every node keeps
 		// this file on the shared file system (1000 nodes keep 256GiB),

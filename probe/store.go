@@ -160,6 +160,11 @@ func newProbeState(target string, p *ProbeConfig) *probeState {
 	for _, op := range OpsOf(p.Kind) {
 		st.ioBytes[op] = 0
 	}
+	// The preallocation's series exists before the first run writes the
+	// file, so that increase() over it is right from the start.
+	for _, op := range kinds[p.Kind].ioOnlyOps {
+		st.ioBytes[op] = 0
+	}
 	return st
 }
 

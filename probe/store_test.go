@@ -97,3 +97,16 @@ func TestStoreCountsSelfStoppedRunAsTimeout(t *testing.T) {
 		t.Errorf("runs_total{result=failure} = %v, want 0", got)
 	}
 }
+
+// Every io_bytes_total series exists from the start, the random probe's
+// preallocation included, so increase() counts the first run's bytes.
+func TestStoreStartsIOBytesAtZero(t *testing.T) {
+	p := ProbeConfig{Name: "r", Kind: KindRandom}
+	s := NewStore()
+	s.Configure(&Config{Targets: []*Target{{Name: "t", Probes: []*ProbeConfig{&p}}}}, nil)
+	for _, op := range []string{"read", "write", "prealloc"} {
+		if got := counterValue(t, s, "plateau_probe_io_bytes_total", map[string]string{"op": op}); got != 0 {
+			t.Errorf("io_bytes_total{op=%q} = %v before any run, want a zero series", op, got)
+		}
+	}
+}
