@@ -4,8 +4,11 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/plateau-exporter/plateau_exporter/probe/probetest"
 )
 
 func TestEmbeddedDefaultIsValidAndLight(t *testing.T) {
@@ -169,5 +172,38 @@ func FuzzParseConfig(f *testing.F) {
 				}
 			}
 		}
+	})
+}
+
+// A check of a path on a hung mount gives up at its deadline; a later check
+// of the same path, while the first stat is still blocked, fails at once
+// instead of blocking another thread, and checks again once it returns.
+func TestPathCheckerDoesNotStackBlockedStats(t *testing.T) {
+	dir := t.TempDir()
+	cfg := &Config{Source: "cfg.yml", Targets: []*Target{{Name: "a", Path: dir, Line: 3}}}
+	release := make(chan struct{})
+	var calls atomic.Int32
+	pc := &PathChecker{stat: func(p string) (os.FileInfo, error) {
+		calls.Add(1)
+		<-release
+		return os.Stat(p)
+	}}
+	if err := pc.Check(cfg, 50*time.Millisecond); err == nil || !strings.Contains(err.Error(), "did not answer") {
+		t.Fatalf("first check of a hung path: %v", err)
+	}
+	start := time.Now()
+	err := pc.Check(cfg, time.Minute)
+	if err == nil || !strings.Contains(err.Error(), "has not answered since an earlier check") {
+		t.Fatalf("second check while the first stat is blocked: %v", err)
+	}
+	if time.Since(start) >= time.Minute || calls.Load() != 1 {
+		t.Errorf("second check waited %s and made %d stats in all; want an immediate answer and one stat", time.Since(start), calls.Load())
+	}
+	if !strings.Contains(err.Error(), "cfg.yml:3: targets[0].path") {
+		t.Errorf("error does not name the field: %v", err)
+	}
+	close(release)
+	probetest.WaitUntil(t, "the path to check fine once the stat returns", 10*time.Second, func() bool {
+		return pc.Check(cfg, 10*time.Second) == nil
 	})
 }

@@ -66,12 +66,12 @@ func readConfig(name string) (*probe.Config, error) {
 // Such a target's probes fail (reason enoent or timeout) until the path is
 // back; they never create it, which could put them on the wrong file
 // system.
-func loadServeConfig(logger log.Logger, name string) (*probe.Config, error) {
+func loadServeConfig(logger log.Logger, paths *probe.PathChecker, name string) (*probe.Config, error) {
 	cfg, err := readConfig(name)
 	if err != nil {
 		return nil, err
 	}
-	if err := cfg.CheckPaths(probe.PathCheckDeadline); err != nil {
+	if err := paths.Check(cfg, probe.PathCheckDeadline); err != nil {
 		level.Warn(logger).Log("msg", "target path not usable; its probes fail until it is (file system not mounted yet?)", "err", err)
 	}
 	return cfg, nil
@@ -101,12 +101,14 @@ type reloader struct {
 	success         prometheus.Gauge
 	timestamp       prometheus.Gauge
 	baselinesLoaded prometheus.Gauge
+	// paths remembers target path checks blocked on a hung mount.
+	paths *probe.PathChecker
 }
 
 func (r *reloader) reload() error {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	cfg, err := loadServeConfig(r.logger, r.name)
+	cfg, err := loadServeConfig(r.logger, r.paths, r.name)
 	if err != nil {
 		// Log before the gauge flips, so whoever sees the 0 finds the why.
 		level.Error(r.logger).Log("msg", "reload failed; keeping the running config", "err", err)
@@ -144,7 +146,8 @@ func serve(logger log.Logger, o serveOptions) error {
 			return exitErr(2, fmt.Errorf("web config %s: %w", f, err))
 		}
 	}
-	cfg, err := loadServeConfig(logger, o.configFile)
+	paths := new(probe.PathChecker)
+	cfg, err := loadServeConfig(logger, paths, o.configFile)
 	if err != nil {
 		return exitErr(2, err)
 	}
@@ -177,7 +180,7 @@ func serve(logger log.Logger, o serveOptions) error {
 		reg.MustRegister(collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}), collectors.NewGoCollector())
 	}
 
-	rl := &reloader{logger: logger, name: o.configFile, scheduler: scheduler, success: reloadSuccess, timestamp: reloadTime, baselinesLoaded: baselinesLoaded}
+	rl := &reloader{logger: logger, name: o.configFile, scheduler: scheduler, success: reloadSuccess, timestamp: reloadTime, baselinesLoaded: baselinesLoaded, paths: paths}
 	rl.apply(cfg)
 
 	mux := http.NewServeMux()
