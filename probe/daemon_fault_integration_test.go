@@ -15,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	plateau "github.com/plateau-exporter/plateau_exporter/probe"
 	"github.com/plateau-exporter/plateau_exporter/probe/internal/faultfs"
 )
 
@@ -107,17 +108,29 @@ targets:
 		}
 		peak.threads, peak.fds = max(peak.threads, st.threads), max(peak.fds, st.fds)
 
-		// Halfway, an operator reloads: the daemon's own stat of the
-		// target path hangs too, and the reload must give up without
-		// holding the scrapes.
+		// Halfway, an operator reloads twice: the daemon's own stat of
+		// the target path hangs too. The config itself is fine, so the
+		// reload applies it and logs the path, gives up on the stat
+		// without holding the scrapes, and the second reload does not
+		// stack another blocked stat on the first.
 		if reloadStart.IsZero() && time.Since(hangStart) > intervals*interval/2 {
 			reloadStart = time.Now()
 			go func() {
-				code, body, err := d.post("/-/reload")
-				if err == nil && code != http.StatusInternalServerError {
-					err = fmt.Errorf("POST /-/reload on a hung mount: HTTP %d, want 500: %s", code, body)
+				for i := 1; i <= 2; i++ {
+					begin := time.Now()
+					code, body, err := d.post("/-/reload")
+					if err == nil && code != http.StatusOK {
+						err = fmt.Errorf("POST /-/reload %d on a hung mount: HTTP %d, want 200: %s", i, code, body)
+					}
+					if err == nil && i == 2 && time.Since(begin) >= plateau.PathCheckDeadline {
+						err = fmt.Errorf("the second reload took %s: it waited on the path again instead of knowing its stat is still blocked", time.Since(begin))
+					}
+					if err != nil {
+						reloadDone <- err
+						return
+					}
 				}
-				reloadDone <- err
+				reloadDone <- nil
 			}()
 		}
 		time.Sleep(50 * time.Millisecond)
@@ -177,10 +190,13 @@ targets:
 	if f.Interrupted() == 0 {
 		t.Errorf("no FUSE request was interrupted: the workers were not blocked in the file system when killed")
 	}
-	if v := m.value(t, "plateau_config_last_reload_successful"); v != 0 {
-		t.Errorf("plateau_config_last_reload_successful %v after a reload on a hung mount, want 0", v)
+	if v := m.value(t, "plateau_config_last_reload_successful"); v != 1 {
+		t.Errorf("plateau_config_last_reload_successful %v after a reload on a hung mount, want 1: the config is fine", v)
 	}
-	waitFor(t, "a log line saying the reload's path did not answer", func() bool { return strings.Contains(d.log.String(), "hung mount?") })
+	waitFor(t, "a log line saying the reload's path did not answer", func() bool { return strings.Contains(d.log.String(), "did not answer within") })
+	waitFor(t, "a log line saying the second reload found the stat still blocked", func() bool {
+		return strings.Contains(d.log.String(), "has not answered since an earlier check")
+	})
 	// Starting a worker briefly holds both ends of four pipes (stdin,
 	// stdout, stderr, exec status) and a pidfd, and the reload adds an
 	// HTTP connection: about ten descriptors at a peak, whatever the
