@@ -1,6 +1,7 @@
 package collector
 
 import (
+	"flag"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -53,7 +54,7 @@ func genInfiniBand(b testing.TB, sysRoot string) {
 	}
 }
 
-func genNVMe(b *testing.B, sysRoot string) {
+func genNVMe(b testing.TB, sysRoot string) {
 	for i := 0; i < 24; i++ {
 		name := fmt.Sprintf("nvme%d", i)
 		d := filepath.Join(sysRoot, "class", "nvme", name)
@@ -123,7 +124,7 @@ func genMountstats(b testing.TB, procRoot string) {
 
 // genGPFS writes mmpmon output for 4 file systems and copies the fake
 // commands' other fixtures; it returns the fixture directory.
-func genGPFS(b *testing.B, dir string) {
+func genGPFS(b testing.TB, dir string) {
 	var s strings.Builder
 	for i, fs := range []string{"scratch", "home", "projects", "apps"} {
 		fmt.Fprintf(&s, "_fs_io_s_ _n_ 10.10.0.21 _nn_ c001 _rc_ 0 _t_ 1717171717 _tu_ 407431 _cl_ hpc.example.org _fs_ %s _d_ 48 "+
@@ -136,6 +137,38 @@ func genGPFS(b *testing.B, dir string) {
 			b.Fatal(err)
 		}
 		benchWrite(b, filepath.Join(dir, f), strings.TrimSuffix(string(data), "\n"))
+	}
+}
+
+var benchTree = flag.String("bench.tree", "",
+	"TestWriteBenchTree writes the scrape benchmark's node (sys/, proc/, gpfs/ with the fake commands) into this directory, for bench/scrape.sh")
+
+// TestWriteBenchTree writes BenchmarkScrape's large node to -bench.tree, so
+// that bench/scrape.sh can measure the real daemon's scrapes of it over
+// HTTP. Without the flag it does nothing.
+func TestWriteBenchTree(t *testing.T) {
+	if *benchTree == "" {
+		t.Skip("no -bench.tree")
+	}
+	root := *benchTree
+	genInfiniBand(t, filepath.Join(root, "sys"))
+	genNVMe(t, filepath.Join(root, "sys"))
+	genMountstats(t, filepath.Join(root, "proc"))
+	gpfsDir := filepath.Join(root, "gpfs")
+	genGPFS(t, gpfsDir)
+	// The fakes answer from the fixture files next to them.
+	for _, f := range []string{"mmpmon", "mmgetstate", "mmhealth", "nsd_ds.txt"} {
+		data, err := os.ReadFile(fixturePath(t, "gpfs", f))
+		if err != nil {
+			t.Fatal(err)
+		}
+		mode := os.FileMode(0o755)
+		if strings.HasSuffix(f, ".txt") {
+			mode = 0o644
+		}
+		if err := os.WriteFile(filepath.Join(gpfsDir, f), data, mode); err != nil {
+			t.Fatal(err)
+		}
 	}
 }
 
