@@ -193,7 +193,7 @@ func newGPFSCollector(cfg gpfsConfig, logger log.Logger) (*gpfsCollector, error)
 		nsdQueue: nsdDesc("nsd_queue_seconds_total", "Total time requests spent queued plus served on this NSD server (mmpmon nsd_ds _qt_), in seconds."),
 
 		mmpmonRC: typedDesc{prometheus.NewDesc(prometheus.BuildFQName(namespace, gpfsSubsystem, "mmpmon_return_code"),
-			"Highest _rc_ mmpmon returned for the request in this scrape; 0 means every response succeeded.",
+			"Highest _rc_ mmpmon returned for the request in its last run; 0 means every response succeeded.",
 			[]string{"request"}, nil), prometheus.GaugeValue},
 		commandSuccess: typedDesc{prometheus.NewDesc(prometheus.BuildFQName(namespace, gpfsSubsystem, "command_success"),
 			"1 if the last run of the GPFS command succeeded and its output was parsed, 0 otherwise.",

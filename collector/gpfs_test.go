@@ -92,7 +92,7 @@ func TestGPFSReturnCodeError(t *testing.T) {
 	}
 
 	want := `
-# HELP plateau_gpfs_mmpmon_return_code Highest _rc_ mmpmon returned for the request in this scrape; 0 means every response succeeded.
+# HELP plateau_gpfs_mmpmon_return_code Highest _rc_ mmpmon returned for the request in its last run; 0 means every response succeeded.
 # TYPE plateau_gpfs_mmpmon_return_code gauge
 plateau_gpfs_mmpmon_return_code{request="failed"} 668
 plateau_gpfs_mmpmon_return_code{request="fs_io_s"} 0
