@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/plateau-exporter/plateau_exporter/probe/probetest"
 	"golang.org/x/sys/unix"
 )
 
@@ -107,7 +108,7 @@ func TestCommandRunnerPerCommand(t *testing.T) {
 	if err := <-done; !errors.Is(err, errCommandTimeout) {
 		t.Errorf("cancelled run error = %v, want a timeout", err)
 	}
-	waitFor(t, "the hung command's group to disappear", 10*time.Second, func() bool {
+	probetest.WaitUntil(t, "the hung command's group to disappear", 10*time.Second, func() bool {
 		return processGroupGone(pgid)
 	})
 }
@@ -132,7 +133,7 @@ func TestCommandRunnerStartsNoSecondCopy(t *testing.T) {
 		_, err := r.run(ctx, nil, hang)
 		done <- err
 	}()
-	waitFor(t, "the hung command to start", 10*time.Second, func() bool { return countLines(t, countFile) == 1 })
+	probetest.WaitUntil(t, "the hung command to start", 10*time.Second, func() bool { return countLines(t, countFile) == 1 })
 
 	if _, err := r.run(context.Background(), nil, hang); !errors.Is(err, errStillRunning) {
 		t.Errorf("second run while the first hangs: %v, want errStillRunning", err)

@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/plateau-exporter/plateau_exporter/probe/probetest"
 	"golang.org/x/sys/unix"
 )
 
@@ -103,7 +104,7 @@ func TestGPFSHungThroughSudoIntegration(t *testing.T) {
 	// The shell running the script may be in sudo's process group or,
 	// with sudo's use_pty, in a session of its own; its group holds the
 	// sleep child that keeps stdout open.
-	waitFor(t, "the hung mmpmon to start under sudo", 10*time.Second, func() bool {
+	probetest.WaitUntil(t, "the hung mmpmon to start under sudo", 10*time.Second, func() bool {
 		for _, pid := range processesRunning(hang) {
 			if g, err := unix.Getpgid(pid); err == nil {
 				groups = append(groups, g)
@@ -119,7 +120,7 @@ func TestGPFSHungThroughSudoIntegration(t *testing.T) {
 	if limit := timeout + abandonAfter + 3*time.Second; elapsed > limit {
 		t.Errorf("Update took %s, want under %s", elapsed, limit)
 	}
-	waitFor(t, "every process of the hung command to be gone", 10*time.Second, func() bool {
+	probetest.WaitUntil(t, "every process of the hung command to be gone", 10*time.Second, func() bool {
 		for _, g := range groups {
 			if !processGroupGone(g) {
 				return false

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/go-kit/log"
+	"github.com/plateau-exporter/plateau_exporter/probe/probetest"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 )
 
@@ -197,7 +198,7 @@ func TestGPFSHungMmpmon(t *testing.T) {
 	if mmpmonOK != 3 {
 		t.Errorf("got %d command_success series, want 3", mmpmonOK)
 	}
-	waitFor(t, "the hung mmpmon's process group to disappear", 10*time.Second, func() bool {
+	probetest.WaitUntil(t, "the hung mmpmon's process group to disappear", 10*time.Second, func() bool {
 		return processGroupGone(pgid)
 	})
 }
@@ -226,7 +227,7 @@ func TestGPFSHungMmpmonDoesNotHoldScrapes(t *testing.T) {
 	}
 	// The loop starts mmpmon again once the hung copy is killed; while the
 	// new copy hangs, scrapes answer at once with the last failure.
-	waitFor(t, "mmpmon to be started again after the timeout", 30*time.Second, func() bool {
+	probetest.WaitUntil(t, "mmpmon to be started again after the timeout", 30*time.Second, func() bool {
 		return countLines(t, countFile) >= 2
 	})
 	for i := 0; i < 5; i++ {
@@ -249,7 +250,7 @@ func TestGPFSHungMmpmonDoesNotHoldScrapes(t *testing.T) {
 		}
 	}
 	for _, pgid := range pgids {
-		waitFor(t, "every hung mmpmon's process group to disappear", 10*time.Second, func() bool {
+		probetest.WaitUntil(t, "every hung mmpmon's process group to disappear", 10*time.Second, func() bool {
 			return processGroupGone(pgid)
 		})
 	}
@@ -290,7 +291,7 @@ func TestGPFSBackgroundRefresh(t *testing.T) {
 	if float64(before.Add(-time.Second).Unix()) > pmon {
 		t.Errorf("mmpmon last run %v predates the collector's first scrape %v", pmon, before.Unix())
 	}
-	waitFor(t, "mmpmon to run again in the background", 30*time.Second, func() bool {
+	probetest.WaitUntil(t, "mmpmon to run again in the background", 30*time.Second, func() bool {
 		p, _ := lastRun()
 		return p > pmon
 	})

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/go-kit/log"
+	"github.com/plateau-exporter/plateau_exporter/probe/probetest"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	dto "github.com/prometheus/client_model/go"
@@ -79,20 +80,6 @@ func collectAll(c Collector) ([]prometheus.Metric, error) {
 	return ms, err
 }
 
-// waitFor polls cond until it holds or the deadline passes. Deadlines are
-// generous because CI machines are small and busy; the test asserts the
-// behaviour, not the speed.
-func waitFor(t *testing.T, what string, deadline time.Duration, cond func() bool) {
-	t.Helper()
-	end := time.Now().Add(deadline)
-	for !cond() {
-		if time.Now().After(end) {
-			t.Fatalf("timed out after %s waiting for %s", deadline, what)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-}
-
 // processGroupGone reports whether no live process is left in group pgid.
 // Zombies do not count: they have exited and only wait for their parent
 // (init, for orphans, which may reap late in a container) to collect them.
@@ -133,7 +120,7 @@ func processGroupGone(pgid int) bool {
 func readPID(t *testing.T, file string) int {
 	t.Helper()
 	var pid int
-	waitFor(t, "the fake command to write its PID", 10*time.Second, func() bool {
+	probetest.WaitUntil(t, "the fake command to write its PID", 10*time.Second, func() bool {
 		data, err := os.ReadFile(file)
 		if err != nil || !bytes.HasSuffix(data, []byte("\n")) {
 			return false

@@ -13,6 +13,7 @@ import (
 	"unsafe"
 
 	"github.com/go-kit/log"
+	"github.com/plateau-exporter/plateau_exporter/probe/probetest"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	"github.com/prometheus/procfs/sysfs"
@@ -320,7 +321,7 @@ func TestNVMeBlockedSMARTRead(t *testing.T) {
 		t.Fatal(err)
 	}
 	unix.Close(fd)
-	waitFor(t, "the blocked SMART read to return", 10*time.Second, func() bool {
+	probetest.WaitUntil(t, "the blocked SMART read to return", 10*time.Second, func() bool {
 		c.mu.Lock()
 		defer c.mu.Unlock()
 		return !c.inflight["nvme0"]

@@ -111,17 +111,6 @@ func requireAlertingPrereqs(t *testing.T) (prometheus, alertmanager string) {
 	return prometheus, alertmanager
 }
 
-// runCommand runs a set-up command and fails the test with its output when
-// it fails.
-func runCommand(t *testing.T, name string, args ...string) string {
-	t.Helper()
-	out, err := exec.Command(name, args...).CombinedOutput()
-	if err != nil {
-		t.Fatalf("%s %s: %v\n%s", name, strings.Join(args, " "), err, out)
-	}
-	return strings.TrimSpace(string(out))
-}
-
 // ioCgroup is a cgroup with the block I/O controller that the daemon runs
 // in: cgroup v1 blkio where the machine has it (blkio.throttle.*), else
 // cgroup v2 with the io controller (io.max, io.stat).

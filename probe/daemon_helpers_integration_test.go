@@ -314,13 +314,7 @@ func waitFor(t *testing.T, what string, cond func() bool) {
 
 func waitForWithin(t *testing.T, what string, limit time.Duration, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(limit)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %s waiting for %s", limit, what)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	probetest.WaitUntil(t, what, limit, cond)
 }
 
 // writeConfig writes a daemon config file into a fresh directory.

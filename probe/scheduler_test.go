@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/go-kit/log"
+	"github.com/plateau-exporter/plateau_exporter/probe/probetest"
 	"github.com/prometheus/client_golang/prometheus"
 	dto "github.com/prometheus/client_model/go"
 )
@@ -111,17 +112,6 @@ func hasLabel(m *dto.Metric, k, v string) bool {
 	return false
 }
 
-func waitFor(t *testing.T, what string, timeout time.Duration, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %s waiting for %s", timeout, what)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-}
-
 func TestSchedulerSkipsAndCountsOverlappingSlots(t *testing.T) {
 	p := smallSeq("s")
 	p.Interval, p.Timeout = time.Second, 900*time.Millisecond
@@ -129,7 +119,7 @@ func TestSchedulerSkipsAndCountsOverlappingSlots(t *testing.T) {
 	runs := func(result string) float64 {
 		return counterValue(t, store, "plateau_probe_runs_total", map[string]string{"result": result})
 	}
-	waitFor(t, "two runs", 30*time.Second, func() bool { return runs(ResultSuccess) >= 2 })
+	probetest.WaitUntil(t, "two runs", 30*time.Second, func() bool { return runs(ResultSuccess) >= 2 })
 	overlap := counterValue(t, store, "plateau_probe_skips_total", map[string]string{"reason": SkipOverlap})
 	// Each run holds ~3 one-second slots, so at least two were skipped per run.
 	if overlap < 2 || runs(ResultSkipped) < overlap {
@@ -142,7 +132,7 @@ func TestSchedulerEnforcesByteBudget(t *testing.T) {
 	p.Interval, p.Timeout = time.Second, 900*time.Millisecond
 	tg := &Target{Name: "t", Path: t.TempDir(), MaxBytesPerHour: 6 << 20, Probes: []*ProbeConfig{&p}}
 	store := scheduleOne(t, InProcessRunner{}, tg)
-	waitFor(t, "a budget skip", 30*time.Second, func() bool {
+	probetest.WaitUntil(t, "a budget skip", 30*time.Second, func() bool {
 		return counterValue(t, store, "plateau_probe_skips_total", map[string]string{"reason": SkipBudget}) >= 2
 	})
 	if got := counterValue(t, store, "plateau_probe_runs_total", map[string]string{"result": ResultSuccess}); got != 1 {

@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/plateau-exporter/plateau_exporter/probe/probetest"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 )
 
@@ -78,7 +79,7 @@ func TestStoreAbandonedWorkerClosesTarget(t *testing.T) {
 		t.Fatal("abandoned worker not reported")
 	}
 	close(stuck)
-	waitFor(t, "the stuck worker to be released", 10*time.Second, func() bool { return !s.Hung("t") })
+	probetest.WaitUntil(t, "the stuck worker to be released", 10*time.Second, func() bool { return !s.Hung("t") })
 	if counterValue(t, s, "plateau_probe_hung", nil) != 0 {
 		t.Fatal("hung still 1 after the worker exited")
 	}
