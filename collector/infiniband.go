@@ -201,12 +201,18 @@ type ibDevice struct {
 	errs []error
 }
 
+// ibValue is one counter of a port: absent when the driver lacks it; legacy
+// when it came from counters_ext.
+type ibValue struct {
+	value           uint64
+	present, legacy bool
+}
+
 type ibPort struct {
 	number               uint64
 	rate                 uint64 // bytes per second
 	stateID, physStateID uint64
-	values               []uint64 // per c.counters
-	present, fromLegacy  []bool
+	counters             []ibValue // per c.counters
 }
 
 // readDevice reads an HCA: fw_ver is required (every driver has it since
@@ -280,9 +286,7 @@ func (c *infinibandCollector) readPort(dir, name string, buf []byte) (p ibPort, 
 		}
 	}
 
-	p.values = make([]uint64, len(c.counters))
-	p.present = make([]bool, len(c.counters))
-	p.fromLegacy = make([]bool, len(c.counters))
+	p.counters = make([]ibValue, len(c.counters))
 	var errs []error
 	read := func(dirfd int, file string) (uint64, bool) {
 		v, err := readSysfsAttr(dirfd, file, buf)
@@ -308,7 +312,7 @@ func (c *infinibandCollector) readPort(dir, name string, buf []byte) (p ibPort, 
 				continue
 			}
 			if v, ok := read(efd, c.counters[i].legacy); ok {
-				p.values[i], p.present[i], p.fromLegacy[i] = v*c.counters[i].unit, true, true
+				p.counters[i] = ibValue{value: v * c.counters[i].unit, present: true, legacy: true}
 			}
 		}
 		unix.Close(efd)
@@ -321,11 +325,11 @@ func (c *infinibandCollector) readPort(dir, name string, buf []byte) (p ibPort, 
 	}
 	defer unix.Close(cfd)
 	for i := range c.counters {
-		if p.present[i] {
+		if p.counters[i].present {
 			continue
 		}
 		if v, ok := read(cfd, c.counters[i].name); ok {
-			p.values[i], p.present[i] = v*c.counters[i].unit, true
+			p.counters[i] = ibValue{value: v * c.counters[i].unit, present: true}
 		}
 	}
 	return p, true, errors.Join(errs...)
@@ -369,13 +373,14 @@ func (c *infinibandCollector) updatePort(ch chan<- prometheus.Metric, device str
 	ch <- l.metric(&c.state, float64(p.stateID))
 	ch <- l.metric(&c.physState, float64(p.physStateID))
 	for i := range c.counters {
-		if !p.present[i] {
+		got := p.counters[i]
+		if !got.present {
 			continue
 		}
 		ctr := &c.counters[i]
-		v := p.values[i]
+		v := got.value
 		ch <- l.metric(&ctr.desc, float64(v))
-		if !p.fromLegacy[i] && ctr.width > 0 && ctr.width <= 32 {
+		if !got.legacy && ctr.width > 0 && ctr.width <= 32 {
 			sat := 0.0
 			if ctr.saturated(v) {
 				sat = 1

@@ -148,12 +148,13 @@ func TestInfiniBandMatchesProcfs(t *testing.T) {
 					if legacy != nil {
 						wantV, wantLegacy = legacy, true
 					}
+					got := p.counters[i]
 					switch {
-					case wantV == nil && p.present[i]:
-						t.Errorf("%s port %d %s: read %d, procfs has none", name, p.number, ctr.name, p.values[i])
-					case wantV != nil && (!p.present[i] || p.values[i] != *wantV || p.fromLegacy[i] != wantLegacy):
+					case wantV == nil && got.present:
+						t.Errorf("%s port %d %s: read %d, procfs has none", name, p.number, ctr.name, got.value)
+					case wantV != nil && (!got.present || got.value != *wantV || got.legacy != wantLegacy):
 						t.Errorf("%s port %d %s: read %d (present %v, legacy %v), procfs %d (legacy %v)", name, p.number, ctr.name,
-							p.values[i], p.present[i], p.fromLegacy[i], *wantV, wantLegacy)
+							got.value, got.present, got.legacy, *wantV, wantLegacy)
 					case wantV != nil:
 						compared++
 					}
