@@ -220,9 +220,9 @@ type ibPort struct {
 func (c *infinibandCollector) readDevice(name string) ibDevice {
 	dev := ibDevice{name: name}
 	dir := filepath.Join(c.classDir, name)
-	dfd, err := unix.Open(dir, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	dfd, err := openSysfsDir(dir)
 	if err != nil {
-		dev.errs = append(dev.errs, fmt.Errorf("InfiniBand device %s: %w", name, &fs.PathError{Op: "open", Path: dir, Err: err}))
+		dev.errs = append(dev.errs, fmt.Errorf("InfiniBand device %s: %w", name, err))
 		return dev
 	}
 	defer unix.Close(dfd)
@@ -263,9 +263,9 @@ func (c *infinibandCollector) readPort(dir, name string, buf []byte) (p ibPort, 
 	if p.number, err = strconv.ParseUint(name, 10, 32); err != nil {
 		return p, false, fmt.Errorf("port directory name is not a number")
 	}
-	pfd, err := unix.Open(dir, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	pfd, err := openSysfsDir(dir)
 	if err != nil {
-		return p, false, &fs.PathError{Op: "open", Path: dir, Err: err}
+		return p, false, err
 	}
 	defer unix.Close(pfd)
 	for _, f := range []struct {
@@ -306,7 +306,7 @@ func (c *infinibandCollector) readPort(dir, name string, buf []byte) (p ibPort, 
 		return n, true
 	}
 	// counters_ext exists only on kernels before 4.5.
-	if efd, err := unix.Openat(pfd, "counters_ext", unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0); err == nil {
+	if efd, err := openSysfsSubdir(pfd, "counters_ext"); err == nil {
 		for i := range c.counters {
 			if c.counters[i].legacy == "" {
 				continue
@@ -317,7 +317,7 @@ func (c *infinibandCollector) readPort(dir, name string, buf []byte) (p ibPort, 
 		}
 		unix.Close(efd)
 	}
-	cfd, err := unix.Openat(pfd, "counters", unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	cfd, err := openSysfsSubdir(pfd, "counters")
 	if err != nil {
 		// Some drivers (and RoCE ports on some kernels) have no counters
 		// directory; the port's state and rate are still worth exporting.

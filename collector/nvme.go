@@ -412,11 +412,9 @@ func readNVMeControllers(classDir string) (map[string]nvmeController, error) {
 
 func readNVMeController(dir string, buf []byte) (nvmeController, error) {
 	var c nvmeController
-	// Attributes are opened relative to the controller's directory, which
-	// spares the kernel a path walk from /sys for each of them.
-	dfd, err := unix.Open(dir, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	dfd, err := openSysfsDir(dir)
 	if err != nil {
-		return c, &fs.PathError{Op: "open", Path: dir, Err: err}
+		return c, err
 	}
 	defer unix.Close(dfd)
 	fields := [...]*string{&c.model, &c.serial, &c.firmwareRevision, &c.state, &c.transport}

@@ -2,6 +2,7 @@ package collector
 
 import (
 	"bytes"
+	"io/fs"
 
 	"golang.org/x/sys/unix"
 )
@@ -25,4 +26,20 @@ func readSysfsAttr(dfd int, name string, buf []byte) (string, error) {
 		}
 		return string(bytes.TrimSpace(buf[:n])), nil
 	}
+}
+
+// openSysfsDir opens a sysfs directory (following the class symlinks) for
+// readSysfsAttr, which spares the kernel a path walk from /sys for each
+// attribute.
+func openSysfsDir(dir string) (int, error) {
+	fd, err := unix.Open(dir, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return -1, &fs.PathError{Op: "open", Path: dir, Err: err}
+	}
+	return fd, nil
+}
+
+// openSysfsSubdir opens the directory name under dfd.
+func openSysfsSubdir(dfd int, name string) (int, error) {
+	return unix.Openat(dfd, name, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
 }
