@@ -46,7 +46,15 @@ type Baseline struct {
 	// Params is ProbeParams of the probe as measured; empty on hand-written
 	// entries, which then apply whatever the parameters.
 	Params string
-	Line   int
+	// Direct ("true" or "false") and Engine say how the measured runs did
+	// their I/O, as the labels of plateau_probe_info do. They are outcomes
+	// of a run, not configuration: the random probe falls back from libaio
+	// to goroutines when the node's AIO contexts run out (fs.aio-max-nr),
+	// and a run that went through the page cache measures something else
+	// than a direct one. Empty (hand-written entries, older files) applies
+	// the baseline whatever the mode.
+	Direct, Engine string
+	Line           int
 }
 
 // Baselines is the parsed baselines file.
@@ -108,6 +116,23 @@ func ProbeParams(p *ProbeConfig) string {
 	return strings.Join(parts, " ")
 }
 
+// ModeMismatch says how a run did its I/O differently from the runs the
+// baseline was measured with, or "" when it did not (or the baseline does
+// not record it). Such a run is not compared with the plateau.
+func (b *Baseline) ModeMismatch(r *Result) string {
+	var diffs []string
+	if got := strconv.FormatBool(r.Direct); b.Direct != "" && b.Direct != got {
+		diffs = append(diffs, "direct="+got+" (baseline direct="+b.Direct+")")
+	}
+	if b.Engine != "" && b.Engine != r.Engine {
+		diffs = append(diffs, "engine="+r.Engine+" (baseline engine="+b.Engine+")")
+	}
+	if len(diffs) == 0 {
+		return ""
+	}
+	return "run used " + strings.Join(diffs, ", ")
+}
+
 // For returns the baseline that applies to an op of a configured probe, or
 // nil with a reason when there is none or it was measured differently.
 func (b *Baselines) For(target string, p *ProbeConfig, op string) (*Baseline, string) {
@@ -142,6 +167,8 @@ func LoadBaselines(path string) (*Baselines, error) {
 //	    seq:
 //	      kind: sequential
 //	      params: sequential workers=1 file_size=256MiB block_size=8MiB
+//	      direct: true
+//	      engine: sync
 //	      host: node001
 //	      measured_at: 2026-11-30T10:00:00Z
 //	      method: characterize --runs 5
@@ -193,6 +220,18 @@ func (p *parser) baselineProbe(out *Baselines, target, probe string, n *yaml.Nod
 			}
 		case "params":
 			common.Params = p.str(v, f)
+		case "direct":
+			switch d := p.str(v, f); d {
+			case "true", "false":
+				common.Direct = d
+			default:
+				p.errorf(v, f, "must be true or false, got %q", d)
+			}
+		case "engine":
+			common.Engine = p.str(v, f)
+			if !contains(probeEngines, common.Engine) {
+				p.errorf(v, f, "unknown engine %q (one of %s)", common.Engine, strings.Join(probeEngines, ", "))
+			}
 		case "host":
 			common.Host = p.str(v, f)
 		case "method":
@@ -314,6 +353,12 @@ func (b *Baselines) Marshal() []byte {
 		fmt.Fprintf(&sb, "    %s:\n      kind: %s\n", pk.probe, first.Kind)
 		if first.Params != "" {
 			fmt.Fprintf(&sb, "      params: %s\n", first.Params)
+		}
+		if first.Direct != "" {
+			fmt.Fprintf(&sb, "      direct: %s\n", first.Direct)
+		}
+		if first.Engine != "" {
+			fmt.Fprintf(&sb, "      engine: %s\n", first.Engine)
 		}
 		if first.Host != "" {
 			fmt.Fprintf(&sb, "      host: %s\n", first.Host)

@@ -15,6 +15,8 @@ const baselinesYAML = `targets:
     s:
       kind: sequential
       params: sequential workers=2 file_size=1MiB block_size=256KiB
+      direct: true
+      engine: sync
       host: node1
       measured_at: 2026-11-30T10:00:00Z
       method: "characterize --runs 5"
@@ -33,14 +35,16 @@ func TestBaselinesRoundTrip(t *testing.T) {
 		t.Fatal(err)
 	}
 	w := b.Entries[BaselineKey{"t", "s", "write"}]
-	if w == nil || w.Value != 1000 || w.Unit != UnitBytesPerSecond || w.Runs != 5 || w.Host != "node1" || !w.MeasuredAt.Equal(time.Date(2026, 11, 30, 10, 0, 0, 0, time.UTC)) {
+	if w == nil || w.Value != 1000 || w.Unit != UnitBytesPerSecond || w.Runs != 5 || w.Host != "node1" || !w.MeasuredAt.Equal(time.Date(2026, 11, 30, 10, 0, 0, 0, time.UTC)) ||
+		w.Direct != "true" || w.Engine != "sync" {
 		t.Fatalf("write baseline = %+v", w)
 	}
 	again, err := ParseBaselines(b.Marshal(), "again.yml")
 	if err != nil {
 		t.Fatalf("marshalled baselines do not parse: %v\n%s", err, b.Marshal())
 	}
-	if len(again.Entries) != 3 || again.Entries[BaselineKey{"t", "md", "create"}].Value != 5e4 {
+	if len(again.Entries) != 3 || again.Entries[BaselineKey{"t", "md", "create"}].Value != 5e4 ||
+		again.Entries[BaselineKey{"t", "s", "read"}].Engine != "sync" || again.Entries[BaselineKey{"t", "s", "read"}].Direct != "true" {
 		t.Fatalf("round trip lost entries: %s", again.Marshal())
 	}
 }
@@ -68,6 +72,8 @@ func TestBadBaselinesNameLineAndField(t *testing.T) {
 		{"targets:\n  t:\n    s:\n      ops:\n        write: {bytes_per_second: 1}\n", "b.yml:4: targets.t.s.kind: is required"},
 		{"targets:\n  t:\n    s:\n      kind: sequential\n      colour: red\n      ops:\n        write: {bytes_per_second: 1}\n", "b.yml:5: targets.t.s.colour: unknown key"},
 		{"targets:\n  t:\n    s:\n      kind: sequential\n      measured_at: yesterday\n      ops:\n        write: {bytes_per_second: 1}\n", "b.yml:5: targets.t.s.measured_at: invalid time"},
+		{"targets:\n  t:\n    s:\n      kind: sequential\n      direct: yes\n      ops:\n        write: {bytes_per_second: 1}\n", "b.yml:5: targets.t.s.direct: must be true or false"},
+		{"targets:\n  t:\n    s:\n      kind: random\n      engine: io_uring\n      ops:\n        read: {operations_per_second: 1}\n", "b.yml:5: targets.t.s.engine: unknown engine \"io_uring\" (one of sync, libaio, goroutines)"},
 		{"targets: [\n", "b.yml: "},
 	} {
 		if _, err := ParseBaselines([]byte(tc.yaml), "b.yml"); err == nil || !strings.Contains(err.Error(), tc.want) {
@@ -103,7 +109,7 @@ func TestStoreExportsRatioAgainstBaseline(t *testing.T) {
 	p := smallSeq("s")
 	s := NewStore()
 	s.Configure(&Config{Targets: []*Target{{Name: "t", WarningRatio: 0.8, CriticalRatio: 0.5, Probes: []*ProbeConfig{&p}}}}, b)
-	s.Record(Outcome{Result: &Result{Target: "t", Probe: "s", Kind: KindSequential, End: time.Now(),
+	s.Record(Outcome{Result: &Result{Target: "t", Probe: "s", Kind: KindSequential, End: time.Now(), Direct: true, Engine: engineSync,
 		Ops: []OpResult{{Op: "write", Bytes: 500, Operations: 2, Seconds: 1}, {Op: "read", Bytes: 3000, Operations: 2, Seconds: 1}}}})
 	want := `
 # HELP plateau_alert_threshold_ratio Ratio to baseline below which the probe's results are a warning or critical regression (the target's warning_ratio and critical_ratio).
@@ -114,7 +120,7 @@ plateau_alert_threshold_ratio{probe="s",severity="warning",target="t"} 0.8
 # TYPE plateau_baseline_throughput_bytes_per_second gauge
 plateau_baseline_throughput_bytes_per_second{kind="sequential",op="read",probe="s",target="t"} 2000
 plateau_baseline_throughput_bytes_per_second{kind="sequential",op="write",probe="s",target="t"} 1000
-# HELP plateau_probe_ratio Last successful result of the op divided by its baseline (1 = at plateau); absent without a baseline or while the probe fails.
+# HELP plateau_probe_ratio Last successful result of the op divided by its baseline (1 = at plateau); absent without a baseline, while the probe fails, or while its I/O mode differs from the baseline's.
 # TYPE plateau_probe_ratio gauge
 plateau_probe_ratio{kind="sequential",op="read",probe="s",target="t"} 1.5
 plateau_probe_ratio{kind="sequential",op="write",probe="s",target="t"} 0.5
@@ -126,6 +132,61 @@ plateau_probe_ratio{kind="sequential",op="write",probe="s",target="t"} 0.5
 	s.Configure(&Config{Targets: []*Target{{Name: "t", Probes: []*ProbeConfig{&p}}}}, nil)
 	if n := testutil.CollectAndCount(s, "plateau_probe_ratio"); n != 0 {
 		t.Fatalf("%d ratios exported without baselines", n)
+	}
+}
+
+// A baseline measured with libaio and O_DIRECT says nothing about a run
+// that fell back to goroutines or to the page cache: such a run gets no
+// ratio, so it can neither raise nor hide a below-plateau alert, and the
+// mismatch gauge says why the ratio is gone.
+func TestStoreComparesOnlyRunsOfTheBaselinesIOMode(t *testing.T) {
+	b, err := ParseBaselines([]byte("targets:\n  t:\n    r:\n      kind: random\n      direct: true\n      engine: libaio\n      ops:\n        read: {operations_per_second: 1000}\n        write: {operations_per_second: 1000}\n"), "b.yml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := ProbeConfig{Name: "r", Kind: KindRandom}
+	s := NewStore()
+	s.Configure(&Config{Targets: []*Target{{Name: "t", Probes: []*ProbeConfig{&p}}}}, b)
+	if n := testutil.CollectAndCount(s, "plateau_baseline_io_mode_mismatch"); n != 0 {
+		t.Fatalf("mismatch gauge exported before any run: %d series", n)
+	}
+	record := func(direct bool, engine string) {
+		s.Record(Outcome{Result: &Result{Target: "t", Probe: "r", Kind: KindRandom, End: time.Now(), Direct: direct, Engine: engine,
+			Ops: []OpResult{{Op: "read", Operations: 500, Seconds: 1}, {Op: "write", Operations: 2000, Seconds: 1}}}})
+	}
+	for _, tc := range []struct {
+		direct   bool
+		engine   string
+		mismatch string
+		ratios   int
+	}{
+		{true, engineLibaio, "0", 2},
+		{true, engineGoroutines, "1", 0},
+		{false, engineLibaio, "1", 0},
+		{true, engineLibaio, "0", 2},
+	} {
+		record(tc.direct, tc.engine)
+		want := `
+# HELP plateau_baseline_io_mode_mismatch 1 when the last successful run did its I/O differently (direct, engine of plateau_probe_info) from the runs its baseline was measured with; its ratio is then not exported. Present once a probe with a baseline has succeeded.
+# TYPE plateau_baseline_io_mode_mismatch gauge
+plateau_baseline_io_mode_mismatch{kind="random",probe="r",target="t"} ` + tc.mismatch + "\n"
+		if err := testutil.CollectAndCompare(s, strings.NewReader(want), "plateau_baseline_io_mode_mismatch"); err != nil {
+			t.Errorf("direct=%v engine=%s: %v", tc.direct, tc.engine, err)
+		}
+		if n := testutil.CollectAndCount(s, "plateau_probe_ratio"); n != tc.ratios {
+			t.Errorf("direct=%v engine=%s: %d ratios exported, want %d", tc.direct, tc.engine, n, tc.ratios)
+		}
+		if n := testutil.CollectAndCount(s, "plateau_baseline_operations_per_second"); n != 2 {
+			t.Errorf("direct=%v engine=%s: the plateau itself must stay exported, got %d series", tc.direct, tc.engine, n)
+		}
+	}
+	// A baseline that does not record the mode applies to any run.
+	b.Entries[BaselineKey{"t", "r", "read"}].Engine = ""
+	b.Entries[BaselineKey{"t", "r", "write"}].Engine = ""
+	s.Configure(&Config{Targets: []*Target{{Name: "t", Probes: []*ProbeConfig{&p}}}}, b)
+	record(true, engineGoroutines)
+	if n := testutil.CollectAndCount(s, "plateau_probe_ratio"); n != 2 {
+		t.Errorf("baseline without an engine: %d ratios, want 2", n)
 	}
 }
 

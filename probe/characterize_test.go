@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"sort"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -23,6 +24,8 @@ type recorder struct {
 	steps   []Step
 	// before, when set, runs before the n-th request (from 1) is executed.
 	before func(n int, req Request)
+	// after, when set, sees the n-th result before the characterizer does.
+	after func(n int, res *Result)
 }
 
 func (r *recorder) run(ctx context.Context, req Request) *Result {
@@ -34,6 +37,9 @@ func (r *recorder) run(ctx context.Context, req Request) *Result {
 		r.before(n, req)
 	}
 	res := Execute(ctx, req)
+	if r.after != nil {
+		r.after(n, res)
+	}
 	r.mu.Lock()
 	r.results = append(r.results, res)
 	r.mu.Unlock()
@@ -103,7 +109,8 @@ func TestCharacterizeBaselineIsMedianOfRealRuns(t *testing.T) {
 				t.Errorf("%s %s: spread %g, want %g", p.Name, op, e.Spread, want)
 			}
 			if e.Unit != unit || e.Kind != p.Kind || e.Runs != 3 || e.Host != "node1" ||
-				e.Method != "characterize --runs 3" || !e.MeasuredAt.Equal(characterizeTime) || e.Params != ProbeParams(p) {
+				e.Method != "characterize --runs 3" || !e.MeasuredAt.Equal(characterizeTime) || e.Params != ProbeParams(p) ||
+				e.Direct != strconv.FormatBool(results[0].Direct) || e.Engine != results[0].Engine || e.Engine == "" {
 				t.Errorf("%s %s: entry %+v", p.Name, op, e)
 			}
 		}
@@ -150,6 +157,30 @@ func TestCharacterizeGivesUpAProbeWhoseRunFails(t *testing.T) {
 	// The skipped runs still count, so progress reaches its total.
 	if last := rec.steps[len(rec.steps)-1]; last.Index != 6 || last.Total != 6 {
 		t.Errorf("last step %+v, want 6 of 6", last)
+	}
+}
+
+// Runs that issued their I/O differently measure different things, so
+// their median is no baseline. The second run here reports the goroutine
+// engine, as a random probe does when io_setup fails because the node's
+// AIO contexts ran out (fs.aio-nr at fs.aio-max-nr), which a test cannot
+// cause without changing a system-wide sysctl under other tests.
+func TestCharacterizeRefusesRunsOfMixedEngines(t *testing.T) {
+	target := targetWith(t.TempDir(), smallSeq("seq"))
+	rec := &recorder{after: func(n int, res *Result) {
+		if n == 2 {
+			res.Engine = engineGoroutines
+		}
+	}}
+	c := newCharacterizer(rec, 3, 0, 0)
+	ref := ProbeRef{target, target.Probes[0]}
+	c.Plan([]ProbeRef{ref})
+	m, err := c.Baseline(context.Background(), ref)
+	if err == nil || m != nil {
+		t.Fatalf("baseline of runs with engines sync and goroutines: %+v, %v", m, err)
+	}
+	if !strings.Contains(err.Error(), "t/seq: runs used engines sync and goroutines") || !strings.Contains(err.Error(), "fs.aio-max-nr") {
+		t.Errorf("error does not name the engines and the likely cause: %v", err)
 	}
 }
 

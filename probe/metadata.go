@@ -45,7 +45,7 @@ type metadataWorker struct {
 
 func runMetadata(ctx context.Context, rc *runContext) error {
 	p := rc.cfg
-	rc.result.Engine = "sync"
+	rc.result.Engine = engineSync
 	workers := make([]metadataWorker, p.Workers)
 	names := make([]string, p.Files)
 	for j := range names {

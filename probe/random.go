@@ -32,11 +32,17 @@ const (
 	randomFileComplete   = 0o600
 )
 
-// Engines of the random probe, the `engine` label of plateau_probe_info.
+// Engines, the `engine` label of plateau_probe_info: sync for the probes
+// that issue one request at a time, libaio or goroutines for the random
+// probe's requests in flight.
 const (
+	engineSync       = "sync"
 	engineLibaio     = "libaio"
 	engineGoroutines = "goroutines"
 )
+
+// probeEngines lists every engine a result can name.
+var probeEngines = []string{engineSync, engineLibaio, engineGoroutines}
 
 // preallocChunk is the write size of the preallocation: large, so filling
 // the file costs little next to the measured phases, yet bounded so one

@@ -17,7 +17,7 @@ type Result struct {
 	End    time.Time `json:"end"`
 	// Direct is true when the data went through O_DIRECT.
 	Direct bool `json:"direct"`
-	// Engine names how the I/O was issued (sync, libaio, io_uring, goroutines).
+	// Engine names how the I/O was issued (sync, libaio, goroutines).
 	Engine string     `json:"engine"`
 	Ops    []OpResult `json:"ops,omitempty"`
 	// Skipped is set, with a reason, when the probe decided not to run.

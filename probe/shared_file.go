@@ -43,7 +43,7 @@ func runSharedFile(ctx context.Context, rc *runContext) error {
 		return err
 	}
 	rc.result.Direct = mode.direct
-	rc.result.Engine = "sync"
+	rc.result.Engine = engineSync
 	bufs := workerBuffers(p.Workers, p.BlockSize, mode.align, rc.nonce)
 	total := int64(p.Workers) * p.SegmentSize
 	ops := total / p.BlockSize

@@ -59,7 +59,9 @@ var (
 	descBaselineOps = prometheus.NewDesc("plateau_baseline_operations_per_second",
 		"The op's plateau: operation rate the same probe reached on a known-good system, per second.", probeOpLabels, nil)
 	descRatio = prometheus.NewDesc("plateau_probe_ratio",
-		"Last successful result of the op divided by its baseline (1 = at plateau); absent without a baseline or while the probe fails.", probeOpLabels, nil)
+		"Last successful result of the op divided by its baseline (1 = at plateau); absent without a baseline, while the probe fails, or while its I/O mode differs from the baseline's.", probeOpLabels, nil)
+	descModeMismatch = prometheus.NewDesc("plateau_baseline_io_mode_mismatch",
+		"1 when the last successful run did its I/O differently (direct, engine of plateau_probe_info) from the runs its baseline was measured with; its ratio is then not exported. Present once a probe with a baseline has succeeded.", probeLabels, nil)
 	descThreshold = prometheus.NewDesc("plateau_alert_threshold_ratio",
 		"Ratio to baseline below which the probe's results are a warning or critical regression (the target's warning_ratio and critical_ratio).",
 		[]string{"target", "probe", "severity"}, nil)
@@ -274,7 +276,7 @@ func (s *Store) LastResult(target, probe string) *Result {
 func (s *Store) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{descSuccess, descLastRun, descLastSuccess, descDuration, descInterval, descInProgress, descInfo,
 		descThroughput, descOpsRate, descLatency, descRuns, descErrors, descSkips, descIOBytes, descHung, descAbandoned,
-		descBaselineBytes, descBaselineOps, descRatio, descThreshold} {
+		descBaselineBytes, descBaselineOps, descRatio, descModeMismatch, descThreshold} {
 		ch <- d
 	}
 }
@@ -318,11 +320,20 @@ func (s *Store) Collect(ch chan<- prometheus.Metric) {
 			gauge(descInfo, 1, append(l, boolLabel(ls.Direct), ls.Engine)...)
 			// Rates are only meaningful while the last run succeeded; a
 			// failing probe must not keep showing yesterday's numbers.
+			mismatch := false
+			for _, b := range st.baselines {
+				mismatch = mismatch || b.ModeMismatch(ls) != ""
+			}
+			if len(st.baselines) > 0 {
+				gauge(descModeMismatch, b2f(mismatch), l...)
+			}
 			if st.last == ls {
 				for _, op := range ls.Ops {
 					gauge(descThroughput, op.BytesPerSecond(), append(l, op.Op)...)
 					gauge(descOpsRate, op.OperationsPerSecond(), append(l, op.Op)...)
-					if b := st.baselines[op.Op]; b != nil && b.Value > 0 {
+					// A run in another I/O mode than its baseline's would
+					// raise or hide a regression that is only the mode.
+					if b := st.baselines[op.Op]; b != nil && b.Value > 0 && b.ModeMismatch(ls) == "" {
 						gauge(descRatio, op.Value(b.Unit)/b.Value, append(l, op.Op)...)
 					}
 				}

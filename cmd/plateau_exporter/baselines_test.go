@@ -24,7 +24,18 @@ func configWithBaselines(t *testing.T, baselines string) string {
 
 func writeBaseline(t *testing.T, path string, bytesPerSecond float64) {
 	t.Helper()
-	b := fmt.Sprintf("targets:\n  e2e:\n    s:\n      kind: sequential\n      ops:\n        write: {bytes_per_second: %g}\n        read: {bytes_per_second: %g}\n", bytesPerSecond, bytesPerSecond)
+	writeBaselineWithMode(t, path, bytesPerSecond, "")
+}
+
+// writeBaselineWithMode writes a baseline whose runs did their I/O as mode
+// says (baseline keys such as "direct: true\n      engine: sync"); "" leaves
+// the mode unrecorded.
+func writeBaselineWithMode(t *testing.T, path string, bytesPerSecond float64, mode string) {
+	t.Helper()
+	if mode != "" {
+		mode = "      " + mode + "\n"
+	}
+	b := fmt.Sprintf("targets:\n  e2e:\n    s:\n      kind: sequential\n%s      ops:\n        write: {bytes_per_second: %g}\n        read: {bytes_per_second: %g}\n", mode, bytesPerSecond, bytesPerSecond)
 	if err := os.WriteFile(path, []byte(b), 0o600); err != nil {
 		t.Fatal(err)
 	}
@@ -98,5 +109,49 @@ func TestDaemonRunsWithoutBadBaselines(t *testing.T) {
 	probetest.WaitUntil(t, "ratios once the baselines are fixed", 30*time.Second, func() bool {
 		m := d.metrics()
 		return value(m, "plateau_baselines_last_load_successful ") == 1 && value(m, `plateau_probe_ratio{kind="sequential",op="read"`) > 0
+	})
+}
+
+// A run that did its I/O in another mode than its baseline's runs (buffered
+// instead of O_DIRECT, goroutines instead of libaio) is not compared with
+// the plateau, by the probe command or the daemon: the gauge says so
+// instead. Which mode this machine's temp directory gives is read from the
+// probe command's own report, so the test holds on any file system.
+func TestBaselineOfAnotherIOModeIsNotCompared(t *testing.T) {
+	dir := t.TempDir()
+	baselines := filepath.Join(dir, "baselines.yml")
+	cfg := configWithBaselines(t, baselines)
+	writeBaseline(t, baselines, 1)
+	code, out := runProbeCmd(t, cfg, "--output=json")
+	if code != 0 || !strings.Contains(out, `"engine": "sync"`) {
+		t.Fatalf("probe command: exit %d\n%s", code, out)
+	}
+	direct, other := "false", "true"
+	if strings.Contains(out, `"direct": true`) {
+		direct, other = "true", "false"
+	}
+
+	writeBaselineWithMode(t, baselines, 1, "direct: "+other+"\n      engine: sync")
+	code, out = runProbeCmd(t, cfg)
+	if code != 0 || !strings.Contains(out, "no-baseline (run used direct="+direct+" (baseline direct="+other+"))") {
+		t.Fatalf("probe command against a baseline of another mode: exit %d, want 0 and the mode named\n%s", code, out)
+	}
+
+	d := startDaemon(t, "--config.file="+cfg, "--probe.hostname=n1", "--collector.disable-defaults")
+	ratio := `plateau_probe_ratio{kind="sequential",op="read"`
+	mismatch := `plateau_baseline_io_mode_mismatch{kind="sequential",probe="s",target="e2e"}`
+	probetest.WaitUntil(t, "the mismatch reported and no ratio", 30*time.Second, func() bool {
+		m := d.metrics()
+		return successes(m) >= 1 && strings.Contains(m, mismatch+" 1") && !strings.Contains(m, ratio) &&
+			strings.Contains(m, `plateau_baseline_throughput_bytes_per_second{kind="sequential",op="read",probe="s",target="e2e"} 1\n`)
+	})
+
+	writeBaselineWithMode(t, baselines, 1, "direct: "+direct+"\n      engine: sync")
+	if code, err := httpPost(d.url + "/-/reload"); code != 200 {
+		t.Fatalf("reload: HTTP %d, %v", code, err)
+	}
+	probetest.WaitUntil(t, "the ratio once the modes match", 30*time.Second, func() bool {
+		m := d.metrics()
+		return strings.Contains(m, mismatch+" 0") && value(m, ratio) > 0
 	})
 }

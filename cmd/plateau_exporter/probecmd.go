@@ -50,6 +50,7 @@ type opReport struct {
 	Critical  float64  `json:"critical_ratio"`
 	Verdict   string   `json:"verdict"`
 	Direct    bool     `json:"direct"`
+	Engine    string   `json:"engine,omitempty"`
 	Error     string   `json:"error,omitempty"`
 	Rationale string   `json:"note,omitempty"`
 }
@@ -161,7 +162,7 @@ func runWhenFree(ctx context.Context, runner probe.Runner, req probe.Request, wa
 }
 
 func reportOps(t *probe.Target, p *probe.ProbeConfig, res *probe.Result, baselines *probe.Baselines) []opReport {
-	base := opReport{Target: t.Name, Probe: p.Name, Kind: p.Kind, Warning: t.WarningRatio, Critical: t.CriticalRatio, Direct: res.Direct}
+	base := opReport{Target: t.Name, Probe: p.Name, Kind: p.Kind, Warning: t.WarningRatio, Critical: t.CriticalRatio, Direct: res.Direct, Engine: res.Engine}
 	switch {
 	case res.Skipped != "":
 		base.Verdict = verdictSkipped
@@ -185,6 +186,14 @@ func reportOps(t *probe.Target, p *probe.ProbeConfig, res *probe.Result, baselin
 		if b == nil || b.Value <= 0 {
 			r.Verdict = verdictNoBaseline
 			r.Rationale = why
+			out = append(out, r)
+			continue
+		}
+		if mismatch := b.ModeMismatch(res); mismatch != "" {
+			// As the daemon does: the plateau is shown, the ratio is not.
+			r.Baseline = &b.Value
+			r.Verdict = verdictNoBaseline
+			r.Rationale = mismatch
 			out = append(out, r)
 			continue
 		}
@@ -213,6 +222,8 @@ func printReports(w io.Writer, reports []opReport) {
 		}
 		if r.Baseline != nil {
 			plateau = humanRate(*r.Baseline, r.Unit)
+		}
+		if r.Ratio != nil {
 			ratio = fmt.Sprintf("%.2f", *r.Ratio)
 		}
 		verdict := r.Verdict
