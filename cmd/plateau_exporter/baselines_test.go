@@ -143,7 +143,7 @@ func TestBaselineOfAnotherIOModeIsNotCompared(t *testing.T) {
 	probetest.WaitUntil(t, "the mismatch reported and no ratio", 30*time.Second, func() bool {
 		m := d.metrics()
 		return successes(m) >= 1 && strings.Contains(m, mismatch+" 1") && !strings.Contains(m, ratio) &&
-			strings.Contains(m, `plateau_baseline_throughput_bytes_per_second{kind="sequential",op="read",probe="s",target="e2e"} 1\n`)
+			strings.Contains(m, `plateau_baseline_throughput_bytes_per_second{kind="sequential",op="read",probe="s",target="e2e"} 1`+"\n")
 	})
 
 	writeBaselineWithMode(t, baselines, 1, "direct: "+direct+"\n      engine: sync")
