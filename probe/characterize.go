@@ -74,9 +74,14 @@ type Characterizer struct {
 	// above what the system sustains makes alerts fire on a healthy node.
 	Spacing time.Duration
 	// SweepRuns is how many runs each sweep step is the median of, and
-	// MaxLevel the highest worker count (or queue depth) a sweep tries.
-	SweepRuns int
-	MaxLevel  int
+	// MaxLevel the highest worker count a sweep tries. MaxQueueDepth is
+	// the highest queue depth a random probe's sweep tries (MaxLevel when
+	// 0): queue depth costs no thread or CPU per level the way workers do,
+	// and devices reach their IOPS plateau at depths far above a node's
+	// sensible worker count.
+	SweepRuns     int
+	MaxLevel      int
+	MaxQueueDepth int
 	// OnStart is called before each run and OnDone after it; either may
 	// be nil.
 	OnStart func(Step)
@@ -95,7 +100,7 @@ func (c *Characterizer) Plan(probes []ProbeRef) int {
 	for _, r := range probes {
 		n += c.Runs
 		if c.SweepRuns > 0 {
-			n += len(SweepLevels(r.Probe, c.MaxLevel)) * c.SweepRuns
+			n += len(c.sweepLevels(r.Probe)) * c.SweepRuns
 		}
 	}
 	c.total = n
@@ -328,6 +333,14 @@ func SweepLevels(p *ProbeConfig, maxLevel int) []int {
 	return out
 }
 
+// sweepLevels is SweepLevels up to the limit of the probe's variable.
+func (c *Characterizer) sweepLevels(p *ProbeConfig) []int {
+	if SweepVariable(p.Kind) == VariableQueueDepth && c.MaxQueueDepth > 0 {
+		return SweepLevels(p, c.MaxQueueDepth)
+	}
+	return SweepLevels(p, c.MaxLevel)
+}
+
 // sweepVariant is the probe run at one sweep level. Kinds whose work grows
 // with workers (every worker moves file_size or creates files) get their
 // timeout scaled likewise, because on saturated storage the run takes that
@@ -455,7 +468,7 @@ func (s *Sweep) Suggest() (level int, rising []string) {
 // a probe whose baseline already failed.
 func (c *Characterizer) SkipSweep(ref ProbeRef) {
 	if c.SweepRuns > 0 {
-		c.index += len(SweepLevels(ref.Probe, c.MaxLevel)) * c.SweepRuns
+		c.index += len(c.sweepLevels(ref.Probe)) * c.SweepRuns
 	}
 }
 
@@ -480,7 +493,7 @@ func (c *Characterizer) Sweep(ctx context.Context, ref ProbeRef) (*Sweep, error)
 	if variable == VariableQueueDepth {
 		sw.Configured = p.QueueDepth
 	}
-	levels := SweepLevels(p, c.MaxLevel)
+	levels := c.sweepLevels(p)
 	for li, level := range levels {
 		variant := sweepVariant(p, level)
 		st := SweepStep{Level: level, Values: map[string][]float64{}}

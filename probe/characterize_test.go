@@ -448,6 +448,29 @@ func TestSweepSummaryInTheShapeOfTheReferenceTable(t *testing.T) {
 	}
 }
 
+// Workers and queue depth have limits of their own: a sweep of workers
+// stops at MaxLevel, a random probe's sweep of queue depth at
+// MaxQueueDepth, and MaxLevel bounds both when MaxQueueDepth is unset.
+func TestSweepLimitsFollowTheSweptVariable(t *testing.T) {
+	seq := smallSeq("seq")
+	rnd := ProbeConfig{Name: "rnd", Kind: KindRandom, FileSize: 4 << 20, BlockSize: 4 << 10, QueueDepth: 4}
+	target := targetWith(t.TempDir(), seq, rnd)
+	refs := []ProbeRef{{target, target.Probes[0]}, {target, target.Probes[1]}}
+	for _, tc := range []struct {
+		maxLevel, maxQueueDepth int
+		want                    int
+	}{
+		{2, 64, (1 + 2) + (1 + 7)}, // workers 1, 2; queue depths 1 … 64
+		{4, 8, (1 + 3) + (1 + 4)},  // workers 1, 2, 4; queue depths 1 … 8
+		{2, 0, (1 + 2) + (1 + 2)},  // queue depth bounded by MaxLevel
+	} {
+		c := &Characterizer{Runs: 1, SweepRuns: 1, MaxLevel: tc.maxLevel, MaxQueueDepth: tc.maxQueueDepth}
+		if got := c.Plan(refs); got != tc.want {
+			t.Errorf("MaxLevel %d, MaxQueueDepth %d: Plan = %d runs, want %d", tc.maxLevel, tc.maxQueueDepth, got, tc.want)
+		}
+	}
+}
+
 // The random probe has no workers: its sweep doubles the queue depth, and
 // the preallocation it reports on a first run is no op of its baseline.
 func TestCharacterizeRandomSweepsQueueDepth(t *testing.T) {
@@ -455,7 +478,9 @@ func TestCharacterizeRandomSweepsQueueDepth(t *testing.T) {
 		Duration: 200 * time.Millisecond, Interval: time.Minute, Timeout: 10 * time.Second}
 	target := targetWith(t.TempDir(), p)
 	rec := &recorder{}
-	c := newCharacterizer(rec, 2, 1, 2)
+	// The worker limit is 1: the queue depths swept follow their own.
+	c := newCharacterizer(rec, 2, 1, 1)
+	c.MaxQueueDepth = 2
 	ref := ProbeRef{target, target.Probes[0]}
 	c.Plan([]ProbeRef{ref})
 	m, err := c.Baseline(context.Background(), ref)

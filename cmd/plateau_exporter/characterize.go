@@ -34,6 +34,7 @@ type characterizeOptions struct {
 	runSpacing    time.Duration
 	sweep         bool
 	maxWorkers    int
+	maxQueueDepth int
 	sweepRuns     int
 	outputDir     string
 	baselinesFile string
@@ -52,7 +53,12 @@ func characterizeCommand(app *kingpin.Application) (*kingpin.CmdClause, func(log
 	cmd.Flag("runs", "Runs per probe; the baseline is their median.").Default("5").IntVar(&o.runs)
 	cmd.Flag("run-spacing", "Least time between the starts of a probe's runs, so the baseline reflects the system over minutes rather than one moment.").Default("15s").DurationVar(&o.runSpacing)
 	cmd.Flag("sweep", "Also sweep each probe over doubling workers (queue depth for random probes) and report the knee, maximum and sustained values, with an SVG chart and a CSV of the curve.").BoolVar(&o.sweep)
-	cmd.Flag("max-workers", "Highest worker count (or queue depth) a sweep tries; levels are the powers of two up to it.").Default(strconv.Itoa(2 * runtime.NumCPU())).IntVar(&o.maxWorkers)
+	cmd.Flag("max-workers", "Highest worker count a sweep tries; levels are the powers of two up to it.").Default(strconv.Itoa(2 * runtime.NumCPU())).IntVar(&o.maxWorkers)
+	// Queue depth costs no thread per level, and an NVMe device or a
+	// parallel file system holds its IOPS plateau far above a node's
+	// worker count: the reference's random characterization ran queue
+	// depth 16 per thread, so the default sweeps to four times that.
+	cmd.Flag("max-queue-depth", "Highest queue depth a random probe's sweep tries; levels are the powers of two up to it.").Default("64").IntVar(&o.maxQueueDepth)
 	cmd.Flag("sweep-runs", "Runs per sweep step; the step's value is their median.").Default("3").IntVar(&o.sweepRuns)
 	cmd.Flag("output-dir", "Directory for the sweep's SVG and CSV files. Default: the baselines file's directory.").StringVar(&o.outputDir)
 	cmd.Flag("baselines-file", "Baselines file to write. Default: the config's baselines_file.").StringVar(&o.baselinesFile)
@@ -76,6 +82,8 @@ func runCharacterize(w io.Writer, logger log.Logger, o characterizeOptions) erro
 		return exitErr(2, fmt.Errorf("--sweep-runs must be at least 1, got %d", o.sweepRuns))
 	case o.sweep && o.maxWorkers < 1:
 		return exitErr(2, fmt.Errorf("--max-workers must be at least 1, got %d", o.maxWorkers))
+	case o.sweep && o.maxQueueDepth < 1:
+		return exitErr(2, fmt.Errorf("--max-queue-depth must be at least 1, got %d", o.maxQueueDepth))
 	}
 	cfg, err := loadConfig(o.configFile)
 	if err != nil {
@@ -133,12 +141,12 @@ func runCharacterize(w io.Writer, logger log.Logger, o characterizeOptions) erro
 		OnDone:   prog.done,
 	}
 	if o.sweep {
-		c.SweepRuns, c.MaxLevel = o.sweepRuns, o.maxWorkers
+		c.SweepRuns, c.MaxLevel, c.MaxQueueDepth = o.sweepRuns, o.maxWorkers, o.maxQueueDepth
 	}
 	total := c.Plan(refs)
 	what := fmt.Sprintf("%d run(s) each", o.runs)
 	if o.sweep {
-		what += fmt.Sprintf(", then a sweep up to %d workers with %d run(s) per step", o.maxWorkers, o.sweepRuns)
+		what += fmt.Sprintf(", then a sweep up to %d workers (queue depth %d for random probes) with %d run(s) per step", o.maxWorkers, o.maxQueueDepth, o.sweepRuns)
 	}
 	prog.printf("characterizing %d probe(s) on %s: %s; %d runs in all\n", len(refs), o.hostname, what, total)
 	prog.begin(total)
@@ -188,7 +196,7 @@ func runCharacterize(w io.Writer, logger log.Logger, o characterizeOptions) erro
 			sw, err := c.Sweep(ctx, ref)
 			var sb strings.Builder
 			if sw != nil && len(sw.Steps) > 0 {
-				printSweep(&sb, sw, o.maxWorkers)
+				printSweep(&sb, sw, o.maxWorkers, o.maxQueueDepth)
 				svgPath, csvPath, werr := sw.WriteFiles(outDir)
 				if werr != nil {
 					err = errors.Join(err, werr)
@@ -253,7 +261,11 @@ func printChanges(w io.Writer, changes []probe.BaselineChange) {
 // printSweep reports a sweep in the shape of the characterizations'
 // "maximum and sustained" table, with the worker count to suggest for the
 // continuous probe.
-func printSweep(w io.Writer, sw *probe.Sweep, maxWorkers int) {
+func printSweep(w io.Writer, sw *probe.Sweep, maxWorkers, maxQueueDepth int) {
+	limit, limitFlag := maxWorkers, "--max-workers"
+	if sw.Variable == probe.VariableQueueDepth {
+		limit, limitFlag = maxQueueDepth, "--max-queue-depth"
+	}
 	levels := sw.Levels()
 	var ls []string
 	for _, l := range levels {
@@ -277,10 +289,10 @@ func printSweep(w io.Writer, sw *probe.Sweep, maxWorkers int) {
 	level, rising := sw.Suggest()
 	v := sw.Variable
 	switch {
-	case len(rising) > 0 && last < maxWorkers:
+	case len(rising) > 0 && last < limit:
 		fmt.Fprintf(w, "suggestion: none; %s still rising at %s=%d, where the sweep stopped\n", strings.Join(rising, ", "), v, last)
 	case len(rising) > 0:
-		fmt.Fprintf(w, "suggestion: none; %s still rising at %s=%d: the plateau lies beyond --max-workers %d (sweep further to find it)\n", strings.Join(rising, ", "), v, last, maxWorkers)
+		fmt.Fprintf(w, "suggestion: none; %s still rising at %s=%d: the plateau lies beyond %s %d (sweep further to find it)\n", strings.Join(rising, ", "), v, last, limitFlag, limit)
 	case level == sw.Configured:
 		fmt.Fprintf(w, "suggestion: %s=%d, as configured, reaches the plateau of every op; the current setting is fine\n", v, level)
 	case level < sw.Configured:

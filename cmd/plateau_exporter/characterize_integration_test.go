@@ -183,10 +183,10 @@ func TestIntegrationCharacterizeOnLoopExt4(t *testing.T) {
 		t.Logf("probe against the characterized baseline exited %d (try %d):\n%s", code, try, out)
 	}
 
-	// 3. A sweep up to 4 workers writes a chart and the data per probe.
+	// 3. A sweep up to 4 workers (queue depth 4) writes a chart and the data per probe.
 	charts := filepath.Join(dir, "charts")
 	start := time.Now()
-	out, stderr, code = runBinary(t, "--config.file", cfg, "characterize", "--runs", "2", "--run-spacing", "0s", "--sweep", "--max-workers", "4", "--sweep-runs", "2", "--output-dir", charts)
+	out, stderr, code = runBinary(t, "--config.file", cfg, "characterize", "--runs", "2", "--run-spacing", "0s", "--sweep", "--max-workers", "4", "--max-queue-depth", "4", "--sweep-runs", "2", "--output-dir", charts)
 	t.Logf("characterize --sweep took %s:\n%s", time.Since(start).Round(time.Millisecond), out)
 	if code != 0 {
 		t.Fatalf("characterize --sweep exited %d:\n%s", code, stderr)

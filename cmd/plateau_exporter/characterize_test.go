@@ -253,6 +253,27 @@ func TestCharacterizeSweepWritesChartAndData(t *testing.T) {
 	}
 }
 
+// A sweep still rising at its last level names the flag that bounds it:
+// --max-queue-depth for a random probe, --max-workers otherwise.
+func TestSweepStillRisingNamesItsLimitFlag(t *testing.T) {
+	for _, tc := range []struct {
+		variable, want string
+	}{
+		{probe.VariableQueueDepth, "the plateau lies beyond --max-queue-depth 4"},
+		{probe.VariableWorkers, "the plateau lies beyond --max-workers 4"},
+	} {
+		sw := &probe.Sweep{Target: "t", Probe: "p", Variable: tc.variable, Configured: 1, Unit: probe.UnitOpsPerSecond, Ops: []string{"read"}, Runs: 1}
+		for i, v := range []float64{1000, 2000, 4000} {
+			sw.Steps = append(sw.Steps, probe.SweepStep{Level: 1 << i, Values: map[string][]float64{"read": {v}}})
+		}
+		var out strings.Builder
+		printSweep(&out, sw, 4, 4)
+		if !strings.Contains(out.String(), tc.want) {
+			t.Errorf("%s sweep rising at its limit:\n%s\nwant %q", tc.variable, out.String(), tc.want)
+		}
+	}
+}
+
 // fakeClock advances only when told.
 type fakeClock struct{ t time.Time }
 
