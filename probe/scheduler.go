@@ -184,7 +184,13 @@ func (s *Scheduler) runSlot(ctx context.Context, logger log.Logger, t *Target, p
 	case r.Reason != "":
 		level.Error(logger).Log("msg", "probe failed", "reason", r.Reason, "err", r.Error, "slot", slot.Format(time.RFC3339))
 	default:
-		kv := []any{"msg", "probe done", "seconds", r.End.Sub(r.Start).Seconds(), "direct", r.Direct}
+		// The worker cannot log, and a run that switched from libaio to
+		// goroutines (AIO contexts exhausted) or from O_DIRECT to the page
+		// cache measures something else: say so once, when it happens.
+		if prev := s.store.LastSuccess(t.Name, p.Name); prev != nil && (prev.Direct != r.Direct || prev.Engine != r.Engine) {
+			level.Warn(logger).Log("msg", "probe I/O mode changed", "direct", r.Direct, "engine", r.Engine, "was_direct", prev.Direct, "was_engine", prev.Engine)
+		}
+		kv := []any{"msg", "probe done", "seconds", r.End.Sub(r.Start).Seconds(), "direct", r.Direct, "engine", r.Engine}
 		for _, op := range r.Ops {
 			kv = append(kv, op.Op+"_MBps", round1(op.BytesPerSecond()/1e6))
 		}

@@ -3,6 +3,8 @@ package probe
 import (
 	"context"
 	"fmt"
+	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -110,6 +112,37 @@ func hasLabel(m *dto.Metric, k, v string) bool {
 		}
 	}
 	return false
+}
+
+// fallbackRunner runs the real probe and reports the goroutine engine from
+// its third run on, as the random probe does once io_setup starts failing.
+type fallbackRunner struct{ runs *atomic.Int32 }
+
+func (f fallbackRunner) Run(ctx context.Context, req Request) Outcome {
+	out := InProcessRunner{}.Run(ctx, req)
+	if f.runs.Add(1) >= 3 && out.Result != nil {
+		out.Result.Engine = engineGoroutines
+	}
+	return out
+}
+
+// A change of I/O mode is logged once, when it happens, not on every run.
+func TestSchedulerLogsAChangeOfIOModeOnce(t *testing.T) {
+	p := smallSeq("s")
+	p.Interval, p.Timeout = time.Second, 900*time.Millisecond
+	var logs probetest.LogBuffer
+	store := NewStore()
+	s := NewScheduler(log.NewLogfmtLogger(&logs), "node1", fallbackRunner{runs: new(atomic.Int32)}, store)
+	s.Apply(&Config{Targets: []*Target{{Name: "t", Path: t.TempDir(), Probes: []*ProbeConfig{&p}}}}, nil)
+	t.Cleanup(s.Stop)
+	probetest.WaitUntil(t, "five successful runs", 60*time.Second, func() bool {
+		return counterValue(t, store, "plateau_probe_runs_total", map[string]string{"result": ResultSuccess}) >= 5
+	})
+	s.Stop()
+	changes := strings.Count(logs.String(), `msg="probe I/O mode changed"`)
+	if changes != 1 || !strings.Contains(logs.String(), "engine=goroutines was_direct=") || !strings.Contains(logs.String(), "was_engine=sync") {
+		t.Fatalf("%d mode-change lines, want one from sync to goroutines:\n%s", changes, logs.String())
+	}
 }
 
 func TestSchedulerSkipsAndCountsOverlappingSlots(t *testing.T) {

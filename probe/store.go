@@ -272,6 +272,16 @@ func (s *Store) LastResult(target, probe string) *Result {
 	return nil
 }
 
+// LastSuccess returns the last successful run of a probe, or nil.
+func (s *Store) LastSuccess(target, probe string) *Result {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	if st := s.state(target, probe); st != nil {
+		return st.lastSuccess
+	}
+	return nil
+}
+
 // Describe implements prometheus.Collector.
 func (s *Store) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{descSuccess, descLastRun, descLastSuccess, descDuration, descInterval, descInProgress, descInfo,
