@@ -262,16 +262,6 @@ func (s *Store) Hung(target string) bool {
 	return ts != nil && ts.abandoned > 0
 }
 
-// LastResult returns the last completed run of a probe, or nil.
-func (s *Store) LastResult(target, probe string) *Result {
-	s.mu.RLock()
-	defer s.mu.RUnlock()
-	if st := s.state(target, probe); st != nil {
-		return st.last
-	}
-	return nil
-}
-
 // LastSuccess returns the last successful run of a probe, or nil.
 func (s *Store) LastSuccess(target, probe string) *Result {
 	s.mu.RLock()
