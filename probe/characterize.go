@@ -127,7 +127,7 @@ func (c *Characterizer) Baseline(ctx context.Context, ref ProbeRef) (*Measured, 
 	unit := OpUnit(p.Kind)
 	m := &Measured{Target: ref.Target.Name, Probe: p, Entries: map[string]*Baseline{}, Values: map[string][]float64{}}
 	step := Step{Total: c.total, Target: ref.Target.Name, Probe: p.Name, Kind: p.Kind, Runs: c.Runs}
-	var modes []*Result
+	var first *Result
 	for run := 1; run <= c.Runs; run++ {
 		step.Run = run
 		if run > 1 && c.Spacing > 0 {
@@ -146,19 +146,22 @@ func (c *Characterizer) Baseline(ctx context.Context, ref ProbeRef) (*Measured, 
 			c.index += c.Runs - run
 			return nil, fmt.Errorf("%s/%s: run %d of %d: %w", ref.Target.Name, p.Name, run, c.Runs, err)
 		}
-		for op, v := range values {
-			m.Values[op] = append(m.Values[op], v)
+		if first == nil {
+			first = res
 		}
-		modes = append(modes, res)
-	}
-	for _, r := range modes[1:] {
 		// Direct and buffered runs, or libaio and goroutine runs, measure
-		// different things; their median describes neither.
-		if r.Direct != modes[0].Direct {
+		// different things; their median describes neither, so the runs
+		// left are not worth their I/O.
+		if res.Direct != first.Direct {
+			c.index += c.Runs - run
 			return nil, fmt.Errorf("%s/%s: some runs used O_DIRECT and some did not; characterize again once the file system behaves the same way on every run", ref.Target.Name, p.Name)
 		}
-		if r.Engine != modes[0].Engine {
-			return nil, fmt.Errorf("%s/%s: runs used engines %s and %s (libaio falls back to goroutines when fs.aio-nr reaches fs.aio-max-nr); characterize again once every run can use the same one", ref.Target.Name, p.Name, modes[0].Engine, r.Engine)
+		if res.Engine != first.Engine {
+			c.index += c.Runs - run
+			return nil, fmt.Errorf("%s/%s: runs used engines %s and %s (libaio falls back to goroutines when fs.aio-nr reaches fs.aio-max-nr); characterize again once every run can use the same one", ref.Target.Name, p.Name, first.Engine, res.Engine)
+		}
+		for op, v := range values {
+			m.Values[op] = append(m.Values[op], v)
 		}
 	}
 	now := time.Now
@@ -177,8 +180,8 @@ func (c *Characterizer) Baseline(ctx context.Context, ref ProbeRef) (*Measured, 
 			MeasuredAt: at,
 			Host:       c.Hostname,
 			Params:     ProbeParams(p),
-			Direct:     strconv.FormatBool(modes[0].Direct),
-			Engine:     modes[0].Engine,
+			Direct:     strconv.FormatBool(first.Direct),
+			Engine:     first.Engine,
 		}
 	}
 	return m, nil

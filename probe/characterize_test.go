@@ -182,6 +182,9 @@ func TestCharacterizeRefusesRunsOfMixedEngines(t *testing.T) {
 	if !strings.Contains(err.Error(), "t/seq: runs used engines sync and goroutines") || !strings.Contains(err.Error(), "fs.aio-max-nr") {
 		t.Errorf("error does not name the engines and the likely cause: %v", err)
 	}
+	if len(rec.reqs) != 2 {
+		t.Errorf("%d runs, want the third left out once the second changed engine", len(rec.reqs))
+	}
 }
 
 func TestCharacterizeTargetHeldByAnotherProbe(t *testing.T) {

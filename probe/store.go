@@ -318,8 +318,8 @@ func (s *Store) Collect(ch chan<- prometheus.Metric) {
 		if ls := st.lastSuccess; ls != nil {
 			gauge(descLastSuccess, float64(ls.End.UnixNano())/1e9, l...)
 			gauge(descInfo, 1, append(l, boolLabel(ls.Direct), ls.Engine)...)
-			// Rates are only meaningful while the last run succeeded; a
-			// failing probe must not keep showing yesterday's numbers.
+			// A run in another I/O mode than its baselines' would raise or
+			// hide a regression that is only the mode, so it gets no ratio.
 			mismatch := false
 			for _, b := range st.baselines {
 				mismatch = mismatch || b.ModeMismatch(ls) != ""
@@ -327,13 +327,13 @@ func (s *Store) Collect(ch chan<- prometheus.Metric) {
 			if len(st.baselines) > 0 {
 				gauge(descModeMismatch, b2f(mismatch), l...)
 			}
+			// Rates are only meaningful while the last run succeeded; a
+			// failing probe must not keep showing yesterday's numbers.
 			if st.last == ls {
 				for _, op := range ls.Ops {
 					gauge(descThroughput, op.BytesPerSecond(), append(l, op.Op)...)
 					gauge(descOpsRate, op.OperationsPerSecond(), append(l, op.Op)...)
-					// A run in another I/O mode than its baseline's would
-					// raise or hide a regression that is only the mode.
-					if b := st.baselines[op.Op]; b != nil && b.Value > 0 && b.ModeMismatch(ls) == "" {
+					if b := st.baselines[op.Op]; b != nil && b.Value > 0 && !mismatch {
 						gauge(descRatio, op.Value(b.Unit)/b.Value, append(l, op.Op)...)
 					}
 				}
