@@ -87,10 +87,16 @@ type Loop struct {
 // Cleanup unmounts it and detaches the device even when the test fails.
 func MountLoop(t testing.TB, fstype string, size int64, mountOpts ...string) Loop {
 	t.Helper()
+	return MountLoopIn(t, t.TempDir(), fstype, size, mountOpts...)
+}
+
+// MountLoopIn is MountLoop with the backing file and mount point in dir,
+// which must outlive the test's cleanups of the loop device.
+func MountLoopIn(t testing.TB, dir, fstype string, size int64, mountOpts ...string) Loop {
+	t.Helper()
 	RequireRoot(t)
 	RequireCommand(t, "losetup", "util-linux")
 	RequireCommand(t, "mkfs."+fstype, map[string]string{"ext4": "e2fsprogs", "xfs": "xfsprogs"}[fstype])
-	dir := t.TempDir()
 	img := filepath.Join(dir, fstype+".img")
 	f, err := os.Create(img)
 	if err != nil {
