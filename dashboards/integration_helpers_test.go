@@ -858,13 +858,8 @@ func startAlertStack(t *testing.T) *alertStack {
 	// reads drifted by ±40% within minutes (825 MB/s to 1.9 GB/s in ten
 	// back-to-back reads, against 4.0 to 5.6 GB/s from tmpfs), and once a
 	// baseline taken in a fast minute kept a true warning firing after the
-	// throttle was lifted. The directory is removed after the loop device.
-	shm, err := os.MkdirTemp("/dev/shm", "plateau-alert-")
-	if err != nil {
-		t.Fatalf("backing directory in RAM: %v", err)
-	}
-	t.Cleanup(func() { os.RemoveAll(shm) })
-	loop := probetest.MountLoopIn(t, shm, "ext4", loopSize)
+	// throttle was lifted.
+	loop := probetest.MountLoopIn(t, probetest.MemoryDir(t), "ext4", loopSize)
 	mnt, devNum := loop.Mount, loop.DevNum
 	s.cgroup = newIOCgroup(t, devNum)
 	t.Logf("loop ext4 at %s (device %s); throttling through %s", mnt, devNum, s.cgroup)

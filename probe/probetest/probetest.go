@@ -90,6 +90,20 @@ func MountLoop(t testing.TB, fstype string, size int64, mountOpts ...string) Loo
 	return MountLoopIn(t, t.TempDir(), fstype, size, mountOpts...)
 }
 
+// MemoryDir returns a new directory in RAM (/dev/shm). It is removed after
+// every cleanup registered later, such as a loop device backed there. A
+// loop device backed in RAM measures steadily where the VM's virtual disk,
+// whose speed the host moves, drifts by ±40% within minutes.
+func MemoryDir(t testing.TB) string {
+	t.Helper()
+	dir, err := os.MkdirTemp("/dev/shm", "plateau-test-")
+	if err != nil {
+		t.Fatalf("directory in RAM: %v", err)
+	}
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	return dir
+}
+
 // MountLoopIn is MountLoop with the backing file and mount point in dir,
 // which must outlive the test's cleanups of the loop device.
 func MountLoopIn(t testing.TB, dir, fstype string, size int64, mountOpts ...string) Loop {
