@@ -73,27 +73,27 @@ func TestBelowPlateauAlertFiresAndResolves(t *testing.T) {
 
 	// Phase 2, throttled.
 	limit := int64(throttleFraction * s.baseline["read"])
-	readBefore, err := s.cgroup.readBytes()
+	readBefore, err := s.cgroup.ReadBytes()
 	if err != nil {
 		t.Fatal(err)
 	}
 	throttledAt := time.Now()
-	if err := s.cgroup.throttleRead(limit); err != nil {
+	if err := s.cgroup.ThrottleRead(limit); err != nil {
 		t.Fatal(err)
 	}
 	t.Logf("%s: THROTTLED reads of %s to %.0f MB/s, 40%% of the %.0f MB/s baseline (median read ratio so far %.2f)",
-		s.since(throttledAt), s.cgroup.devNum, float64(limit)/1e6, s.baseline["read"]/1e6, median)
+		s.since(throttledAt), s.cgroup.DevNum(), float64(limit)/1e6, s.baseline["read"]/1e6, median)
 
 	// The alert can only be trusted to come from the throttle if the
 	// throttle is seen to bite on the probe itself.
 	run := s.runs.firstRunStartedAfter(t, "the throttle", throttledAt)
-	readAfter, err := s.cgroup.readBytes()
+	readAfter, err := s.cgroup.ReadBytes()
 	if err != nil {
 		t.Fatal(err)
 	}
 	if run.Ratio["read"] >= criticalRatio {
 		t.Fatalf("the throttle does not bite: the first run after it read at %.0f MB/s, ratio %.2f, not under the critical %.1f (limit %.0f MB/s; %s accounted %d MiB of reads of %s since the throttle, so the probe's bios %s)",
-			run.Rate["read"]/1e6, run.Ratio["read"], criticalRatio, float64(limit)/1e6, s.cgroup, (readAfter-readBefore)>>20, s.cgroup.devNum,
+			run.Rate["read"]/1e6, run.Ratio["read"], criticalRatio, float64(limit)/1e6, s.cgroup, (readAfter-readBefore)>>20, s.cgroup.DevNum(),
 			map[bool]string{true: "are charged to the group", false: "are NOT charged to the group"}[readAfter > readBefore])
 	}
 	t.Logf("%s: first throttled run: read ratio %.2f (%.0f MB/s), write ratio %.2f; %s accounted %d MiB of reads since the throttle",
@@ -116,7 +116,7 @@ func TestBelowPlateauAlertFiresAndResolves(t *testing.T) {
 
 	// Phase 3, lifted.
 	liftedAt := time.Now()
-	if err := s.cgroup.throttleRead(0); err != nil {
+	if err := s.cgroup.ThrottleRead(devicePlateau); err != nil {
 		t.Fatal(err)
 	}
 	t.Logf("%s: LIFTED the throttle", s.since(liftedAt))
@@ -404,7 +404,7 @@ func TestNoFalseAlerts(t *testing.T) {
 		t.Logf("RESULT op=%s runs=%d ratio min=%.3f median=%.3f max=%.3f lowest_median45m=%.3f baseline=%.0fMB/s warning=%.1f critical=%.1f",
 			op, len(ratios), ratios[0], medianOf(ratios), ratios[len(ratios)-1], minMedian[0].Value, s.baseline[op]/1e6, warningRatio, criticalRatio)
 	}
-	t.Logf("RESULT %d runs over %s, probe file %d MiB; below-plateau alerts pending or firing at any evaluation: %d", len(runs), last.Sub(s.start).Round(time.Second), s.fileSize>>20, len(tl.prom))
+	t.Logf("RESULT %d runs over %s, probe file %d MiB; below-plateau alerts pending or firing at any evaluation: %d", len(runs), last.Sub(s.start).Round(time.Second), fileSize>>20, len(tl.prom))
 }
 
 func medianOf(sorted []float64) float64 {

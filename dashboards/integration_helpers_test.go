@@ -14,8 +14,6 @@ package dashboards
 
 import (
 	"bytes"
-	"crypto/rand"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -65,16 +63,21 @@ const (
 	// two runs in production; 30m of keep_firing_for becomes 20s.
 	durationScale = 90
 
-	// blk-throttle lets a cgroup dispatch about one throttle slice's worth
-	// of bytes at once before it starts to delay bios; on a loop device
-	// measured here that is ~10 MB, which made a 64 MiB read throttled to
-	// 40% come out at 0.48 of its baseline instead of 0.40. The probe file
-	// is therefore sized so that the throttled read lasts this long, where
-	// the burst is a few percent of the read.
-	throttledReadTarget = 500 * time.Millisecond
-	minFileSize         = 64 << 20
-	maxFileSize         = 512 << 20
-	loopSize            = 2 << 30
+	// The device has a plateau of the test's choosing: the daemon's
+	// cgroup throttles the RAM-backed loop device to devicePlateau in both
+	// directions from the start, and the slowdown lowers the read limit to
+	// throttleFraction of the characterized read rate. Unthrottled, the
+	// device read at ~6 GB/s, where blk-throttle's burst at the start of a
+	// read (~52ms at the limit, 140 MB) made a 512 MiB read throttled to
+	// 40% come out at 0.54 of its baseline (CI run of 2b93a7b), and its
+	// writes fell to under 1 GB/s for tens of seconds when the host was
+	// busy, an unthrottled write that the test must never see alert. At
+	// 400 MB/s the same device measures within ±2% (see probetest.IOCgroup),
+	// and the burst is ~3% of a throttled read of the 256 MiB file, which
+	// then lasts ~1.6s: ratio ~0.38 against the critical threshold of 0.5.
+	devicePlateau = 400e6
+	fileSize      = 256 << 20
+	loopSize      = 1 << 30
 
 	// throttleFraction is the issue's 40% of the measured read rate.
 	throttleFraction = 0.4
@@ -109,169 +112,6 @@ func requireAlertingPrereqs(t *testing.T) (prometheus, alertmanager string) {
 		t.Fatalf("missing commands for the alerting integration tests: %s (.ci/packages.txt lists the packages)", strings.Join(missing, ", "))
 	}
 	return prometheus, alertmanager
-}
-
-// ioCgroup is a cgroup with the block I/O controller that the daemon runs
-// in: cgroup v1 blkio where the machine has it (blkio.throttle.*), else
-// cgroup v2 with the io controller (io.max, io.stat).
-type ioCgroup struct {
-	v2     bool
-	dir    string
-	devNum string
-}
-
-func (c *ioCgroup) String() string {
-	if c.v2 {
-		return "cgroup v2 io controller at " + c.dir
-	}
-	return "cgroup v1 blkio at " + c.dir
-}
-
-const cgroupV1Blkio = "/sys/fs/cgroup/blkio"
-
-// newIOCgroup creates a fresh cgroup for throttling reads of devNum and
-// removes it in cleanup, once every process in it has gone.
-func newIOCgroup(t *testing.T, devNum string) *ioCgroup {
-	t.Helper()
-	name := "plateau-test-" + randomHex(t)
-	c := &ioCgroup{devNum: devNum}
-	if _, err := os.Stat(filepath.Join(cgroupV1Blkio, "blkio.throttle.read_bps_device")); err == nil {
-		c.dir = filepath.Join(cgroupV1Blkio, name)
-	} else {
-		root, err := cgroupV2WithIO()
-		if err != nil {
-			t.Fatalf("no block I/O cgroup controller: %s has no blkio.throttle.read_bps_device (cgroup v1) and %v", cgroupV1Blkio, err)
-		}
-		// A child of the root gets the io files only once the root hands
-		// the controller down; enabling it is harmless to other groups.
-		if err := os.WriteFile(filepath.Join(root, "cgroup.subtree_control"), []byte("+io"), 0o644); err != nil {
-			t.Fatalf("enabling the io controller for children of %s: %v", root, err)
-		}
-		c.v2, c.dir = true, filepath.Join(root, name)
-	}
-	if err := os.Mkdir(c.dir, 0o755); err != nil {
-		t.Fatalf("creating %s: %v", c, err)
-	}
-	t.Cleanup(func() {
-		var pids []int
-		for deadline := time.Now().Add(30 * time.Second); time.Now().Before(deadline); time.Sleep(100 * time.Millisecond) {
-			var err error
-			if pids, err = c.pids(); err == nil && len(pids) == 0 {
-				break
-			}
-		}
-		if err := os.Remove(c.dir); err != nil {
-			t.Errorf("removing %s (processes still in it: %v): %v", c, pids, err)
-		}
-	})
-	return c
-}
-
-// cgroupV2WithIO returns the mount point of a cgroup v2 hierarchy whose
-// root offers the io controller.
-func cgroupV2WithIO() (string, error) {
-	data, err := os.ReadFile("/proc/self/mountinfo")
-	if err != nil {
-		return "", fmt.Errorf("reading mountinfo: %w", err)
-	}
-	var seen []string
-	for _, line := range strings.Split(string(data), "\n") {
-		// Fields after " - " are fstype, source, options (proc(5)).
-		pre, post, ok := strings.Cut(line, " - ")
-		if !ok || !strings.HasPrefix(post, "cgroup2 ") {
-			continue
-		}
-		f := strings.Fields(pre)
-		if len(f) < 5 {
-			continue
-		}
-		mnt := f[4]
-		seen = append(seen, mnt)
-		ctl, err := os.ReadFile(filepath.Join(mnt, "cgroup.controllers"))
-		if err == nil && slices.Contains(strings.Fields(string(ctl)), "io") {
-			return mnt, nil
-		}
-	}
-	if len(seen) == 0 {
-		return "", errors.New("no cgroup v2 hierarchy is mounted")
-	}
-	return "", fmt.Errorf("the cgroup v2 hierarchies at %v do not offer the io controller (it may be bound to a v1 hierarchy)", seen)
-}
-
-func randomHex(t *testing.T) string {
-	t.Helper()
-	b := make([]byte, 4)
-	if _, err := rand.Read(b); err != nil {
-		t.Fatal(err)
-	}
-	return hex.EncodeToString(b)
-}
-
-func (c *ioCgroup) procsFile() string { return filepath.Join(c.dir, "cgroup.procs") }
-
-func (c *ioCgroup) pids() ([]int, error) {
-	data, err := os.ReadFile(c.procsFile())
-	if err != nil {
-		return nil, fmt.Errorf("reading %s: %w", c.procsFile(), err)
-	}
-	var out []int
-	for _, f := range strings.Fields(string(data)) {
-		pid, err := strconv.Atoi(f)
-		if err != nil {
-			return nil, fmt.Errorf("%s: %q is no pid: %w", c.procsFile(), f, err)
-		}
-		out = append(out, pid)
-	}
-	return out, nil
-}
-
-// throttleRead limits reads of the device by the group's processes to bps
-// bytes per second; 0 lifts the limit.
-func (c *ioCgroup) throttleRead(bps int64) error {
-	file, line := filepath.Join(c.dir, "blkio.throttle.read_bps_device"), fmt.Sprintf("%s %d", c.devNum, bps)
-	if c.v2 {
-		limit := strconv.FormatInt(bps, 10)
-		if bps == 0 {
-			limit = "max"
-		}
-		file, line = filepath.Join(c.dir, "io.max"), fmt.Sprintf("%s rbps=%s", c.devNum, limit)
-	}
-	if err := os.WriteFile(file, []byte(line), 0o644); err != nil {
-		return fmt.Errorf("writing %q to %s: %w", line, file, err)
-	}
-	return nil
-}
-
-// readBytes is what the group's processes have read from the device, as
-// the controller accounts it: proof that the probe's bios are charged to
-// the group the throttle applies to.
-func (c *ioCgroup) readBytes() (int64, error) {
-	file := filepath.Join(c.dir, "blkio.throttle.io_service_bytes")
-	if c.v2 {
-		file = filepath.Join(c.dir, "io.stat")
-	}
-	data, err := os.ReadFile(file)
-	if err != nil {
-		return 0, fmt.Errorf("reading %s: %w", file, err)
-	}
-	for _, line := range strings.Split(string(data), "\n") {
-		f := strings.Fields(line)
-		if len(f) < 2 || f[0] != c.devNum {
-			continue
-		}
-		if c.v2 {
-			// "MAJ:MIN rbytes=N wbytes=N rios=N ..." (cgroup-v2.rst, io.stat)
-			for _, kv := range f[1:] {
-				if v, ok := strings.CutPrefix(kv, "rbytes="); ok {
-					return strconv.ParseInt(v, 10, 64)
-				}
-			}
-		} else if len(f) == 3 && f[1] == "Read" {
-			// "MAJ:MIN Read N" (blkio-controller.rst, io_service_bytes)
-			return strconv.ParseInt(f[2], 10, 64)
-		}
-	}
-	return 0, nil
 }
 
 // process is a server the tests started, in its own process group so that
@@ -827,8 +667,7 @@ type alertStack struct {
 	dir        string
 	exporter   string
 	configFile string
-	cgroup     *ioCgroup
-	fileSize   int64
+	cgroup     *probetest.IOCgroup
 	// baseline is the characterized plateau, bytes per second by op.
 	baseline   map[string]float64
 	daemon     *process
@@ -861,8 +700,17 @@ func startAlertStack(t *testing.T) *alertStack {
 	// throttle was lifted.
 	loop := probetest.MountLoopIn(t, probetest.MemoryDir(t), "ext4", loopSize)
 	mnt, devNum := loop.Mount, loop.DevNum
-	s.cgroup = newIOCgroup(t, devNum)
-	t.Logf("loop ext4 at %s (device %s); throttling through %s", mnt, devNum, s.cgroup)
+	s.cgroup = probetest.NewIOCgroup(t, devNum)
+	if err := s.cgroup.ThrottleRead(devicePlateau); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.cgroup.ThrottleWrite(devicePlateau); err != nil {
+		t.Fatal(err)
+	}
+	// The test process joins the group, so that characterize, the daemon
+	// and its probe workers all see the same device.
+	s.cgroup.Enter(t)
+	t.Logf("loop ext4 at %s (device %s), a plateau of %.0f MB/s both ways through %s", mnt, devNum, devicePlateau/1e6, s.cgroup)
 
 	s.exporter = filepath.Join(s.dir, "plateau_exporter")
 	if out, err := exec.Command("go", "build", "-o", s.exporter, "../cmd/plateau_exporter").CombinedOutput(); err != nil {
@@ -872,10 +720,16 @@ func startAlertStack(t *testing.T) *alertStack {
 	if err := os.Mkdir(targetPath, 0o755); err != nil {
 		t.Fatal(err)
 	}
-	s.fileSize = s.calibrateFileSize(t, targetPath)
 	s.configFile = filepath.Join(s.dir, "plateau.yml")
-	writeExporterConfig(t, s.configFile, targetPath, s.fileSize, filepath.Join(s.dir, "baselines.yml"))
+	writeExporterConfig(t, s.configFile, targetPath, fileSize, filepath.Join(s.dir, "baselines.yml"))
 	s.characterize(t)
+	// The device must deliver its plateau for the throttle to mean what
+	// the test says; a machine too busy for 400 MB/s of RAM is named here.
+	for op, v := range s.baseline {
+		if v < 0.8*devicePlateau || v > 1.5*devicePlateau {
+			t.Fatalf("characterized %s at %.0f MB/s on a device throttled to %.0f MB/s: the machine does not deliver the plateau the test sets", op, v/1e6, devicePlateau/1e6)
+		}
+	}
 
 	// The shell moves itself into the cgroup before it becomes the daemon,
 	// so the daemon and every probe worker it forks are in the group from
@@ -883,10 +737,10 @@ func startAlertStack(t *testing.T) *alertStack {
 	addr := probetest.FreeAddr(t)
 	s.daemonURL = "http://" + addr
 	s.daemon = startProcess(t, "plateau_exporter", s.dir, "/bin/sh", "-c", `echo $$ > "$0" && exec "$@"`,
-		s.cgroup.procsFile(), s.exporter, "--config.file="+s.configFile, "--probe.hostname="+stackHostname,
+		s.cgroup.ProcsFile(), s.exporter, "--config.file="+s.configFile, "--probe.hostname="+stackHostname,
 		"--collector.disable-defaults", "--web.listen-address="+addr, "--log.level=debug")
 	waitReady(t, s.daemon, s.daemonURL+"/-/healthy")
-	pids, err := s.cgroup.pids()
+	pids, err := s.cgroup.Pids()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -945,44 +799,6 @@ func startAlertStack(t *testing.T) *alertStack {
 	s.waitScrapingAndEvaluating(t)
 	t.Logf("%s: daemon, Alertmanager and Prometheus up; rules shortened by %d: %s", s.since(time.Now()), durationScale, strings.Join(s.shortRules[alertsFile][:min(4, len(s.shortRules[alertsFile]))], "; "))
 	return s
-}
-
-// calibrateFileSize measures the device's read rate with one small probe
-// run and sizes the probe file so that a read throttled to 40% lasts
-// throttledReadTarget (see there).
-func (s *alertStack) calibrateFileSize(t *testing.T, targetPath string) int64 {
-	t.Helper()
-	cfg := filepath.Join(s.dir, "calibrate.yml")
-	writeExporterConfig(t, cfg, targetPath, minFileSize, filepath.Join(s.dir, "calibrate-baselines.yml"))
-	cmd := exec.Command(s.exporter, "probe", "--config.file="+cfg, "--probe.hostname="+stackHostname, "--output=json")
-	var stderr bytes.Buffer
-	cmd.Stderr = &stderr
-	out, err := cmd.Output()
-	if err != nil {
-		t.Fatalf("calibration run %s: %v\n%s%s", cmd, err, out, stderr.Bytes())
-	}
-	var reports []struct {
-		Op    string  `json:"op"`
-		Value float64 `json:"value"`
-	}
-	if err := json.Unmarshal(out, &reports); err != nil {
-		t.Fatalf("calibration run: decoding %s: %v", out, err)
-	}
-	var read float64
-	for _, r := range reports {
-		if r.Op == "read" {
-			read = r.Value
-		}
-	}
-	if read <= 0 {
-		t.Fatalf("calibration run reported no read rate: %s", out)
-	}
-	want := throttleFraction * read * throttledReadTarget.Seconds()
-	const step = 16 << 20
-	size := min(max(int64(math.Ceil(want/step))*step, minFileSize), maxFileSize)
-	t.Logf("calibration: %s read at %.0f MB/s; probe file %d MiB, so a read at %.0f%% lasts ~%.2fs",
-		formatSize(minFileSize), read/1e6, size>>20, 100*throttleFraction, float64(size)/(throttleFraction*read))
-	return size
 }
 
 func formatSize(b int64) string { return strconv.FormatInt(b>>20, 10) + "MiB" }
