@@ -64,7 +64,27 @@ func series(metrics, name, label1, label2 string) map[string]float64 {
 
 func TestIntegrationCharacterizeOnLoopExt4(t *testing.T) {
 	charRequire(t)
-	mnt := probetest.MountLoop(t, "ext4", 1<<30).Mount
+	// A device with a plateau of the test's choosing: a loop ext4 backed
+	// by RAM (the VM's virtual disk moves its speed by ±40% within
+	// minutes), written in full before mkfs (see MountLoopIn), and
+	// throttled to devicePlateau both ways for this process and all it
+	// starts. Unthrottled, the RAM device's writes fell from ~6 GB/s to
+	// under 1 GB/s for tens of seconds while the daemon ran, and seq/write
+	// came out at 0.17 of the baseline characterized a minute earlier;
+	// throttled, the same runs measure within ±2%. 2 GiB: ext4's default of
+	// one inode per 16 KiB must hold the metadata probe's files at the
+	// sweep's 4 workers.
+	loop := probetest.MountLoopIn(t, probetest.MemoryDir(t), "ext4", 2<<30)
+	const devicePlateau = 400e6
+	cg := probetest.NewIOCgroup(t, loop.DevNum)
+	if err := cg.ThrottleRead(devicePlateau); err != nil {
+		t.Fatal(err)
+	}
+	if err := cg.ThrottleWrite(devicePlateau); err != nil {
+		t.Fatal(err)
+	}
+	cg.Enter(t)
+	mnt := loop.Mount
 	target := filepath.Join(mnt, "plateau")
 	if err := os.Mkdir(target, 0o755); err != nil {
 		t.Fatal(err)
@@ -72,14 +92,21 @@ func TestIntegrationCharacterizeOnLoopExt4(t *testing.T) {
 	dir := t.TempDir()
 	baseFile := filepath.Join(dir, "baselines.yml")
 	// Probes small enough that the whole test takes a few minutes on two
-	// cores, yet long enough (a few tenths of a second per op) that a
-	// scheduling hiccup does not decide a run. The thresholds are wide
-	// because other tests share the machine; 10x off the plateau is still
-	// far below them.
+	// cores, yet long enough that a scheduling hiccup does not decide a
+	// run: a third of a second per data phase at the device's plateau,
+	// tens of milliseconds for the metadata probe's fastest phase. The
+	// thresholds are wide because other tests share the machine; 10x off
+	// the plateau is still far below them.
 	probes := []string{
 		"{name: seq, kind: sequential, workers: 1, file_size: 128MiB, block_size: 4MiB}",
 		"{name: shared, kind: shared_file, workers: 2, block_size: 1MiB, segment_size: 64MiB}",
-		"{name: md, kind: metadata, workers: 2, files: 2048}",
+		// 16384 files per worker, so that even the stat phase (~1M/s
+		// here) lasts tens of milliseconds. Measured on a RAM-backed loop
+		// ext4 here, six runs each: with 2048 files per worker stat ranged
+		// 0.62-1.24 M/s and read 0.38-0.68 M/s (a phase of 2-5ms, which
+		// one scheduling hiccup decides); with 16384, 0.98-1.16 M/s and
+		// 0.56-0.66 M/s, create and remove within ±8% too.
+		"{name: md, kind: metadata, workers: 2, files: 16384}",
 	}
 	ops := map[string][]string{"seq": probe.OpsOf(probe.KindSequential), "shared": probe.OpsOf(probe.KindSharedFile), "md": probe.OpsOf(probe.KindMetadata)}
 	if contains(probe.KindNames(), "random") {
@@ -275,7 +302,7 @@ func characterizeAndCompare(t *testing.T, cfg, baseFile string, ops map[string][
 	const runsPerProbe = 3
 	// Scrapes are spaced out: on two cores a tight loop of them would
 	// slow the CPU-bound metadata probe it measures.
-	probetest.WaitUntil(t, fmt.Sprintf("%d runs of every probe with a ratio for each op", runsPerProbe), 4*time.Minute, func() bool {
+	probetest.PollUntil(t, fmt.Sprintf("%d runs of every probe with a ratio for each op", runsPerProbe), time.Second, 4*time.Minute, func() bool {
 		m := d.metrics()
 		ratio := series(m, "plateau_probe_ratio", "probe", "op")
 		for p, list := range ops {
