@@ -156,6 +156,10 @@ targets:
 	t.Logf("%.0f runs timed out, %d workers seen, at most %d at once, longest seen alive %s; %d FUSE requests interrupted",
 		timeouts, len(firstSeen), maxWorkers, longest, f.Interrupted())
 
+	// A scrape that waited on the mount would last until the worker's
+	// kill at the 900ms timeout. Under sha256sum on one of two cores,
+	// 1830 and 1843 scrapes here had p99 4.4ms and 6.1ms, max 20ms: the
+	// bound sits between the two by a factor of 9 on each side.
 	if p99 := scrapes.quantile(0.99); p99 >= 100*time.Millisecond {
 		t.Errorf("scrape p99 %s during the hang, want under 100ms", p99)
 	}
@@ -291,6 +295,8 @@ targets:
 		t.Errorf("%.0f runs timed out while the target was hung, want exactly the stuck one", v-timeouts0)
 	}
 	t.Logf("stuck worker %d in state %s with SIGKILL pending; while hung: %s", stuck, procState(stuck), scrapes)
+	// As in the hung-mount test: measured p99 3.5-4.4ms, max 6.5ms under
+	// load on one core, against a 1s timeout a blocked scrape would wait.
 	if p99 := scrapes.quantile(0.99); p99 >= 100*time.Millisecond {
 		t.Errorf("scrape p99 %s while a worker is stuck, want under 100ms", p99)
 	}
