@@ -70,9 +70,15 @@ func (w *WorkerRunner) Run(ctx context.Context, req Request) Outcome {
 	}
 	cmd := exec.Command(w.Command[0], w.Command[1:]...)
 	cmd.Stdin = bytes.NewReader(payload)
-	if len(w.Env) > 0 {
-		cmd.Env = append(os.Environ(), w.Env...)
-	}
+	// No asynchronous preemption in the worker: the Go runtime preempts
+	// with SIGURG, and a signal that lands while a syscall waits on a slow
+	// FUSE or interruptible NFS mount makes that syscall fail with EINTR,
+	// which the probe's raw unix calls would report as a failed run
+	// (reason other). Seen on faultfs with 5ms per request: 3 runs in 16
+	// failed in open, mkdir or statfs with "interrupted system call". The
+	// worker's goroutines block in syscalls, where the runtime does not
+	// need signals to preempt them. A later GODEBUG setting wins.
+	cmd.Env = append(append(os.Environ(), "GODEBUG=asyncpreemptoff=1"), w.Env...)
 	var stdout limitedBuffer
 	stdout.limit = maxResultBytes
 	var stderr limitedBuffer
