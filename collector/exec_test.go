@@ -9,8 +9,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/plateau-exporter/plateau_exporter/probe/probetest"
 	"golang.org/x/sys/unix"
+
+	"github.com/plateau-exporter/plateau_exporter/internal/probetest"
 )
 
 func TestCommandRunnerOutputAndStdin(t *testing.T) {

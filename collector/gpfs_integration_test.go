@@ -12,8 +12,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/plateau-exporter/plateau_exporter/probe/probetest"
 	"golang.org/x/sys/unix"
+
+	"github.com/plateau-exporter/plateau_exporter/internal/probetest"
 )
 
 // requireSudo fails the test, rather than skipping it, when the machine

@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"math"
 	"strconv"
 	"strings"
 )
@@ -293,7 +294,7 @@ func parseSeconds(s string) (float64, error) {
 	if err != nil {
 		return 0, err
 	}
-	if v < 0 || v != v || v > 1e300 {
+	if v < 0 || math.IsNaN(v) || v > 1e300 {
 		return 0, fmt.Errorf("out of range")
 	}
 	return v, nil

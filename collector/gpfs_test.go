@@ -9,8 +9,9 @@ import (
 	"time"
 
 	"github.com/go-kit/log"
-	"github.com/plateau-exporter/plateau_exporter/probe/probetest"
 	"github.com/prometheus/client_golang/prometheus/testutil"
+
+	"github.com/plateau-exporter/plateau_exporter/internal/probetest"
 )
 
 // fakeGPFS returns a configuration running the fake commands in

@@ -12,11 +12,12 @@ import (
 	"time"
 
 	"github.com/go-kit/log"
-	"github.com/plateau-exporter/plateau_exporter/probe/probetest"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	dto "github.com/prometheus/client_model/go"
 	"golang.org/x/sys/unix"
+
+	"github.com/plateau-exporter/plateau_exporter/internal/probetest"
 )
 
 // newTestRegistry wraps one collector in the package's Registry, so tests

@@ -13,11 +13,12 @@ import (
 	"unsafe"
 
 	"github.com/go-kit/log"
-	"github.com/plateau-exporter/plateau_exporter/probe/probetest"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	"github.com/prometheus/procfs/sysfs"
 	"golang.org/x/sys/unix"
+
+	"github.com/plateau-exporter/plateau_exporter/internal/probetest"
 )
 
 // readSMARTFixture decodes a hex dump of a SMART log page; lines starting

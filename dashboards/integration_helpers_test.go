@@ -39,8 +39,9 @@ import (
 	"github.com/prometheus/common/model"
 	"gopkg.in/yaml.v3"
 
+	"github.com/plateau-exporter/plateau_exporter/internal/probetest"
 	"github.com/plateau-exporter/plateau_exporter/probe"
-	"github.com/plateau-exporter/plateau_exporter/probe/probetest"
+	"github.com/plateau-exporter/plateau_exporter/probe/plateau"
 )
 
 const (
@@ -836,13 +837,13 @@ func (s *alertStack) characterize(t *testing.T) {
 
 func (s *alertStack) loadBaseline(t *testing.T) {
 	t.Helper()
-	b, err := probe.LoadBaselines(filepath.Join(s.dir, "baselines.yml"))
+	b, err := plateau.LoadBaselines(filepath.Join(s.dir, "baselines.yml"))
 	if err != nil {
 		t.Fatalf("reading the characterized baselines: %v", err)
 	}
 	s.baseline = map[string]float64{}
 	for _, op := range []string{"write", "read"} {
-		e := b.Entries[probe.BaselineKey{Target: stackTarget, Probe: stackProbe, Op: op}]
+		e := b.Entries[plateau.BaselineKey{Target: stackTarget, Probe: stackProbe, Op: op}]
 		if e == nil || e.Unit != probe.UnitBytesPerSecond || e.Value <= 0 {
 			t.Fatalf("characterized baselines have no %s throughput for %s/%s: %+v", op, stackTarget, stackProbe, e)
 		}

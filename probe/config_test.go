@@ -8,7 +8,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/plateau-exporter/plateau_exporter/probe/probetest"
+	"github.com/plateau-exporter/plateau_exporter/internal/probetest"
 )
 
 func TestEmbeddedDefaultIsValidAndLight(t *testing.T) {

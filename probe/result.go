@@ -3,6 +3,7 @@ package probe
 import (
 	"context"
 	"errors"
+	"slices"
 	"syscall"
 	"time"
 )
@@ -28,6 +29,14 @@ type Result struct {
 	Error  string `json:"error,omitempty"`
 	// Swept counts leftovers of killed runs removed before this run.
 	Swept int `json:"swept,omitempty"`
+}
+
+// Fail marks the run failed with err, classified by ReasonOf, and drops
+// what it measured: a half-run's numbers describe nothing.
+func (r *Result) Fail(err error) {
+	r.Reason = ReasonOf(err)
+	r.Error = err.Error()
+	r.Ops = nil
 }
 
 // OK reports whether the run completed and measured something.
@@ -69,6 +78,29 @@ func (o *OpResult) OperationsPerSecond() float64 {
 	return float64(o.Operations) / o.Seconds
 }
 
+// Value is the phase's result in unit (UnitBytesPerSecond or
+// UnitOpsPerSecond).
+func (o *OpResult) Value(unit string) float64 {
+	if unit == UnitBytesPerSecond {
+		return o.BytesPerSecond()
+	}
+	return o.OperationsPerSecond()
+}
+
+// Engines, the `engine` label of plateau_probe_info: sync for the probes
+// that issue one request at a time, libaio or goroutines for the random
+// probe's requests in flight.
+const (
+	EngineSync       = "sync"
+	EngineLibaio     = "libaio"
+	EngineGoroutines = "goroutines"
+)
+
+var engines = []string{EngineSync, EngineLibaio, EngineGoroutines}
+
+// Engines lists every engine a result can name.
+func Engines() []string { return slices.Clone(engines) }
+
 // Error reasons of the metric contract, from errno.
 const (
 	ReasonENOSPC = "enospc"
@@ -86,18 +118,21 @@ const (
 	ReasonUnsafe = "unsafe"
 )
 
-// Reasons lists every error reason, so counters start at zero.
-var Reasons = []string{ReasonENOSPC, ReasonEIO, ReasonEACCES, ReasonEROFS, ReasonESTALE, ReasonEDQUOT, ReasonENOENT, ReasonTimeout, ReasonUnsafe, ReasonOther}
+var errorReasons = []string{ReasonENOSPC, ReasonEIO, ReasonEACCES, ReasonEROFS, ReasonESTALE, ReasonEDQUOT, ReasonENOENT, ReasonTimeout, ReasonUnsafe, ReasonOther}
 
-// errUnsafe marks a probe directory that breaks the safety rules.
-var errUnsafe = errors.New("unsafe probe directory")
+// ErrorReasons lists every error reason, so counters start at zero.
+func ErrorReasons() []string { return slices.Clone(errorReasons) }
+
+// ErrUnsafe marks a probe directory that breaks the safety rules; the
+// engine wraps it, ReasonOf classifies it as ReasonUnsafe.
+var ErrUnsafe = errors.New("unsafe probe directory")
 
 // ReasonOf classifies an error by its errno.
 func ReasonOf(err error) string {
 	switch {
 	case err == nil:
 		return ""
-	case errors.Is(err, errUnsafe):
+	case errors.Is(err, ErrUnsafe):
 		return ReasonUnsafe
 	case errors.Is(err, syscall.ENOSPC):
 		return ReasonENOSPC

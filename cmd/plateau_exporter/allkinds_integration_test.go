@@ -9,8 +9,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/plateau-exporter/plateau_exporter/internal/probetest"
 	"github.com/plateau-exporter/plateau_exporter/probe"
-	"github.com/plateau-exporter/plateau_exporter/probe/probetest"
 )
 
 // Every probe kind on one target of a loop-mounted ext4, through the real

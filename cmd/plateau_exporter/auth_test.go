@@ -25,7 +25,7 @@ import (
 
 	"golang.org/x/crypto/bcrypt"
 
-	"github.com/plateau-exporter/plateau_exporter/probe/probetest"
+	"github.com/plateau-exporter/plateau_exporter/internal/probetest"
 )
 
 // The endpoint's security is exporter-toolkit's web config (TLS and bcrypt

@@ -10,7 +10,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/plateau-exporter/plateau_exporter/probe/probetest"
+	"github.com/plateau-exporter/plateau_exporter/internal/probetest"
 )
 
 // configWithBaselines writes a config whose baselines_file is baselines

@@ -23,6 +23,8 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/plateau-exporter/plateau_exporter/probe"
+	"github.com/plateau-exporter/plateau_exporter/probe/plateau"
+	"github.com/plateau-exporter/plateau_exporter/probe/worker"
 )
 
 type characterizeOptions struct {
@@ -96,10 +98,10 @@ func runCharacterize(w io.Writer, logger log.Logger, o characterizeOptions) erro
 	if path == "" {
 		return exitErr(2, fmt.Errorf("no baselines file to write: set baselines_file in %s or pass --baselines-file", cfg.Source))
 	}
-	baselines, err := probe.LoadBaselines(path)
+	baselines, err := plateau.LoadBaselines(path)
 	switch {
 	case errors.Is(err, os.ErrNotExist):
-		baselines = probe.NewBaselines()
+		baselines = plateau.NewBaselines()
 	case err != nil:
 		// Merging needs the entries of the other probes; writing over a
 		// file we cannot read would lose them.
@@ -121,16 +123,16 @@ func runCharacterize(w io.Writer, logger log.Logger, o characterizeOptions) erro
 	if err != nil {
 		return exitErr(2, err)
 	}
-	refs := make([]probe.ProbeRef, len(selected))
+	refs := make([]plateau.ProbeRef, len(selected))
 	for i, sp := range selected {
-		refs[i] = probe.ProbeRef{Target: sp.target, Probe: sp.probe}
+		refs[i] = plateau.ProbeRef{Target: sp.target, Probe: sp.probe}
 	}
 
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	runner := &probe.WorkerRunner{Command: probe.DefaultWorkerCommand(), Logger: logger}
+	runner := &worker.ProcessRunner{Command: worker.DefaultCommand(), Logger: logger}
 	prog := newProgress(w, o.termWidth, logger, time.Now)
-	c := &probe.Characterizer{
+	c := &plateau.Characterizer{
 		Run: func(ctx context.Context, req probe.Request) *probe.Result {
 			return runWhenFree(ctx, runner, req, req.Probe.Timeout)
 		},
@@ -153,8 +155,8 @@ func runCharacterize(w io.Writer, logger log.Logger, o characterizeOptions) erro
 	defer prog.finish()
 
 	failed := 0
-	var measured []*probe.Measured
-	var swept []probe.ProbeRef
+	var measured []*plateau.Measured
+	var swept []plateau.ProbeRef
 	for _, ref := range refs {
 		m, err := c.Baseline(ctx, ref)
 		if err != nil {
@@ -168,7 +170,7 @@ func runCharacterize(w io.Writer, logger log.Logger, o characterizeOptions) erro
 	if len(measured) == 0 {
 		prog.printf("no probe could be characterized; %s is left as it was\n", path)
 	} else {
-		var changes []probe.BaselineChange
+		var changes []plateau.BaselineChange
 		for _, m := range measured {
 			changes = append(changes, baselines.Replace(m)...)
 		}
@@ -217,7 +219,7 @@ func runCharacterize(w io.Writer, logger log.Logger, o characterizeOptions) erro
 	return nil
 }
 
-func containsRef(refs []probe.ProbeRef, r probe.ProbeRef) bool {
+func containsRef(refs []plateau.ProbeRef, r plateau.ProbeRef) bool {
 	for _, x := range refs {
 		if x.Target == r.Target && x.Probe == r.Probe {
 			return true
@@ -227,7 +229,7 @@ func containsRef(refs []probe.ProbeRef, r probe.ProbeRef) bool {
 }
 
 // printChanges shows each op's old and new baseline and the change.
-func printChanges(w io.Writer, changes []probe.BaselineChange) {
+func printChanges(w io.Writer, changes []plateau.BaselineChange) {
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "TARGET\tPROBE\tOP\tOLD\tNEW\tCHANGE\tSPREAD\tRUNS")
 	for _, ch := range changes {
@@ -261,9 +263,9 @@ func printChanges(w io.Writer, changes []probe.BaselineChange) {
 // printSweep reports a sweep in the shape of the characterizations'
 // "maximum and sustained" table, with the worker count to suggest for the
 // continuous probe.
-func printSweep(w io.Writer, sw *probe.Sweep, maxWorkers, maxQueueDepth int) {
+func printSweep(w io.Writer, sw *plateau.Sweep, maxWorkers, maxQueueDepth int) {
 	limit, limitFlag := maxWorkers, "--max-workers"
-	if sw.Variable == probe.VariableQueueDepth {
+	if sw.Variable == plateau.VariableQueueDepth {
 		limit, limitFlag = maxQueueDepth, "--max-queue-depth"
 	}
 	levels := sw.Levels()
@@ -272,7 +274,7 @@ func printSweep(w io.Writer, sw *probe.Sweep, maxWorkers, maxQueueDepth int) {
 		ls = append(ls, strconv.Itoa(l))
 	}
 	fmt.Fprintf(w, "\nsweep of %s/%s (%s): %s %s, median of %d run(s) per step\n", sw.Target, sw.Probe, sw.Params, sw.Variable, strings.Join(ls, ", "), sw.Runs)
-	if sw.Variable == probe.VariableQueueDepth {
+	if sw.Variable == plateau.VariableQueueDepth {
 		fmt.Fprintf(w, "(a %s probe has no workers: its queue_depth was swept instead)\n", sw.Kind)
 	}
 	last := levels[len(levels)-1]
@@ -333,7 +335,7 @@ type progress struct {
 	last   int // Index of the last finished run
 	ran    int // runs finished, for the mean
 	ranFor time.Duration
-	cur    *probe.Step
+	cur    *plateau.Step
 	curAt  time.Time
 	shown  bool // the progress line is on the terminal
 	stop   chan struct{}
@@ -383,14 +385,14 @@ func (p *progress) finish() {
 	p.clear()
 }
 
-func (p *progress) start(s probe.Step) {
+func (p *progress) start(s plateau.Step) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	p.cur, p.curAt = &s, p.now()
 	p.draw()
 }
 
-func (p *progress) done(s probe.Step, res *probe.Result) {
+func (p *progress) done(s plateau.Step, res *probe.Result) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	now := p.now()

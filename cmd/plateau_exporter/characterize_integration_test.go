@@ -15,6 +15,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -22,8 +23,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/plateau-exporter/plateau_exporter/internal/probetest"
 	"github.com/plateau-exporter/plateau_exporter/probe"
-	"github.com/plateau-exporter/plateau_exporter/probe/probetest"
+	"github.com/plateau-exporter/plateau_exporter/probe/plateau"
 )
 
 // The characterize acceptance test on a real block device: a loop-mounted
@@ -109,7 +111,7 @@ func TestIntegrationCharacterizeOnLoopExt4(t *testing.T) {
 		"{name: md, kind: metadata, workers: 2, files: 16384}",
 	}
 	ops := map[string][]string{"seq": probe.OpsOf(probe.KindSequential), "shared": probe.OpsOf(probe.KindSharedFile), "md": probe.OpsOf(probe.KindMetadata)}
-	if contains(probe.KindNames(), "random") {
+	if slices.Contains(probe.KindNames(), "random") {
 		probes = append(probes, "{name: rnd, kind: random, file_size: 64MiB, block_size: 4KiB, queue_depth: 8, duration: 1s}")
 		ops["rnd"] = probe.OpsOf("random")
 	}
@@ -129,7 +131,7 @@ func TestIntegrationCharacterizeOnLoopExt4(t *testing.T) {
 	// during them shifts the baseline by up to 2x, which no test can
 	// prevent, so a second characterization is allowed. A wrong unit, op
 	// or median would be off on both by far more.
-	var baselines *probe.Baselines
+	var baselines *plateau.Baselines
 	for attempt := 1; ; attempt++ {
 		var off []string
 		baselines, off = characterizeAndCompare(t, cfg, baseFile, ops)
@@ -167,7 +169,7 @@ func TestIntegrationCharacterizeOnLoopExt4(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	inflated := probe.NewBaselines()
+	inflated := plateau.NewBaselines()
 	for k, e := range baselines.Entries {
 		c := *e
 		if k.Probe == "seq" && k.Op == "write" {
@@ -270,7 +272,7 @@ func TestIntegrationCharacterizeOnLoopExt4(t *testing.T) {
 // writes, starts the daemon on it and returns the baselines with the ops
 // whose ratio, the median over the daemon's first three runs of the probe,
 // lies outside [0.5, 2].
-func characterizeAndCompare(t *testing.T, cfg, baseFile string, ops map[string][]string) (*probe.Baselines, []string) {
+func characterizeAndCompare(t *testing.T, cfg, baseFile string, ops map[string][]string) (*plateau.Baselines, []string) {
 	t.Helper()
 	start := time.Now()
 	out, stderr, code := runBinary(t, "--config.file", cfg, "characterize", "--runs", "3", "--run-spacing", "2s")
@@ -278,13 +280,13 @@ func characterizeAndCompare(t *testing.T, cfg, baseFile string, ops map[string][
 	if code != 0 {
 		t.Fatalf("characterize exited %d:\n%s", code, stderr)
 	}
-	baselines, err := probe.LoadBaselines(baseFile)
+	baselines, err := plateau.LoadBaselines(baseFile)
 	if err != nil {
 		t.Fatalf("baselines written by characterize: %v", err)
 	}
 	for p, list := range ops {
 		for _, op := range list {
-			if e := baselines.Entries[probe.BaselineKey{Target: "loop", Probe: p, Op: op}]; e == nil || !(e.Value > 0) || e.Runs != 3 {
+			if e := baselines.Entries[plateau.BaselineKey{Target: "loop", Probe: p, Op: op}]; e == nil || !(e.Value > 0) || e.Runs != 3 {
 				t.Fatalf("%s %s: baseline %+v", p, op, e)
 			}
 		}
@@ -333,7 +335,7 @@ func characterizeAndCompare(t *testing.T, cfg, baseFile string, ops map[string][
 	sort.Strings(keys)
 	var off []string
 	for _, k := range keys {
-		r := probe.Median(samples[k])
+		r := plateau.Median(samples[k])
 		t.Logf("plateau_probe_ratio %s: %.3f over runs %.3f", k, r, samples[k])
 		if r < 0.5 || r > 2 {
 			off = append(off, fmt.Sprintf("plateau_probe_ratio of %s is %.3f (median of %.3f), want within [0.5, 2]", k, r, samples[k]))

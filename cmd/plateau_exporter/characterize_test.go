@@ -18,6 +18,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/plateau-exporter/plateau_exporter/probe"
+	"github.com/plateau-exporter/plateau_exporter/probe/plateau"
 )
 
 // characterizeConfig writes a config whose targets are fresh directories
@@ -80,14 +81,14 @@ func TestCharacterizeWritesBaselinesKeepsOthersAndBacksUp(t *testing.T) {
 	if code != 0 {
 		t.Fatalf("characterize exited %d:\n%s\n%s", code, out, stderr)
 	}
-	b, err := probe.LoadBaselines(baseFile)
+	b, err := plateau.LoadBaselines(baseFile)
 	if err != nil {
 		t.Fatalf("written baselines do not parse: %v", err)
 	}
 	want := map[string][]string{"seq": {"write", "read"}, "md": {"create", "stat", "read", "remove"}}
 	for p, ops := range want {
 		for _, op := range ops {
-			e := b.Entries[probe.BaselineKey{Target: "e2e", Probe: p, Op: op}]
+			e := b.Entries[plateau.BaselineKey{Target: "e2e", Probe: p, Op: op}]
 			if e == nil || !(e.Value > 0) || e.Runs != 2 || e.Host != "node1" || e.Method != "characterize --runs 2" || e.Params == "" {
 				t.Errorf("%s %s: entry %+v", p, op, e)
 			}
@@ -106,8 +107,8 @@ func TestCharacterizeWritesBaselinesKeepsOthersAndBacksUp(t *testing.T) {
 
 	// Someone adds a baseline of another target by hand and halves the
 	// write plateau; characterize keeps the one and reports the other.
-	b.Entries[probe.BaselineKey{Target: "other", Probe: "seq", Op: "write"}] = &probe.Baseline{Kind: probe.KindSequential, Unit: probe.UnitBytesPerSecond, Value: 123e6}
-	seqWrite := b.Entries[probe.BaselineKey{Target: "e2e", Probe: "seq", Op: "write"}]
+	b.Entries[plateau.BaselineKey{Target: "other", Probe: "seq", Op: "write"}] = &plateau.Baseline{Kind: probe.KindSequential, Unit: probe.UnitBytesPerSecond, Value: 123e6}
+	seqWrite := b.Entries[plateau.BaselineKey{Target: "e2e", Probe: "seq", Op: "write"}]
 	seqWrite.Value /= 2
 	edited := b.Marshal()
 	if err := os.WriteFile(baseFile, edited, 0o644); err != nil {
@@ -115,11 +116,11 @@ func TestCharacterizeWritesBaselinesKeepsOthersAndBacksUp(t *testing.T) {
 	}
 	// The OLD column shows the value as the file holds it, to six
 	// significant digits; the halved float can round to another tenth.
-	onFile, err := probe.ParseBaselines(edited, baseFile)
+	onFile, err := plateau.ParseBaselines(edited, baseFile)
 	if err != nil {
 		t.Fatal(err)
 	}
-	oldWrite := onFile.Entries[probe.BaselineKey{Target: "e2e", Probe: "seq", Op: "write"}].Value
+	oldWrite := onFile.Entries[plateau.BaselineKey{Target: "e2e", Probe: "seq", Op: "write"}].Value
 	out, stderr, code = runBinary(t, "--config.file", cfg, "characterize", "--runs", "2", "--run-spacing", "0s", "--probe", "seq")
 	if code != 0 {
 		t.Fatalf("second characterize exited %d:\n%s\n%s", code, out, stderr)
@@ -134,14 +135,14 @@ func TestCharacterizeWritesBaselinesKeepsOthersAndBacksUp(t *testing.T) {
 	if !strings.Contains(out, "(the previous file is kept as "+backups[0]+")") {
 		t.Errorf("output does not name the backup:\n%s", out)
 	}
-	b2, err := probe.LoadBaselines(baseFile)
+	b2, err := plateau.LoadBaselines(baseFile)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if e := b2.Entries[probe.BaselineKey{Target: "other", Probe: "seq", Op: "write"}]; e == nil || e.Value != 123e6 {
+	if e := b2.Entries[plateau.BaselineKey{Target: "other", Probe: "seq", Op: "write"}]; e == nil || e.Value != 123e6 {
 		t.Errorf("entry of another target lost: %+v", e)
 	}
-	if e := b2.Entries[probe.BaselineKey{Target: "e2e", Probe: "md", Op: "stat"}]; e == nil || e.Value != b.Entries[probe.BaselineKey{Target: "e2e", Probe: "md", Op: "stat"}].Value {
+	if e := b2.Entries[plateau.BaselineKey{Target: "e2e", Probe: "md", Op: "stat"}]; e == nil || e.Value != b.Entries[plateau.BaselineKey{Target: "e2e", Probe: "md", Op: "stat"}].Value {
 		t.Errorf("entry of a probe not characterized this time changed: %+v", e)
 	}
 	// The halved write plateau doubles back, give or take the noise of
@@ -174,11 +175,11 @@ func TestCharacterizeWritesWhatItCouldAndExits2(t *testing.T) {
 	if !strings.Contains(stderr, "1 of 3 probe(s) could not be characterized fully") {
 		t.Errorf("stderr: %s", stderr)
 	}
-	b, err := probe.LoadBaselines(baseFile)
+	b, err := plateau.LoadBaselines(baseFile)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(b.Entries) != 6 || b.Entries[probe.BaselineKey{Target: "full", Probe: "seq", Op: "write"}] != nil {
+	if len(b.Entries) != 6 || b.Entries[plateau.BaselineKey{Target: "full", Probe: "seq", Op: "write"}] != nil {
 		t.Errorf("want the 6 entries of the good target only, got %d", len(b.Entries))
 	}
 }
@@ -266,12 +267,12 @@ func TestSweepStillRisingNamesItsLimitFlag(t *testing.T) {
 	for _, tc := range []struct {
 		variable, want string
 	}{
-		{probe.VariableQueueDepth, "the plateau lies beyond --max-queue-depth 4"},
-		{probe.VariableWorkers, "the plateau lies beyond --max-workers 4"},
+		{plateau.VariableQueueDepth, "the plateau lies beyond --max-queue-depth 4"},
+		{plateau.VariableWorkers, "the plateau lies beyond --max-workers 4"},
 	} {
-		sw := &probe.Sweep{Target: "t", Probe: "p", Variable: tc.variable, Configured: 1, Unit: probe.UnitOpsPerSecond, Ops: []string{"read"}, Runs: 1}
+		sw := &plateau.Sweep{Target: "t", Probe: "p", Variable: tc.variable, Configured: 1, Unit: probe.UnitOpsPerSecond, Ops: []string{"read"}, Runs: 1}
 		for i, v := range []float64{1000, 2000, 4000} {
-			sw.Steps = append(sw.Steps, probe.SweepStep{Level: 1 << i, Values: map[string][]float64{"read": {v}}})
+			sw.Steps = append(sw.Steps, plateau.SweepStep{Level: 1 << i, Values: map[string][]float64{"read": {v}}})
 		}
 		var out strings.Builder
 		printSweep(&out, sw, 4, 4)
@@ -291,7 +292,7 @@ func TestProgressRedrawsOneLineOnATerminal(t *testing.T) {
 	clock := &fakeClock{t: time.Date(2026, 11, 30, 10, 0, 0, 0, time.UTC)}
 	p := newProgress(&buf, 80, log.NewNopLogger(), clock.now)
 	p.begin(4)
-	step := probe.Step{Index: 1, Total: 4, Target: "scratch", Probe: "seq", Kind: probe.KindSequential, Variable: "workers", Level: 4, Run: 1, Runs: 2}
+	step := plateau.Step{Index: 1, Total: 4, Target: "scratch", Probe: "seq", Kind: probe.KindSequential, Variable: "workers", Level: 4, Run: 1, Runs: 2}
 	p.start(step)
 	if got := buf.String(); got != "\r[1/4] scratch/seq workers=4 run 1/2  elapsed 0s  ETA --\x1b[K" {
 		t.Errorf("first line %q", got)
@@ -333,7 +334,7 @@ func TestProgressLogsOneLinePerRunWithoutATerminal(t *testing.T) {
 	clock := &fakeClock{t: time.Date(2026, 11, 30, 10, 0, 0, 0, time.UTC)}
 	p := newProgress(&out, 0, log.NewLogfmtLogger(&logs), clock.now)
 	p.begin(3)
-	step := probe.Step{Index: 1, Total: 3, Target: "t", Probe: "md", Kind: probe.KindMetadata, Run: 1, Runs: 3}
+	step := plateau.Step{Index: 1, Total: 3, Target: "t", Probe: "md", Kind: probe.KindMetadata, Run: 1, Runs: 3}
 	p.start(step)
 	clock.t = clock.t.Add(1500 * time.Millisecond)
 	p.done(step, &probe.Result{Reason: "enospc", Error: "no space left on device"})

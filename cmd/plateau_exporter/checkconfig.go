@@ -10,6 +10,8 @@ import (
 	"time"
 
 	"github.com/plateau-exporter/plateau_exporter/probe"
+	"github.com/plateau-exporter/plateau_exporter/probe/plateau"
+	"github.com/plateau-exporter/plateau_exporter/probe/schedule"
 )
 
 // checkConfig validates the config and baselines and prints each probe
@@ -43,11 +45,11 @@ func checkConfig(w io.Writer, name, hostname string) error {
 		for _, p := range t.Probes {
 			offset := time.Duration(0)
 			if p.Splay {
-				offset = probe.SlotOffset(hostname, t.Name, p.Name, p.Interval)
+				offset = schedule.SlotOffset(hostname, t.Name, p.Name, p.Interval)
 			}
 			perHour := float64(probe.BytesPerRun(p)) * float64(time.Hour) / float64(p.Interval)
 			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", t.Name, p.Name, p.Kind, p.Interval, p.Timeout,
-				offset.Round(time.Millisecond), probe.NextSlot(now, offset, p.Interval).Format(time.RFC3339), probe.FormatSize(int64(perHour)),
+				offset.Round(time.Millisecond), schedule.NextSlot(now, offset, p.Interval).Format(time.RFC3339), probe.FormatSize(int64(perHour)),
 				baselineStatus(baselines, t, p))
 		}
 	}
@@ -61,7 +63,7 @@ func checkConfig(w io.Writer, name, hostname string) error {
 }
 
 // baselineStatus says whether every op of a probe has a usable baseline.
-func baselineStatus(b *probe.Baselines, t *probe.Target, p *probe.ProbeConfig) string {
+func baselineStatus(b *plateau.Baselines, t *probe.Target, p *probe.ProbeConfig) string {
 	if b == nil || len(b.Entries) == 0 {
 		return "no"
 	}

@@ -14,7 +14,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/plateau-exporter/plateau_exporter/probe/probetest"
+	"github.com/plateau-exporter/plateau_exporter/internal/probetest"
 )
 
 // binary is the plateau_exporter built once for all tests in this package.

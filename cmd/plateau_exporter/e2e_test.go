@@ -9,7 +9,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/plateau-exporter/plateau_exporter/probe/probetest"
+	"github.com/plateau-exporter/plateau_exporter/internal/probetest"
 )
 
 var update = flag.Bool("update", false, "rewrite testdata/metrics.golden from this run")

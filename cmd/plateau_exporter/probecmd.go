@@ -8,6 +8,7 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"slices"
 	"strings"
 	"syscall"
 	"text/tabwriter"
@@ -16,6 +17,8 @@ import (
 	"github.com/go-kit/log"
 
 	"github.com/plateau-exporter/plateau_exporter/probe"
+	"github.com/plateau-exporter/plateau_exporter/probe/plateau"
+	"github.com/plateau-exporter/plateau_exporter/probe/worker"
 )
 
 type probeOptions struct {
@@ -25,16 +28,6 @@ type probeOptions struct {
 	probes     []string
 	output     string
 }
-
-// Verdicts of the probe command, one per op.
-const (
-	verdictOK         = "ok"
-	verdictWarning    = "warning"
-	verdictCritical   = "critical"
-	verdictNoBaseline = "no-baseline"
-	verdictFailed     = "failed"
-	verdictSkipped    = "skipped"
-)
 
 // opReport is one line of the probe command's report.
 type opReport struct {
@@ -78,7 +71,7 @@ func runProbes(w io.Writer, logger log.Logger, o probeOptions) error {
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	runner := &probe.WorkerRunner{Command: probe.DefaultWorkerCommand(), Logger: logger}
+	runner := &worker.ProcessRunner{Command: worker.DefaultCommand(), Logger: logger}
 
 	var reports []opReport
 	for _, sp := range selected {
@@ -97,9 +90,9 @@ func runProbes(w io.Writer, logger log.Logger, o probeOptions) error {
 	worst := 0
 	for _, r := range reports {
 		switch r.Verdict {
-		case verdictFailed:
+		case plateau.VerdictFailed:
 			worst = 2
-		case verdictWarning, verdictCritical:
+		case plateau.VerdictWarning, plateau.VerdictCritical:
 			worst = max(worst, 1)
 		}
 	}
@@ -120,11 +113,11 @@ type selectedProbe struct {
 func selectProbes(cfg *probe.Config, targets, probes []string) ([]selectedProbe, error) {
 	var out []selectedProbe
 	for _, t := range cfg.Targets {
-		if len(targets) > 0 && !contains(targets, t.Name) {
+		if len(targets) > 0 && !slices.Contains(targets, t.Name) {
 			continue
 		}
 		for _, p := range t.Probes {
-			if len(probes) > 0 && !contains(probes, p.Name) {
+			if len(probes) > 0 && !slices.Contains(probes, p.Name) {
 				continue
 			}
 			out = append(out, selectedProbe{t, p})
@@ -136,18 +129,9 @@ func selectProbes(cfg *probe.Config, targets, probes []string) ([]selectedProbe,
 	return out, nil
 }
 
-func contains(list []string, s string) bool {
-	for _, x := range list {
-		if x == s {
-			return true
-		}
-	}
-	return false
-}
-
 // runWhenFree runs the request, waiting while the daemon holds the
 // target's lock, but no longer than one probe timeout.
-func runWhenFree(ctx context.Context, runner probe.Runner, req probe.Request, wait time.Duration) *probe.Result {
+func runWhenFree(ctx context.Context, runner worker.Runner, req probe.Request, wait time.Duration) *probe.Result {
 	deadline := time.Now().Add(wait)
 	for {
 		out := runner.Run(ctx, req)
@@ -161,51 +145,26 @@ func runWhenFree(ctx context.Context, runner probe.Runner, req probe.Request, wa
 	}
 }
 
-func reportOps(t *probe.Target, p *probe.ProbeConfig, res *probe.Result, baselines *probe.Baselines) []opReport {
+// reportOps puts each op of a run beside its plateau, with the verdict
+// the daemon's ratios are made of.
+func reportOps(t *probe.Target, p *probe.ProbeConfig, res *probe.Result, baselines *plateau.Baselines) []opReport {
 	base := opReport{Target: t.Name, Probe: p.Name, Kind: p.Kind, Warning: t.WarningRatio, Critical: t.CriticalRatio, Direct: res.Direct, Engine: res.Engine}
-	switch {
-	case res.Skipped != "":
-		base.Verdict = verdictSkipped
-		base.Error = strings.TrimSpace(res.Skipped + ": " + res.Error)
-		return []opReport{base}
-	case !res.OK():
-		base.Verdict = verdictFailed
-		base.Error = res.Reason + ": " + res.Error
-		return []opReport{base}
-	}
 	var out []opReport
-	for _, op := range res.Ops {
+	for _, v := range plateau.PlateauOf(baselines, t, p).Compare(res) {
 		r := base
-		r.Op = op.Op
-		b, why := baselines.For(t.Name, p, op.Op)
-		r.Unit = probe.OpUnit(p.Kind)
-		if b != nil {
-			r.Unit = b.Unit
-		}
-		r.Value = op.Value(r.Unit)
-		if b == nil || b.Value <= 0 {
-			r.Verdict = verdictNoBaseline
-			r.Rationale = why
+		r.Op, r.Verdict = v.Op, v.Verdict
+		if v.Verdict == plateau.VerdictFailed || v.Verdict == plateau.VerdictSkipped {
+			r.Error = v.Note
 			out = append(out, r)
 			continue
 		}
-		if mismatch := b.ModeMismatch(res); mismatch != "" {
-			// As the daemon does: the plateau is shown, the ratio is not.
-			r.Baseline = &b.Value
-			r.Verdict = verdictNoBaseline
-			r.Rationale = mismatch
-			out = append(out, r)
-			continue
+		r.Unit, r.Value, r.Rationale = v.Unit, v.Value, v.Note
+		if v.Baseline != nil {
+			r.Baseline = &v.Baseline.Value
 		}
-		ratio := r.Value / b.Value
-		r.Baseline, r.Ratio = &b.Value, &ratio
-		switch {
-		case ratio < t.CriticalRatio:
-			r.Verdict = verdictCritical
-		case ratio < t.WarningRatio:
-			r.Verdict = verdictWarning
-		default:
-			r.Verdict = verdictOK
+		if v.HasRatio {
+			ratio := v.Ratio
+			r.Ratio = &ratio
 		}
 		out = append(out, r)
 	}

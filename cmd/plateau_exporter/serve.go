@@ -22,6 +22,10 @@ import (
 
 	"github.com/plateau-exporter/plateau_exporter/collector"
 	"github.com/plateau-exporter/plateau_exporter/probe"
+	"github.com/plateau-exporter/plateau_exporter/probe/plateau"
+	"github.com/plateau-exporter/plateau_exporter/probe/schedule"
+	"github.com/plateau-exporter/plateau_exporter/probe/store"
+	"github.com/plateau-exporter/plateau_exporter/probe/worker"
 )
 
 type serveOptions struct {
@@ -80,11 +84,11 @@ func loadServeConfig(logger log.Logger, paths *probe.PathChecker, name string) (
 // loadBaselines reads the config's baselines file. A missing or corrupt
 // file is not fatal: probes still run and export their results, only
 // without ratios, and the error is returned for the log and the gauge.
-func loadBaselines(cfg *probe.Config) (*probe.Baselines, error) {
+func loadBaselines(cfg *probe.Config) (*plateau.Baselines, error) {
 	if cfg.BaselinesFile == "" {
-		return probe.NewBaselines(), nil
+		return plateau.NewBaselines(), nil
 	}
-	b, err := probe.LoadBaselines(cfg.BaselinesFile)
+	b, err := plateau.LoadBaselines(cfg.BaselinesFile)
 	if err != nil {
 		return nil, err
 	}
@@ -97,7 +101,8 @@ type reloader struct {
 	mu              sync.Mutex
 	logger          log.Logger
 	name            string
-	scheduler       *probe.Scheduler
+	scheduler       *schedule.Scheduler
+	results         *store.Store
 	success         prometheus.Gauge
 	timestamp       prometheus.Gauge
 	baselinesLoaded prometheus.Gauge
@@ -127,7 +132,8 @@ func (r *reloader) apply(cfg *probe.Config) {
 	} else {
 		r.baselinesLoaded.Set(1)
 	}
-	r.scheduler.Apply(cfg, baselines)
+	r.results.Configure(cfg, baselines)
+	r.scheduler.Apply(cfg)
 	r.success.Set(1)
 	r.timestamp.SetToCurrentTime()
 	n := 0
@@ -158,9 +164,9 @@ func serve(logger log.Logger, o serveOptions) error {
 	}
 	level.Info(logger).Log("msg", "counter collectors enabled", "collectors", fmt.Sprint(counters.Enabled()))
 
-	store := probe.NewStore()
-	runner := &probe.WorkerRunner{Command: probe.DefaultWorkerCommand(), Logger: logger}
-	scheduler := probe.NewScheduler(logger, o.hostname, runner, store)
+	results := store.New()
+	runner := &worker.ProcessRunner{Command: worker.DefaultCommand(), Logger: logger}
+	scheduler := schedule.New(schedule.Options{Logger: logger, Hostname: o.hostname, Runner: runner, Reporter: results})
 
 	reloadSuccess := prometheus.NewGauge(prometheus.GaugeOpts{
 		Name: "plateau_config_last_reload_successful",
@@ -175,12 +181,12 @@ func serve(logger log.Logger, o serveOptions) error {
 		Help: "1 if the baselines file named by the config was loaded (or none is configured), 0 if it is missing or invalid and no ratios are exported.",
 	})
 	reg := prometheus.NewRegistry()
-	reg.MustRegister(versioncollector.NewCollector("plateau_exporter"), store, counters, reloadSuccess, reloadTime, baselinesLoaded)
+	reg.MustRegister(versioncollector.NewCollector("plateau_exporter"), results, counters, reloadSuccess, reloadTime, baselinesLoaded)
 	if !o.disableExporterMetrics {
 		reg.MustRegister(collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}), collectors.NewGoCollector())
 	}
 
-	rl := &reloader{logger: logger, name: o.configFile, scheduler: scheduler, success: reloadSuccess, timestamp: reloadTime, baselinesLoaded: baselinesLoaded, paths: paths}
+	rl := &reloader{logger: logger, name: o.configFile, scheduler: scheduler, results: results, success: reloadSuccess, timestamp: reloadTime, baselinesLoaded: baselinesLoaded, paths: paths}
 	rl.apply(cfg)
 
 	mux := http.NewServeMux()
@@ -280,5 +286,5 @@ func exitCode(err error) int {
 }
 
 func runWorker() error {
-	return probe.WorkerMain(os.Stdin, os.Stdout)
+	return worker.Main(os.Stdin, os.Stdout)
 }

@@ -1,0 +1,66 @@
+package probe
+
+import (
+	"os/exec"
+	"strings"
+	"testing"
+)
+
+const module = "github.com/plateau-exporter/plateau_exporter"
+
+// importRule forbids a package (and what it imports, transitively) to
+// depend on the listed packages.
+type importRule struct {
+	pkg    string
+	never  []string
+	reason string
+}
+
+// importRules are the directions of the probe packages: cmd wires them;
+// store -> plateau -> probe; schedule -> worker -> engine -> probe.
+var importRules = []importRule{
+	{"probe", []string{"probe/engine", "probe/worker", "probe/schedule", "probe/plateau", "probe/store", "collector"},
+		"the root holds what crosses packages; it imports none of them"},
+	{"collector", []string{"probe"}, "counters and probes are independent halves of the exporter"},
+	{"probe/engine", []string{"probe/worker", "probe/schedule", "probe/plateau", "probe/store", "collector",
+		"github.com/prometheus/client_golang/prometheus", "github.com/prometheus/exporter-toolkit/web", "net/http"},
+		"the code that can hang in D state on a dead mount must not reach the scrape path"},
+	{"probe/worker", []string{"probe/schedule", "probe/plateau", "probe/store", "collector"}, "the pipe knows only requests and results"},
+	{"probe/schedule", []string{"probe/store", "probe/plateau", "collector"}, "the scheduler reports through its own interface and never reads exposition state"},
+	{"probe/store", []string{"probe/schedule", "probe/worker", "probe/engine", "collector"}, "the store records what it is told; cmd wires it to the scheduler"},
+	{"probe/plateau", []string{"probe/store", "probe/schedule", "probe/worker", "probe/engine", "collector"}, "the verdict depends on results, not on how they were obtained"},
+	{"cmd/plateau_exporter", []string{"internal/probetest", "internal/probefixture", "internal/faultfs"}, "test helpers never ship in the binary"},
+}
+
+// TestImportDirections holds the packages to the import rules, from what
+// the go command itself resolves, so that a new import that runs the wrong
+// way fails here rather than in review.
+func TestImportDirections(t *testing.T) {
+	out, err := exec.Command("go", "list", "-deps=false", "-f", `{{.ImportPath}}{{range .Deps}} {{.}}{{end}}`, module+"/...").CombinedOutput()
+	if err != nil {
+		t.Fatalf("go list: %v\n%s", err, out)
+	}
+	deps := map[string][]string{}
+	for _, line := range strings.Split(strings.TrimSpace(string(out)), "\n") {
+		fields := strings.Fields(line)
+		deps[fields[0]] = fields[1:]
+	}
+	for _, r := range importRules {
+		pkg := module + "/" + r.pkg
+		ds, ok := deps[pkg]
+		if !ok {
+			t.Errorf("rule for %s: no such package", r.pkg)
+		}
+		for _, d := range ds {
+			for _, never := range r.never {
+				target := never
+				if !strings.Contains(never, ".") {
+					target = module + "/" + never
+				}
+				if d == target || strings.HasPrefix(d, target+"/") {
+					t.Errorf("%s depends on %s: %s", r.pkg, d, r.reason)
+				}
+			}
+		}
+	}
+}

@@ -1,0 +1,25 @@
+//go:build integration
+
+package engine_test
+
+import (
+	"os"
+	"testing"
+
+	"github.com/plateau-exporter/plateau_exporter/probe/worker"
+)
+
+// workerEnv makes the test binary act as `plateau_exporter probe-worker`,
+// so the integration tests run the engine in a real child process.
+const workerEnv = "PLATEAU_TEST_AS_WORKER"
+
+func TestMain(m *testing.M) {
+	if os.Getenv(workerEnv) == "1" {
+		if err := worker.Main(os.Stdin, os.Stdout); err != nil {
+			os.Stderr.WriteString(err.Error() + "\n")
+			os.Exit(2)
+		}
+		os.Exit(0)
+	}
+	os.Exit(m.Run())
+}

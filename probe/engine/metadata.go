@@ -1,0 +1,176 @@
+package engine
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/plateau-exporter/plateau_exporter/probe"
+)
+
+// metadataWorker is one worker's directory and the names in it, prepared
+// before any phase so that no phase's timing includes building strings.
+type metadataWorker struct {
+	dirfd int
+	names []string
+}
+
+func runMetadata(ctx context.Context, rc *runContext) error {
+	p := rc.cfg
+	rc.result.Engine = probe.EngineSync
+	workers := make([]metadataWorker, p.Workers)
+	names := make([]string, p.Files)
+	for j := range names {
+		names[j] = "f" + strconv.Itoa(j)
+	}
+	defer func() {
+		for _, w := range workers {
+			if w.dirfd > 0 {
+				unix.Close(w.dirfd)
+			}
+		}
+	}()
+	// mdtest -u: a unique directory per task, created before the timed phases.
+	for i := range workers {
+		d := "d" + strconv.Itoa(i)
+		if err := unix.Mkdirat(rc.dir.fd, d, 0o700); err != nil {
+			return fmt.Errorf("create %s/%s: %w", rc.dir.path(), d, err)
+		}
+		fd, err := unix.Openat(rc.dir.fd, d, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+		if err != nil {
+			return fmt.Errorf("open %s/%s: %w", rc.dir.path(), d, err)
+		}
+		workers[i] = metadataWorker{dirfd: fd, names: names}
+	}
+	var data []byte
+	if p.FileSize > 0 {
+		data = make([]byte, p.FileSize)
+		fillIncompressible(data, rc.nonce)
+	}
+
+	phases := []struct {
+		op string
+		fn func(w *metadataWorker, name string, buf []byte) error
+	}{
+		{"create", func(w *metadataWorker, name string, _ []byte) error { return mdCreate(w.dirfd, name, data) }},
+		{"stat", func(w *metadataWorker, name string, _ []byte) error { return mdStat(w.dirfd, name, p.FileSize) }},
+		{"read", func(w *metadataWorker, name string, buf []byte) error { return mdRead(w.dirfd, name, p.FileSize, buf) }},
+		{"remove", func(w *metadataWorker, name string, _ []byte) error { return mdRemove(w.dirfd, name) }},
+	}
+	bufs := make([][]byte, p.Workers)
+	samples := make([][]time.Duration, p.Workers)
+	for i := range bufs {
+		bufs[i] = make([]byte, p.FileSize+1)
+		samples[i] = make([]time.Duration, 0, p.Files)
+	}
+	for _, ph := range phases {
+		done := make([]int64, p.Workers)
+		secs, err := parallel(p.Workers, nil, func(i int, _ *latencyRecorder) error {
+			w := &workers[i]
+			buf := bufs[i]
+			// Latencies are kept raw and binned after the phase, so the
+			// histogram's cost is not part of what is timed.
+			lats := samples[i][:0]
+			defer func() { samples[i] = lats }()
+			for j, name := range w.names {
+				if j&63 == 0 {
+					if err := ctx.Err(); err != nil {
+						return err
+					}
+				}
+				t := time.Now()
+				if err := ph.fn(w, name, buf); err != nil {
+					return fmt.Errorf("%s d%d/%s: %w", ph.op, i, name, err)
+				}
+				lats = append(lats, time.Since(t))
+				done[i]++
+			}
+			return nil
+		})
+		if err != nil {
+			return err
+		}
+		lat := newLatencyRecorder()
+		var ops int64
+		for i, n := range done {
+			ops += n
+			for _, d := range samples[i] {
+				lat.Observe(d.Seconds())
+			}
+		}
+		bytes := int64(0)
+		if ph.op == "create" || ph.op == "read" {
+			bytes = ops * p.FileSize
+		}
+		rc.addOp(ph.op, bytes, ops, secs, lat)
+	}
+	return nil
+}
+
+func mdCreate(dirfd int, name string, data []byte) error {
+	fd, err := unix.Openat(dirfd, name, unix.O_CREAT|unix.O_EXCL|unix.O_WRONLY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0o600)
+	if err != nil {
+		return err
+	}
+	if len(data) > 0 {
+		if _, err := unix.Write(fd, data); err != nil {
+			unix.Close(fd)
+			return err
+		}
+		if err := unix.Fsync(fd); err != nil {
+			unix.Close(fd)
+			return err
+		}
+	}
+	return unix.Close(fd)
+}
+
+func mdStat(dirfd int, name string, size int64) error {
+	var st unix.Stat_t
+	if err := unix.Fstatat(dirfd, name, &st, unix.AT_SYMLINK_NOFOLLOW); err != nil {
+		return err
+	}
+	if st.Size != size {
+		return fmt.Errorf("size %d, want %d", st.Size, size)
+	}
+	return nil
+}
+
+// mdRead opens, reads the whole file and closes it; buf is one byte longer
+// than the file so a read that returns more than was written is caught.
+// mdRead opens the file, reads it to the end and closes it; an empty file
+// is opened and closed only, as mdtest -e 0 does. buf is one byte longer
+// than the file, so a file that grew is caught as well as a short one.
+func mdRead(dirfd int, name string, size int64, buf []byte) error {
+	fd, err := unix.Openat(dirfd, name, unix.O_RDONLY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return err
+	}
+	if size == 0 {
+		return unix.Close(fd)
+	}
+	got := 0
+	for {
+		n, err := unix.Read(fd, buf[got:])
+		if err != nil {
+			unix.Close(fd)
+			return err
+		}
+		got += n
+		if n == 0 || got == len(buf) {
+			break
+		}
+	}
+	if int64(got) != size {
+		unix.Close(fd)
+		return fmt.Errorf("read %d bytes, want %d", got, size)
+	}
+	return unix.Close(fd)
+}
+
+func mdRemove(dirfd int, name string) error {
+	return unix.Unlinkat(dirfd, name, 0)
+}

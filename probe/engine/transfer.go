@@ -1,0 +1,94 @@
+package engine
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+// span is one worker's part of a data phase: a byte range of one file,
+// moved in blockSize requests through buf.
+type span struct {
+	mode  ioMode
+	dirfd int
+	name  string
+	write bool
+	// off and length delimit the range; blockSize is each request's size.
+	off, length, blockSize int64
+	buf                    []byte
+	// nonce and id (the worker) make every written block unique.
+	nonce uint64
+	id    uint32
+}
+
+// transfer moves the span, timing each request. Open and close, and on
+// writes fsync, happen here so the caller's phase timing includes them, as
+// IOzone -c -e and IOR -e do. Writes stamp every block so no two blocks are
+// alike.
+func transfer(ctx context.Context, sp span, lat *latencyRecorder) error {
+	flags := unix.O_RDONLY
+	if sp.write {
+		flags = unix.O_WRONLY
+	}
+	f, err := sp.mode.openAt(sp.dirfd, sp.name, flags, 0)
+	if err != nil {
+		return err
+	}
+	if !sp.write {
+		sp.mode.dropCache(f)
+	}
+	for pos := sp.off; pos < sp.off+sp.length; pos += sp.blockSize {
+		if err := ctx.Err(); err != nil {
+			f.Close()
+			return err
+		}
+		t := time.Now()
+		if sp.write {
+			stamp(sp.buf, sp.nonce, sp.id, pos)
+			_, err = f.WriteAt(sp.buf, pos)
+		} else {
+			_, err = f.ReadAt(sp.buf, pos)
+		}
+		if err != nil {
+			f.Close()
+			return fmt.Errorf("%s %s at %d: %w", map[bool]string{true: "write", false: "read"}[sp.write], sp.name, pos, err)
+		}
+		lat.Observe(time.Since(t).Seconds())
+	}
+	if sp.write {
+		if err := f.Sync(); err != nil {
+			f.Close()
+			return fmt.Errorf("fsync %s: %w", sp.name, err)
+		}
+		sp.mode.dropCache(f)
+	}
+	if err := f.Close(); err != nil {
+		return fmt.Errorf("close %s: %w", sp.name, err)
+	}
+	return nil
+}
+
+// createFiles creates empty files untimed, so the I/O mode can be read off
+// a real file of this file system before anything is measured.
+func createFiles(dirfd int, dirPath string, names ...string) error {
+	for _, n := range names {
+		fd, err := unix.Openat(dirfd, n, unix.O_CREAT|unix.O_EXCL|unix.O_WRONLY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0o600)
+		if err != nil {
+			return fmt.Errorf("create %s/%s: %w", dirPath, n, err)
+		}
+		unix.Close(fd)
+	}
+	return nil
+}
+
+// workerBuffers allocates one aligned, incompressible buffer per worker.
+func workerBuffers(workers int, blockSize int64, align int, nonce uint64) [][]byte {
+	bufs := make([][]byte, workers)
+	for i := range bufs {
+		bufs[i] = alignedBuffer(int(blockSize), align)
+		fillIncompressible(bufs[i], nonce+uint64(i))
+	}
+	return bufs
+}

@@ -1,0 +1,283 @@
+package probe
+
+import (
+	"errors"
+	"fmt"
+	"path/filepath"
+	"regexp"
+	"strings"
+
+	"gopkg.in/yaml.v3"
+
+	"github.com/plateau-exporter/plateau_exporter/internal/yamlfield"
+)
+
+var nameRE = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_.-]{0,62}$`)
+
+// ValidName reports whether s may name a target or a probe: it becomes part
+// of file names and label values.
+func ValidName(s string) bool { return nameRE.MatchString(s) }
+
+// ParseConfig parses and validates config text; source names it in errors.
+// It does not touch the file system.
+func ParseConfig(data []byte, source string) (*Config, error) {
+	var doc yaml.Node
+	if err := yaml.Unmarshal(data, &doc); err != nil {
+		return nil, &ConfigError{File: source, Msg: strings.TrimPrefix(err.Error(), "yaml: ")}
+	}
+	p := &parser{yamlfield.Decoder{File: source}}
+	cfg := &Config{
+		Source:   source,
+		Defaults: Defaults{Interval: DefaultInterval, Timeout: DefaultTimeout, Splay: true},
+	}
+	if len(doc.Content) == 0 {
+		return nil, &ConfigError{File: source, Msg: "config is empty"}
+	}
+	root := doc.Content[0]
+	var targetsNode *yaml.Node
+	p.Mapping(root, "", func(key string, k, v *yaml.Node) {
+		switch key {
+		case "defaults":
+			p.Mapping(v, "defaults", func(key string, k, v *yaml.Node) {
+				field := "defaults." + key
+				switch key {
+				case "interval":
+					cfg.Defaults.Interval = p.Duration(v, field)
+				case "timeout":
+					cfg.Defaults.Timeout = p.Duration(v, field)
+				case "splay":
+					cfg.Defaults.Splay = p.Boolean(v, field)
+				default:
+					p.Unknown(k, field)
+				}
+			})
+		case "targets":
+			targetsNode = v
+		case "baselines_file":
+			cfg.BaselinesFile = p.Str(v, key)
+		default:
+			p.Unknown(k, key)
+		}
+	})
+	if cfg.Defaults.Interval < minInterval {
+		p.Errorf(root, "defaults.interval", "must be at least %s", minInterval)
+	}
+	if cfg.Defaults.Timeout <= 0 {
+		p.Errorf(root, "defaults.timeout", "must be positive")
+	}
+	if targetsNode == nil {
+		p.Errorf(root, "targets", "at least one target is required")
+	} else {
+		cfg.Targets = p.targets(targetsNode, cfg.Defaults)
+	}
+	if len(p.Errs) > 0 {
+		return nil, errors.Join(p.Errs...)
+	}
+	return cfg, nil
+}
+
+// parser decodes the config; the kind-independent field decoding is
+// yamlfield's.
+type parser struct {
+	yamlfield.Decoder
+}
+
+func (p *parser) size(n *yaml.Node, field string) int64 {
+	s, ok := p.Scalar(n, field)
+	if !ok {
+		return 0
+	}
+	v, err := ParseSize(s)
+	if err != nil {
+		p.Errorf(n, field, "%v", err)
+	}
+	return v
+}
+
+func (p *parser) targets(n *yaml.Node, defs Defaults) []*Target {
+	if n.Kind != yaml.SequenceNode {
+		p.Errorf(n, "targets", "must be a list, got %s", yamlfield.Describe(n))
+		return nil
+	}
+	if len(n.Content) == 0 {
+		p.Errorf(n, "targets", "at least one target is required")
+	}
+	var out []*Target
+	names := map[string]int{}
+	for i, tn := range n.Content {
+		field := fmt.Sprintf("targets[%d]", i)
+		t := &Target{Line: tn.Line, WarningRatio: DefaultWarningRatio, CriticalRatio: DefaultCriticalRatio}
+		var probesNode *yaml.Node
+		nodes := map[string]*yaml.Node{}
+		p.Mapping(tn, field, func(key string, k, v *yaml.Node) {
+			f := field + "." + key
+			nodes[key] = v
+			switch key {
+			case "name":
+				t.Name = p.Str(v, f)
+			case "path":
+				t.Path = p.Str(v, f)
+			case "min_free_ratio":
+				t.MinFreeRatio = p.Ratio(v, f)
+			case "max_bytes_per_hour":
+				t.MaxBytesPerHour = p.size(v, f)
+			case "warning_ratio":
+				t.WarningRatio = p.Ratio(v, f)
+			case "critical_ratio":
+				t.CriticalRatio = p.Ratio(v, f)
+			case "probes":
+				probesNode = v
+			default:
+				p.Unknown(k, f)
+			}
+		})
+		if tn.Kind != yaml.MappingNode {
+			continue
+		}
+		switch {
+		case t.Name == "":
+			p.Errorf(tn, field+".name", "is required")
+		case !nameRE.MatchString(t.Name):
+			p.Errorf(nodes["name"], field+".name", "%q: use letters, digits, '_', '.', '-' (at most 63)", t.Name)
+		default:
+			if prev, dup := names[t.Name]; dup {
+				p.Errorf(nodes["name"], field+".name", "duplicate target name %q (first defined at line %d)", t.Name, prev)
+			}
+			names[t.Name] = tn.Line
+		}
+		if t.Path == "" {
+			p.Errorf(tn, field+".path", "is required")
+		} else if !filepath.IsAbs(t.Path) {
+			p.Errorf(nodes["path"], field+".path", "must be an absolute path, got %q", t.Path)
+		}
+		if t.CriticalRatio > t.WarningRatio {
+			p.Errorf(tn, field+".critical_ratio", "must not exceed warning_ratio (%g > %g)", t.CriticalRatio, t.WarningRatio)
+		}
+		if probesNode == nil {
+			p.Errorf(tn, field+".probes", "at least one probe is required")
+		} else {
+			t.Probes = p.probes(probesNode, field+".probes", defs)
+		}
+		out = append(out, t)
+	}
+	return out
+}
+
+func (p *parser) probes(n *yaml.Node, field string, defs Defaults) []*ProbeConfig {
+	if n.Kind != yaml.SequenceNode {
+		p.Errorf(n, field, "must be a list, got %s", yamlfield.Describe(n))
+		return nil
+	}
+	var out []*ProbeConfig
+	names := map[string]int{}
+	for i, pn := range n.Content {
+		f := fmt.Sprintf("%s[%d]", field, i)
+		pc := p.probe(pn, f, defs)
+		if pc == nil {
+			continue
+		}
+		if prev, dup := names[pc.Name]; dup && pc.Name != "" {
+			p.Errorf(pn, f+".name", "duplicate probe name %q in this target (first defined at line %d)", pc.Name, prev)
+		}
+		names[pc.Name] = pn.Line
+		out = append(out, pc)
+	}
+	return out
+}
+
+func (p *parser) probe(n *yaml.Node, field string, defs Defaults) *ProbeConfig {
+	if n.Kind != yaml.MappingNode {
+		p.Errorf(n, field, "must be a mapping, got %s", yamlfield.Describe(n))
+		return nil
+	}
+	pc := &ProbeConfig{Line: n.Line, Interval: defs.Interval, Timeout: defs.Timeout, Splay: defs.Splay}
+	// The kind decides which keys are valid, so find it first.
+	var spec kindSpec
+	var haveKind bool
+	for i := 0; i+1 < len(n.Content); i += 2 {
+		if n.Content[i].Value == "kind" {
+			kind := n.Content[i+1].Value
+			spec, haveKind = kinds[kind]
+			if !haveKind {
+				p.Errorf(n.Content[i+1], field+".kind", "unknown probe kind %q (known: %s)", kind, strings.Join(KindNames(), ", "))
+				return nil
+			}
+			pc.Kind = kind
+		}
+	}
+	if !haveKind {
+		p.Errorf(n, field+".kind", "is required (one of: %s)", strings.Join(KindNames(), ", "))
+		return nil
+	}
+	spec.setDefaults(pc)
+	allowed := map[string]bool{}
+	for _, k := range spec.keys {
+		allowed[k] = true
+	}
+	nodes := map[string]*yaml.Node{}
+	p.Mapping(n, field, func(key string, k, v *yaml.Node) {
+		f := field + "." + key
+		nodes[key] = v
+		switch key {
+		case "name":
+			pc.Name = p.Str(v, f)
+			return
+		case "kind":
+			return
+		case "interval":
+			pc.Interval = p.Duration(v, f)
+			return
+		case "timeout":
+			pc.Timeout = p.Duration(v, f)
+			return
+		case "splay":
+			pc.Splay = p.Boolean(v, f)
+			return
+		}
+		if !allowed[key] {
+			if _, known := keyParsers[key]; known {
+				p.Errorf(k, f, "does not apply to kind %q (its keys: %s)", pc.Kind, strings.Join(spec.keys, ", "))
+			} else {
+				p.Unknown(k, f)
+			}
+			return
+		}
+		keyParsers[key](p, pc, v, f)
+	})
+	switch {
+	case pc.Name == "":
+		p.Errorf(n, field+".name", "is required")
+	case !nameRE.MatchString(pc.Name):
+		p.Errorf(nodes["name"], field+".name", "%q: use letters, digits, '_', '.', '-' (at most 63)", pc.Name)
+	}
+	if pc.Interval < minInterval {
+		p.Errorf(nodeOr(nodes["interval"], n), field+".interval", "must be at least %s", minInterval)
+	}
+	if pc.Timeout <= 0 || pc.Timeout >= pc.Interval {
+		p.Errorf(nodeOr(nodes["timeout"], n), field+".timeout", "must be positive and shorter than the interval (%s >= %s)", pc.Timeout, pc.Interval)
+	}
+	for _, fe := range spec.validate(pc) {
+		p.Errorf(nodeOr(nodes[fe.key], n), field+"."+fe.key, "%s", fe.msg)
+	}
+	return pc
+}
+
+func nodeOr(n, fallback *yaml.Node) *yaml.Node {
+	if n != nil {
+		return n
+	}
+	return fallback
+}
+
+// keyParsers decode the kind-specific keys; which keys a kind accepts is
+// listed in its kindSpec.
+var keyParsers = map[string]func(p *parser, pc *ProbeConfig, v *yaml.Node, field string){
+	"workers":      func(p *parser, pc *ProbeConfig, v *yaml.Node, f string) { pc.Workers = p.Integer(v, f) },
+	"file_size":    func(p *parser, pc *ProbeConfig, v *yaml.Node, f string) { pc.FileSize = p.size(v, f) },
+	"block_size":   func(p *parser, pc *ProbeConfig, v *yaml.Node, f string) { pc.BlockSize = p.size(v, f) },
+	"segment_size": func(p *parser, pc *ProbeConfig, v *yaml.Node, f string) { pc.SegmentSize = p.size(v, f) },
+	"queue_depth":  func(p *parser, pc *ProbeConfig, v *yaml.Node, f string) { pc.QueueDepth = p.Integer(v, f) },
+	"duration":     func(p *parser, pc *ProbeConfig, v *yaml.Node, f string) { pc.Duration = p.Duration(v, f) },
+	"files":        func(p *parser, pc *ProbeConfig, v *yaml.Node, f string) { pc.Files = p.Integer(v, f) },
+	"read_after":   func(p *parser, pc *ProbeConfig, v *yaml.Node, f string) { pc.ReadAfter = p.Duration(v, f) },
+}

@@ -1,0 +1,88 @@
+package probe
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"sync"
+	"time"
+)
+
+// PathCheckDeadline bounds the check of each target path.
+const PathCheckDeadline = 5 * time.Second
+
+// CheckPaths verifies that every target path is an existing directory. A
+// stat on a hung mount can block forever, so each runs with a deadline; a
+// path that does not answer in time is reported as an error too, because a
+// daemon started on a hung mount would only ever time out.
+func (c *Config) CheckPaths(deadline time.Duration) error {
+	return new(PathChecker).Check(c, deadline)
+}
+
+// PathChecker checks target paths and remembers the checks that never
+// returned. A stat on a hung mount holds a thread in the kernel until the
+// mount recovers; the daemon checks its paths again on every reload, and
+// without this each SIGHUP during an outage would block one more thread.
+// A path whose earlier check is still blocked is reported hung at once.
+type PathChecker struct {
+	mu      sync.Mutex
+	blocked map[string]bool
+	// stat is os.Stat; tests replace it to block.
+	stat func(string) (os.FileInfo, error)
+}
+
+// Check is CheckPaths with the checker's memory of blocked paths.
+func (pc *PathChecker) Check(c *Config, deadline time.Duration) error {
+	var errs []error
+	for i, t := range c.Targets {
+		if t.CreatePath {
+			continue
+		}
+		field := fmt.Sprintf("targets[%d].path", i)
+		if err := pc.statDir(t.Path, deadline); err != nil {
+			errs = append(errs, &ConfigError{File: c.Source, Line: t.Line, Field: field, Msg: err.Error()})
+		}
+	}
+	return errors.Join(errs...)
+}
+
+func (pc *PathChecker) statDir(path string, deadline time.Duration) error {
+	pc.mu.Lock()
+	if pc.blocked[path] {
+		pc.mu.Unlock()
+		return fmt.Errorf("stat %s has not answered since an earlier check (hung mount?)", path)
+	}
+	if pc.blocked == nil {
+		pc.blocked = map[string]bool{}
+	}
+	pc.blocked[path] = true
+	stat := pc.stat
+	pc.mu.Unlock()
+	if stat == nil {
+		stat = os.Stat
+	}
+
+	done := make(chan error, 1)
+	go func() {
+		fi, err := stat(path)
+		pc.mu.Lock()
+		delete(pc.blocked, path)
+		pc.mu.Unlock()
+		switch {
+		case err != nil:
+			done <- err
+		case !fi.IsDir():
+			done <- fmt.Errorf("%s is not a directory", path)
+		default:
+			done <- nil
+		}
+	}()
+	timer := time.NewTimer(deadline)
+	defer timer.Stop()
+	select {
+	case err := <-done:
+		return err
+	case <-timer.C:
+		return fmt.Errorf("stat %s did not answer within %s (hung mount?)", path, deadline)
+	}
+}

@@ -1,0 +1,155 @@
+package plateau
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/plateau-exporter/plateau_exporter/internal/probefixture"
+	"github.com/plateau-exporter/plateau_exporter/probe"
+)
+
+const baselinesYAML = `targets:
+  t:
+    s:
+      kind: sequential
+      params: sequential workers=2 file_size=1MiB block_size=256KiB
+      direct: true
+      engine: sync
+      host: node1
+      measured_at: 2026-11-30T10:00:00Z
+      method: "characterize --runs 5"
+      ops:
+        write: {bytes_per_second: 1000, spread: 0.03, runs: 5}
+        read: {bytes_per_second: 2000, spread: 0.02, runs: 5}
+    md:
+      kind: metadata
+      ops:
+        create: {operations_per_second: 5e4}
+`
+
+func TestBaselinesRoundTrip(t *testing.T) {
+	b, err := ParseBaselines([]byte(baselinesYAML), "b.yml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	w := b.Entries[BaselineKey{"t", "s", "write"}]
+	if w == nil || w.Value != 1000 || w.Unit != probe.UnitBytesPerSecond || w.Runs != 5 || w.Host != "node1" || !w.MeasuredAt.Equal(time.Date(2026, 11, 30, 10, 0, 0, 0, time.UTC)) ||
+		w.Direct != "true" || w.Engine != "sync" {
+		t.Fatalf("write baseline = %+v", w)
+	}
+	again, err := ParseBaselines(b.Marshal(), "again.yml")
+	if err != nil {
+		t.Fatalf("marshalled baselines do not parse: %v\n%s", err, b.Marshal())
+	}
+	if len(again.Entries) != 3 || again.Entries[BaselineKey{"t", "md", "create"}].Value != 5e4 ||
+		again.Entries[BaselineKey{"t", "s", "read"}].Engine != "sync" || again.Entries[BaselineKey{"t", "s", "read"}].Direct != "true" {
+		t.Fatalf("round trip lost entries: %s", again.Marshal())
+	}
+}
+
+func TestBaselineAppliesOnlyToSameParameters(t *testing.T) {
+	b, _ := ParseBaselines([]byte(baselinesYAML), "b.yml")
+	p := probefixture.SmallSeq("s")
+	if e, why := b.For("t", &p, "write"); e == nil {
+		t.Fatalf("baseline with matching params not applied: %s", why)
+	}
+	p.BlockSize = 512 << 10
+	if e, why := b.For("t", &p, "write"); e != nil || !strings.Contains(why, "measured with") {
+		t.Fatalf("baseline of other params applied (%v, %q)", e, why)
+	}
+	md := probe.ProbeConfig{Name: "md", Kind: probe.KindMetadata, Workers: 9, Files: 3}
+	if e, _ := b.For("t", &md, "create"); e == nil {
+		t.Fatal("hand-written baseline without params must apply whatever the params")
+	}
+}
+
+func TestBadBaselinesNameLineAndField(t *testing.T) {
+	for _, tc := range []struct{ yaml, want string }{
+		{"targets:\n  t:\n    s:\n      kind: sequential\n      ops:\n        write: {bytes_per_second: fast}\n", "b.yml:6: targets.t.s.ops.write.bytes_per_second: must be a non-negative number"},
+		{"targets:\n  t:\n    s:\n      kind: sequential\n      ops:\n        create: {operations_per_second: 1}\n", "b.yml:6: targets.t.s.ops.create: kind sequential has no op \"create\""},
+		{"targets:\n  t:\n    s:\n      ops:\n        write: {bytes_per_second: 1}\n", "b.yml:4: targets.t.s.kind: is required"},
+		{"targets:\n  t:\n    s:\n      kind: sequential\n      colour: red\n      ops:\n        write: {bytes_per_second: 1}\n", "b.yml:5: targets.t.s.colour: unknown key"},
+		{"targets:\n  t:\n    s:\n      kind: sequential\n      measured_at: yesterday\n      ops:\n        write: {bytes_per_second: 1}\n", "b.yml:5: targets.t.s.measured_at: invalid time"},
+		{"targets:\n  t:\n    s:\n      kind: sequential\n      direct: yes\n      ops:\n        write: {bytes_per_second: 1}\n", "b.yml:5: targets.t.s.direct: must be true or false"},
+		{"targets:\n  t:\n    s:\n      kind: random\n      engine: io_uring\n      ops:\n        read: {operations_per_second: 1}\n", "b.yml:5: targets.t.s.engine: unknown engine \"io_uring\" (one of sync, libaio, goroutines)"},
+		{"targets: [\n", "b.yml: "},
+	} {
+		if _, err := ParseBaselines([]byte(tc.yaml), "b.yml"); err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("got %v, want %q", err, tc.want)
+		}
+	}
+}
+
+func TestBaselinesWriteKeepsBackup(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "baselines.yml")
+	b, _ := ParseBaselines([]byte(baselinesYAML), "b.yml")
+	if backup, err := b.Write(path); err != nil || backup != "" {
+		t.Fatalf("first write: backup %q, %v", backup, err)
+	}
+	b.Entries[BaselineKey{"t", "s", "write"}].Value = 1234
+	backup, err := b.Write(path)
+	if err != nil || backup == "" {
+		t.Fatalf("second write: backup %q, %v", backup, err)
+	}
+	old, _ := LoadBaselines(backup)
+	cur, _ := LoadBaselines(path)
+	if old.Entries[BaselineKey{"t", "s", "write"}].Value != 1000 || cur.Entries[BaselineKey{"t", "s", "write"}].Value != 1234 {
+		t.Fatal("backup or new file has the wrong content")
+	}
+	entries, _ := os.ReadDir(filepath.Dir(path))
+	if len(entries) != 2 {
+		t.Errorf("temporary files left: %v", entries)
+	}
+}
+
+func FuzzParseBaselines(f *testing.F) {
+	f.Add([]byte(baselinesYAML))
+	f.Add([]byte("targets: {t: {s: {kind: random, ops: {read: {operations_per_second: 1}}}}}\n"))
+	f.Fuzz(func(t *testing.T, data []byte) {
+		b, err := ParseBaselines(data, "fuzz.yml")
+		if err != nil {
+			return
+		}
+		again, err := ParseBaselines(b.Marshal(), "again.yml")
+		if err != nil {
+			t.Fatalf("marshalled baselines do not parse: %v\n%s", err, b.Marshal())
+		}
+		if len(again.Entries) != len(b.Entries) {
+			t.Fatalf("round trip changed %d entries into %d", len(b.Entries), len(again.Entries))
+		}
+	})
+}
+
+func TestBaselineBackupsNeverOverwrite(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "baselines.yml")
+	b, _ := ParseBaselines([]byte(baselinesYAML), "b.yml")
+	seen := map[string]bool{}
+	for i := 0; i < 5; i++ {
+		backup, err := b.Write(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if i > 0 && (backup == "" || seen[backup]) {
+			t.Fatalf("write %d: backup %q reused or missing", i, backup)
+		}
+		seen[backup] = true
+	}
+}
+
+// An empty set (a config whose probes all failed to characterize) must
+// write a file that reads back, and a hand-written "targets:" with nothing
+// under it means no baselines, not an error.
+func TestEmptyBaselinesRoundTrip(t *testing.T) {
+	for _, text := range []string{"", "targets:\n", "targets: {}\n"} {
+		b, err := ParseBaselines([]byte(text), "b.yml")
+		if err != nil || len(b.Entries) != 0 {
+			t.Fatalf("%q: %v, %d entries", text, err, len(b.Entries))
+		}
+		if _, err := ParseBaselines(b.Marshal(), "again.yml"); err != nil {
+			t.Fatalf("%q: marshalled empty baselines do not parse: %v\n%s", text, err, b.Marshal())
+		}
+	}
+}

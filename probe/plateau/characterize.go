@@ -1,0 +1,517 @@
+package plateau
+
+import (
+	"context"
+	"fmt"
+	"math"
+	"sort"
+	"strconv"
+	"time"
+
+	"github.com/plateau-exporter/plateau_exporter/probe"
+)
+
+// Characterization measures what the probes achieve on a known-good
+// system: each probe is run several times as configured and its median
+// becomes the baseline; a sweep runs each probe again at 1, 2, 4 ...
+// workers (queue depths for random I/O), like the published
+// characterizations, to find where the curve flattens.
+
+// Sweep variables: what a sweep doubles.
+const (
+	VariableWorkers    = "workers"
+	VariableQueueDepth = "queue_depth"
+)
+
+// ProbeRef names one configured probe of a target.
+type ProbeRef struct {
+	Target *probe.Target
+	Probe  *probe.ProbeConfig
+}
+
+// Step is one run of a characterization, as progress reports see it.
+type Step struct {
+	// Index counts runs from 1 over the whole characterization; Total is
+	// the number planned. A probe given up after a failed run skips its
+	// remaining runs, so Index can jump.
+	Index, Total        int
+	Target, Probe, Kind string
+	// Variable and Level are set on sweep steps.
+	Variable string
+	Level    int
+	// Run counts from 1 to Runs within the baseline or the sweep step.
+	Run, Runs int
+	// Started is when the run was started; baseline runs of a probe start
+	// at least Spacing apart by this clock reading.
+	Started time.Time
+}
+
+func (s Step) String() string {
+	if s.Variable != "" {
+		return fmt.Sprintf("%s/%s %s=%d run %d/%d", s.Target, s.Probe, s.Variable, s.Level, s.Run, s.Runs)
+	}
+	return fmt.Sprintf("%s/%s run %d/%d", s.Target, s.Probe, s.Run, s.Runs)
+}
+
+// Characterizer runs characterizations. One value serves one
+// characterization: Plan, then Baseline and Sweep for each probe.
+type Characterizer struct {
+	// Run runs one request to completion and returns its result; the
+	// characterize command isolates each run in a worker process and waits
+	// while the daemon holds the target.
+	Run      func(ctx context.Context, req probe.Request) *probe.Result
+	Hostname string
+	// Runs is how many runs a baseline is the median of.
+	Runs int
+	// Spacing is the least time between the starts of a probe's baseline
+	// runs. Back-to-back runs catch one moment of the system: on a shared
+	// or virtual device that moment can be a fast one, and a baseline
+	// above what the system sustains makes alerts fire on a healthy node.
+	Spacing time.Duration
+	// SweepRuns is how many runs each sweep step is the median of, and
+	// MaxLevel the highest worker count a sweep tries. MaxQueueDepth is
+	// the highest queue depth a random probe's sweep tries (MaxLevel when
+	// 0): queue depth costs no thread or CPU per level the way workers do,
+	// and devices reach their IOPS plateau at depths far above a node's
+	// sensible worker count.
+	SweepRuns     int
+	MaxLevel      int
+	MaxQueueDepth int
+	// OnStart is called before each run and OnDone after it; either may
+	// be nil.
+	OnStart func(Step)
+	OnDone  func(Step, *probe.Result)
+	// Now stamps the baselines; time.Now when nil.
+	Now func() time.Time
+
+	total, index int
+	lastStart    time.Time
+}
+
+// Plan counts the runs that characterizing probes takes (with sweeps when
+// SweepRuns > 0); progress reports count against it.
+func (c *Characterizer) Plan(probes []ProbeRef) int {
+	n := 0
+	for _, r := range probes {
+		n += c.Runs
+		if c.SweepRuns > 0 {
+			n += len(c.sweepLevels(r.Probe)) * c.SweepRuns
+		}
+	}
+	c.total = n
+	c.index = 0
+	return n
+}
+
+// Measured is what the baseline runs of one probe gave.
+type Measured struct {
+	Target string
+	Probe  *probe.ProbeConfig
+	// Entries is each op's baseline: the median of the runs and their
+	// spread.
+	Entries map[string]*Baseline
+	// Values is each op's value in every run, in run order.
+	Values map[string][]float64
+}
+
+// Baseline runs a probe Runs times as configured and returns each op's
+// median and spread. A run that fails or is skipped gives up the probe:
+// a median of fewer runs than asked for would pass for a full one.
+func (c *Characterizer) Baseline(ctx context.Context, ref ProbeRef) (*Measured, error) {
+	p := ref.Probe
+	unit := probe.OpUnit(p.Kind)
+	m := &Measured{Target: ref.Target.Name, Probe: p, Entries: map[string]*Baseline{}, Values: map[string][]float64{}}
+	step := Step{Total: c.total, Target: ref.Target.Name, Probe: p.Name, Kind: p.Kind, Runs: c.Runs}
+	var first *probe.Result
+	for run := 1; run <= c.Runs; run++ {
+		step.Run = run
+		if run > 1 && c.Spacing > 0 {
+			if err := sleepCtx(ctx, time.Until(c.lastStart.Add(c.Spacing))); err != nil {
+				c.index += c.Runs - run + 1
+				return nil, fmt.Errorf("%s/%s: before run %d of %d: %w", ref.Target.Name, p.Name, run, c.Runs, err)
+			}
+		}
+		res := c.runStep(ctx, step, probe.NewRequest(ref.Target, p, c.Hostname))
+		if err := resultError(res); err != nil {
+			c.index += c.Runs - run
+			return nil, fmt.Errorf("%s/%s: run %d of %d: %w", ref.Target.Name, p.Name, run, c.Runs, err)
+		}
+		values, err := opValues(res, p.Kind, unit)
+		if err != nil {
+			c.index += c.Runs - run
+			return nil, fmt.Errorf("%s/%s: run %d of %d: %w", ref.Target.Name, p.Name, run, c.Runs, err)
+		}
+		if first == nil {
+			first = res
+		}
+		// Direct and buffered runs, or libaio and goroutine runs, measure
+		// different things; their median describes neither, so the runs
+		// left are not worth their I/O.
+		if res.Direct != first.Direct {
+			c.index += c.Runs - run
+			return nil, fmt.Errorf("%s/%s: some runs used O_DIRECT and some did not; characterize again once the file system behaves the same way on every run", ref.Target.Name, p.Name)
+		}
+		if res.Engine != first.Engine {
+			c.index += c.Runs - run
+			return nil, fmt.Errorf("%s/%s: runs used engines %s and %s (libaio falls back to goroutines when fs.aio-nr reaches fs.aio-max-nr); characterize again once every run can use the same one", ref.Target.Name, p.Name, first.Engine, res.Engine)
+		}
+		for op, v := range values {
+			m.Values[op] = append(m.Values[op], v)
+		}
+	}
+	now := time.Now
+	if c.Now != nil {
+		now = c.Now
+	}
+	at := now().UTC().Truncate(time.Second)
+	for op, vs := range m.Values {
+		m.Entries[op] = &Baseline{
+			Kind:       p.Kind,
+			Unit:       unit,
+			Value:      Median(vs),
+			Spread:     Spread(vs),
+			Runs:       len(vs),
+			Method:     "characterize --runs " + strconv.Itoa(c.Runs),
+			MeasuredAt: at,
+			Host:       c.Hostname,
+			Params:     ProbeParams(p),
+			Direct:     strconv.FormatBool(first.Direct),
+			Engine:     first.Engine,
+		}
+	}
+	return m, nil
+}
+
+// resultError says why a run measured nothing, or nil.
+func resultError(res *probe.Result) error {
+	switch {
+	case res == nil:
+		return fmt.Errorf("no result")
+	case res.Skipped == probe.SkipTargetBusy:
+		return fmt.Errorf("skipped: another probe held the target for longer than this probe's timeout")
+	case res.Skipped != "":
+		if res.Error != "" {
+			return fmt.Errorf("skipped (%s): %s", res.Skipped, res.Error)
+		}
+		return fmt.Errorf("skipped (%s)", res.Skipped)
+	case res.Reason != "":
+		return fmt.Errorf("failed (%s): %s", res.Reason, res.Error)
+	}
+	return nil
+}
+
+// opValues takes each measured op of a result in unit. Results may carry
+// phases that are not the kind's ops (the random probe reports the
+// preallocation of its file); those are no plateau and are left out.
+func opValues(res *probe.Result, kind, unit string) (map[string]float64, error) {
+	out := map[string]float64{}
+	for _, op := range probe.OpsOf(kind) {
+		o := res.Op(op)
+		if o == nil {
+			return nil, fmt.Errorf("result has no %q op", op)
+		}
+		out[op] = o.Value(unit)
+	}
+	return out, nil
+}
+
+// sleepCtx waits d, or less if ctx ends first.
+func sleepCtx(ctx context.Context, d time.Duration) error {
+	if d <= 0 {
+		return ctx.Err()
+	}
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-t.C:
+		return nil
+	}
+}
+
+func (c *Characterizer) runStep(ctx context.Context, step Step, req probe.Request) *probe.Result {
+	c.index++
+	step.Index = c.index
+	step.Started = time.Now()
+	c.lastStart = step.Started
+	if c.OnStart != nil {
+		c.OnStart(step)
+	}
+	res := c.Run(ctx, req)
+	if c.OnDone != nil {
+		c.OnDone(step, res)
+	}
+	return res
+}
+
+// Replace puts the measured entries of one probe in place of whatever the
+// baselines held for it, keeping every other target's and probe's entries,
+// and returns what changed, in the kind's op order.
+func (b *Baselines) Replace(m *Measured) []BaselineChange {
+	var changes []BaselineChange
+	old := map[string]*Baseline{}
+	for k, e := range b.Entries {
+		if k.Target == m.Target && k.Probe == m.Probe.Name {
+			old[k.Op] = e
+			delete(b.Entries, k)
+		}
+	}
+	for op, e := range m.Entries {
+		b.Entries[BaselineKey{m.Target, m.Probe.Name, op}] = e
+		changes = append(changes, BaselineChange{Key: BaselineKey{m.Target, m.Probe.Name, op}, Old: old[op], New: e})
+	}
+	for op, e := range old {
+		if m.Entries[op] == nil {
+			changes = append(changes, BaselineChange{Key: BaselineKey{m.Target, m.Probe.Name, op}, Old: e})
+		}
+	}
+	order := probe.OpsOf(m.Probe.Kind)
+	sort.Slice(changes, func(i, j int) bool {
+		a, b := opIndex(order, changes[i].Key.Op), opIndex(order, changes[j].Key.Op)
+		if a != b {
+			return a < b
+		}
+		return changes[i].Key.Op < changes[j].Key.Op
+	})
+	return changes
+}
+
+// BaselineChange is what characterize did to one op's baseline: Old is nil
+// for a new entry, New is nil for an op the probe no longer reports.
+type BaselineChange struct {
+	Key      BaselineKey
+	Old, New *Baseline
+}
+
+// Relative is the new value's change over the old one (0.1 for +10%); ok
+// is false when there is no old value to compare with or it is in another
+// unit.
+func (c BaselineChange) Relative() (float64, bool) {
+	if c.Old == nil || c.New == nil || c.Old.Unit != c.New.Unit || !(c.Old.Value > 0) {
+		return 0, false
+	}
+	return c.New.Value/c.Old.Value - 1, true
+}
+
+// SweepVariable is what a sweep of the kind doubles: workers where the kind
+// has them, else the queue depth (random I/O is one stream of requests with
+// queue_depth in flight); "" for a kind with neither.
+func SweepVariable(kind string) string {
+	switch {
+	case probe.HasKey(kind, "workers"):
+		return VariableWorkers
+	case probe.HasKey(kind, "queue_depth"):
+		return VariableQueueDepth
+	}
+	return ""
+}
+
+// SweepLevels are the values a sweep of the probe tries: 1, 2, 4 ... up to
+// maxLevel, and no further than the config allows (256 workers, a queue
+// depth of 1024 or of 1GiB of buffers).
+func SweepLevels(p *probe.ProbeConfig, maxLevel int) []int {
+	limit := maxLevel
+	switch SweepVariable(p.Kind) {
+	case VariableWorkers:
+		limit = min(limit, probe.MaxWorkers)
+	case VariableQueueDepth:
+		limit = min(limit, probe.MaxQueueDepth)
+		if p.BlockSize > 0 {
+			limit = min(limit, int(probe.MaxRandomBuffers/p.BlockSize))
+		}
+	default:
+		return nil
+	}
+	var out []int
+	for l := 1; l <= limit; l *= 2 {
+		out = append(out, l)
+	}
+	return out
+}
+
+// sweepLevels is SweepLevels up to the limit of the probe's variable.
+func (c *Characterizer) sweepLevels(p *probe.ProbeConfig) []int {
+	if SweepVariable(p.Kind) == VariableQueueDepth && c.MaxQueueDepth > 0 {
+		return SweepLevels(p, c.MaxQueueDepth)
+	}
+	return SweepLevels(p, c.MaxLevel)
+}
+
+// sweepVariant is the probe run at one sweep level. Kinds whose work grows
+// with workers (every worker moves file_size or creates files) get their
+// timeout scaled likewise, because on saturated storage the run takes that
+// much longer; the random probe's duration does not depend on its queue
+// depth.
+func sweepVariant(p *probe.ProbeConfig, level int) *probe.ProbeConfig {
+	v := *p
+	switch SweepVariable(p.Kind) {
+	case VariableWorkers:
+		v.Workers = level
+		if p.Workers > 0 && level > p.Workers {
+			v.Timeout = time.Duration(math.Ceil(float64(level)/float64(p.Workers))) * p.Timeout
+		}
+	case VariableQueueDepth:
+		v.QueueDepth = level
+	}
+	return &v
+}
+
+// Sweep is the curve of one probe over doubling workers or queue depths.
+type Sweep struct {
+	Target, Probe, Kind string
+	// Params is the probe as configured; every step differs from it only
+	// in Variable.
+	Params string
+	// Variable is VariableWorkers or VariableQueueDepth, and Configured
+	// its value in the configured probe.
+	Variable   string
+	Configured int
+	Unit       string
+	Ops        []string
+	// Runs is how many runs each step is the median of.
+	Runs  int
+	Host  string
+	At    time.Time
+	Steps []SweepStep
+}
+
+// SweepStep is one level of a sweep.
+type SweepStep struct {
+	Level int
+	// Values is each op's value in every run of the step.
+	Values map[string][]float64
+}
+
+// Median is the step's value for op: the median of its runs.
+func (s SweepStep) Median(op string) float64 { return Median(s.Values[op]) }
+
+// Curve is op's step values (medians), in level order.
+func (s *Sweep) Curve(op string) []float64 {
+	out := make([]float64, len(s.Steps))
+	for i, st := range s.Steps {
+		out[i] = st.Median(op)
+	}
+	return out
+}
+
+// Levels lists the levels swept.
+func (s *Sweep) Levels() []int {
+	out := make([]int, len(s.Steps))
+	for i, st := range s.Steps {
+		out[i] = st.Level
+	}
+	return out
+}
+
+// OpSummary is one op of a sweep in the shape of the characterizations'
+// "maximum and sustained" table.
+type OpSummary struct {
+	Op string
+	// Max is the best step value, reached at MaxLevel.
+	Max      float64
+	MaxLevel int
+	// Sustained is the median of the steps from the knee on (the last
+	// step's value when there is no knee).
+	Sustained float64
+	// Knee is the level where the plateau starts; 0 when the curve was
+	// still rising at the last level.
+	Knee int
+}
+
+// Summary gives each op's maximum, sustained value and knee.
+func (s *Sweep) Summary() []OpSummary {
+	out := make([]OpSummary, 0, len(s.Ops))
+	if len(s.Steps) == 0 {
+		return out
+	}
+	for _, op := range s.Ops {
+		curve := s.Curve(op)
+		sum := OpSummary{Op: op, Max: math.Inf(-1)}
+		for i, v := range curve {
+			if v > sum.Max {
+				sum.Max, sum.MaxLevel = v, s.Steps[i].Level
+			}
+		}
+		knee := FindKnee(curve)
+		if knee >= 0 {
+			sum.Knee = s.Steps[knee].Level
+		}
+		sum.Sustained = Sustained(curve, knee)
+		out = append(out, sum)
+	}
+	return out
+}
+
+// Suggest is the level at which a continuous probe reaches the plateau of
+// every op: the highest of the ops' knees. rising lists the ops still
+// rising at the last level, for which no level of the sweep suffices; level
+// is then 0.
+func (s *Sweep) Suggest() (level int, rising []string) {
+	for _, o := range s.Summary() {
+		if o.Knee == 0 {
+			rising = append(rising, o.Op)
+			continue
+		}
+		level = max(level, o.Knee)
+	}
+	if len(rising) > 0 {
+		return 0, rising
+	}
+	return level, nil
+}
+
+// SkipSweep counts a probe's sweep runs as done without running them, for
+// a probe whose baseline already failed.
+func (c *Characterizer) SkipSweep(ref ProbeRef) {
+	if c.SweepRuns > 0 {
+		c.index += len(c.sweepLevels(ref.Probe)) * c.SweepRuns
+	}
+}
+
+// Sweep runs the probe at each level of SweepLevels, SweepRuns times per
+// level. A failed run stops the sweep: the steps measured so far are
+// returned with the error, since they are a valid part of the curve.
+func (c *Characterizer) Sweep(ctx context.Context, ref ProbeRef) (*Sweep, error) {
+	p := ref.Probe
+	variable := SweepVariable(p.Kind)
+	if variable == "" {
+		return nil, fmt.Errorf("%s/%s: kind %s has neither workers nor queue_depth to sweep", ref.Target.Name, p.Name, p.Kind)
+	}
+	now := time.Now
+	if c.Now != nil {
+		now = c.Now
+	}
+	sw := &Sweep{
+		Target: ref.Target.Name, Probe: p.Name, Kind: p.Kind, Params: ProbeParams(p),
+		Variable: variable, Configured: p.Workers, Unit: probe.OpUnit(p.Kind), Ops: probe.OpsOf(p.Kind),
+		Runs: c.SweepRuns, Host: c.Hostname, At: now().UTC().Truncate(time.Second),
+	}
+	if variable == VariableQueueDepth {
+		sw.Configured = p.QueueDepth
+	}
+	levels := c.sweepLevels(p)
+	for li, level := range levels {
+		variant := sweepVariant(p, level)
+		st := SweepStep{Level: level, Values: map[string][]float64{}}
+		step := Step{Total: c.total, Target: ref.Target.Name, Probe: p.Name, Kind: p.Kind, Variable: variable, Level: level, Runs: c.SweepRuns}
+		for run := 1; run <= c.SweepRuns; run++ {
+			step.Run = run
+			res := c.runStep(ctx, step, probe.NewRequest(ref.Target, variant, c.Hostname))
+			err := resultError(res)
+			var values map[string]float64
+			if err == nil {
+				values, err = opValues(res, p.Kind, sw.Unit)
+			}
+			if err != nil {
+				c.index += c.SweepRuns - run + (len(levels)-li-1)*c.SweepRuns
+				return sw, fmt.Errorf("%s/%s: sweep stopped at %s=%d, run %d of %d: %w", ref.Target.Name, p.Name, variable, level, run, c.SweepRuns, err)
+			}
+			for op, v := range values {
+				st.Values[op] = append(st.Values[op], v)
+			}
+		}
+		sw.Steps = append(sw.Steps, st)
+	}
+	return sw, nil
+}

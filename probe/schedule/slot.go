@@ -1,0 +1,30 @@
+package schedule
+
+import (
+	"hash/fnv"
+	"time"
+)
+
+// SlotOffset spreads a fleet: each (host, target, probe) gets a fixed offset
+// within the interval, as Prometheus offsets its scrapes, so thousands of
+// nodes do not probe a shared file system at the same instant and a restart
+// keeps a node's slot.
+func SlotOffset(hostname, target, probe string, interval time.Duration) time.Duration {
+	h := fnv.New64a()
+	for _, s := range []string{hostname, target, probe} {
+		h.Write([]byte(s))
+		h.Write([]byte{0})
+	}
+	return time.Duration(h.Sum64() % uint64(interval))
+}
+
+// NextSlot is the first instant at or after now where
+// (unix time - offset) mod interval == 0.
+func NextSlot(now time.Time, offset, interval time.Duration) time.Time {
+	// Unix time always exceeds the offset (less than one interval), so the
+	// division below rounds up a positive number.
+	n := now.UnixNano() - int64(offset)
+	iv := int64(interval)
+	k := (n + iv - 1) / iv
+	return time.Unix(0, k*iv+int64(offset))
+}

@@ -1,0 +1,359 @@
+// Package store holds the probe metrics that /metrics shows: their
+// descriptors, declared once, the latest result and counters of every
+// configured probe, recorded when a run ends, and Collect, which copies them
+// out under a read lock so a scrape never waits for a probe. Ratios come
+// from plateau's Compare, the same verdict the probe command prints.
+package store
+
+import (
+	"sort"
+	"sync"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/plateau-exporter/plateau_exporter/probe"
+	"github.com/plateau-exporter/plateau_exporter/probe/plateau"
+)
+
+// Run results, the `result` label of plateau_probe_runs_total.
+const (
+	ResultSuccess = "success"
+	ResultFailure = "failure"
+	ResultTimeout = "timeout"
+	ResultSkipped = "skipped"
+)
+
+var runResults = []string{ResultSuccess, ResultFailure, ResultTimeout, ResultSkipped}
+
+// namespace prefixes every metric of the exporter.
+const namespace = "plateau"
+
+var (
+	probeLabels   = []string{"target", "probe", "kind"}
+	probeOpLabels = []string{"target", "probe", "kind", "op"}
+
+	descSuccess = prometheus.NewDesc(prometheus.BuildFQName(namespace, "probe", "success"),
+		"1 if the last run of the probe completed and measured, 0 if it failed or timed out.", probeLabels, nil)
+	descLastRun = prometheus.NewDesc(prometheus.BuildFQName(namespace, "probe", "last_run_timestamp_seconds"),
+		"Unix time at which the last run of the probe ended, successful or not.", probeLabels, nil)
+	descLastSuccess = prometheus.NewDesc(prometheus.BuildFQName(namespace, "probe", "last_success_timestamp_seconds"),
+		"Unix time at which the last successful run of the probe ended.", probeLabels, nil)
+	descDuration = prometheus.NewDesc(prometheus.BuildFQName(namespace, "probe", "duration_seconds"),
+		"Wall time of the last run of the probe, in seconds, including set-up and clean-up.", probeLabels, nil)
+	descInterval = prometheus.NewDesc(prometheus.BuildFQName(namespace, "probe", "interval_seconds"),
+		"Configured interval between runs of the probe, in seconds.", probeLabels, nil)
+	descInProgress = prometheus.NewDesc(prometheus.BuildFQName(namespace, "probe", "in_progress"),
+		"1 while a run of the probe is going on.", probeLabels, nil)
+	descInfo = prometheus.NewDesc(prometheus.BuildFQName(namespace, "probe", "info"),
+		"How the last successful run did its I/O: direct is true when O_DIRECT was used, engine names how requests were issued.",
+		[]string{"target", "probe", "kind", "direct", "engine"}, nil)
+	descThroughput = prometheus.NewDesc(prometheus.BuildFQName(namespace, "probe", "throughput_bytes_per_second"),
+		"Data moved per second by the op in the last successful run, in bytes per second (close and fsync included).", probeOpLabels, nil)
+	descOpsRate = prometheus.NewDesc(prometheus.BuildFQName(namespace, "probe", "operations_per_second"),
+		"Operations per second of the op in the last successful run (I/O requests for data probes, syscalls for metadata).", probeOpLabels, nil)
+	descLatency = prometheus.NewDesc(prometheus.BuildFQName(namespace, "probe", "latency_seconds"),
+		"Latency of each operation (one I/O request or one metadata syscall) of the op, over all runs since start, in seconds.", probeOpLabels, nil)
+	descRuns = prometheus.NewDesc(prometheus.BuildFQName(namespace, "probe", "runs_total"),
+		"Runs of the probe by result: success, failure, timeout, skipped.", append(probeLabels[:3:3], "result"), nil)
+	descErrors = prometheus.NewDesc(prometheus.BuildFQName(namespace, "probe", "errors_total"),
+		"Failed runs of the probe by reason, from errno: enospc, eio, eacces, erofs, estale, edquot, enoent, timeout, unsafe, other.", append(probeLabels[:3:3], "reason"), nil)
+	descSkips = prometheus.NewDesc(prometheus.BuildFQName(namespace, "probe", "skips_total"),
+		"Skipped runs of the probe by reason: overlap, target_busy, target_hung, min_free, budget.", append(probeLabels[:3:3], "reason"), nil)
+	descIOBytes = prometheus.NewDesc(prometheus.BuildFQName(namespace, "probe", "io_bytes_total"),
+		"Bytes the probe's runs moved to or from the file system, by op: the load plateau_exporter itself puts on storage.", probeOpLabels, nil)
+	descHung = prometheus.NewDesc(prometheus.BuildFQName(namespace, "probe", "hung"),
+		"1 while a worker of the target ignores SIGKILL (stuck on the file system); no probe starts on the target until it exits.", []string{"target"}, nil)
+	descAbandoned = prometheus.NewDesc(prometheus.BuildFQName(namespace, "probe", "abandoned_workers"),
+		"Workers of the target killed at their timeout that have not exited yet.", []string{"target"}, nil)
+	descBaselineBytes = prometheus.NewDesc(prometheus.BuildFQName(namespace, "baseline", "throughput_bytes_per_second"),
+		"The op's plateau: throughput the same probe reached on a known-good system, in bytes per second.", probeOpLabels, nil)
+	descBaselineOps = prometheus.NewDesc(prometheus.BuildFQName(namespace, "baseline", "operations_per_second"),
+		"The op's plateau: operation rate the same probe reached on a known-good system, per second.", probeOpLabels, nil)
+	descRatio = prometheus.NewDesc(prometheus.BuildFQName(namespace, "probe", "ratio"),
+		"Last successful result of the op divided by its baseline (1 = at plateau); absent without a baseline, while the probe fails, or while its I/O mode differs from the baseline's.", probeOpLabels, nil)
+	descModeMismatch = prometheus.NewDesc(prometheus.BuildFQName(namespace, "baseline", "io_mode_mismatch"),
+		"1 when the last successful run did its I/O differently (direct, engine of plateau_probe_info) from the runs its baseline was measured with; its ratio is then not exported. Present once a probe with a baseline has succeeded.", probeLabels, nil)
+	descThreshold = prometheus.NewDesc(prometheus.BuildFQName(namespace, "alert", "threshold_ratio"),
+		"Ratio to baseline below which the probe's results are a warning or critical regression (the target's warning_ratio and critical_ratio).",
+		[]string{"target", "probe", "severity"}, nil)
+)
+
+type probeKey struct{ target, probe string }
+
+// probeState is everything exported about one probe.
+type probeState struct {
+	target, probe, kind string
+	interval            float64
+	inProgress          bool
+	last                *probe.Result
+	lastSuccess         *probe.Result
+	runs                map[string]float64
+	errors              map[string]float64
+	skips               map[string]float64
+	ioBytes             map[string]float64
+	latency             map[string]*probe.LatencyHistogram
+	plateau             plateau.Plateau
+}
+
+type targetState struct {
+	abandoned int
+}
+
+// Store holds the latest results for scrapes. Probes write to it when a run
+// ends; a scrape takes a read lock for as long as it takes to copy numbers,
+// so /metrics never waits for a probe.
+type Store struct {
+	mu      sync.RWMutex
+	probes  map[probeKey]*probeState
+	targets map[string]*targetState
+}
+
+// New returns an empty store.
+func New() *Store {
+	return &Store{probes: map[probeKey]*probeState{}, targets: map[string]*targetState{}}
+}
+
+// Configure keeps the state of probes that are still configured (same
+// target, name and kind) and drops the rest, so counters survive a reload.
+// Baselines (nil when none could be loaded) are matched to probes here.
+func (s *Store) Configure(cfg *probe.Config, baselines *plateau.Baselines) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	keep := map[probeKey]*probeState{}
+	targets := map[string]*targetState{}
+	for _, t := range cfg.Targets {
+		if ts, ok := s.targets[t.Name]; ok {
+			targets[t.Name] = ts
+		} else {
+			targets[t.Name] = &targetState{}
+		}
+		for _, p := range t.Probes {
+			k := probeKey{t.Name, p.Name}
+			st, ok := s.probes[k]
+			if !ok || st.kind != p.Kind {
+				st = newProbeState(t.Name, p)
+			}
+			st.interval = p.Interval.Seconds()
+			st.plateau = plateau.PlateauOf(baselines, t, p)
+			keep[k] = st
+		}
+	}
+	// A stuck worker of a removed target still counts until it exits.
+	for name, ts := range s.targets {
+		if _, ok := targets[name]; !ok && ts.abandoned > 0 {
+			targets[name] = ts
+		}
+	}
+	s.probes = keep
+	s.targets = targets
+}
+
+func newProbeState(target string, p *probe.ProbeConfig) *probeState {
+	st := &probeState{
+		target: target, probe: p.Name, kind: p.Kind,
+		runs: map[string]float64{}, errors: map[string]float64{}, skips: map[string]float64{},
+		ioBytes: map[string]float64{}, latency: map[string]*probe.LatencyHistogram{},
+	}
+	for _, r := range runResults {
+		st.runs[r] = 0
+	}
+	for _, r := range probe.ErrorReasons() {
+		st.errors[r] = 0
+	}
+	for _, r := range probe.SkipReasons() {
+		st.skips[r] = 0
+	}
+	for _, op := range probe.OpsOf(p.Kind) {
+		st.ioBytes[op] = 0
+	}
+	// The preallocation's series exists before the first run writes the
+	// file, so that increase() over it is right from the start.
+	for _, op := range probe.IOOnlyOpsOf(p.Kind) {
+		st.ioBytes[op] = 0
+	}
+	return st
+}
+
+func (s *Store) state(target, probe string) *probeState {
+	return s.probes[probeKey{target, probe}]
+}
+
+// SetInProgress marks a probe as running or not.
+func (s *Store) SetInProgress(target, probe string, running bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if st := s.state(target, probe); st != nil {
+		st.inProgress = running
+	}
+}
+
+// RecordSkip counts a run that did not happen.
+func (s *Store) RecordSkip(target, probe, reason string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if st := s.state(target, probe); st != nil {
+		st.runs[ResultSkipped]++
+		st.skips[reason]++
+	}
+}
+
+// Record stores the result of a run; timedOut is set when its worker was
+// killed at the timeout.
+func (s *Store) Record(r *probe.Result, timedOut bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	st := s.state(r.Target, r.Probe)
+	if st == nil {
+		return // the probe was removed by a reload while it ran
+	}
+	switch {
+	case r.Skipped != "":
+		st.runs[ResultSkipped]++
+		st.skips[r.Skipped]++
+		return
+	case timedOut || r.Reason == probe.ReasonTimeout:
+		// Killed at the timeout, or stopped itself just before it: both
+		// are timeouts, not failures.
+		st.runs[ResultTimeout]++
+		st.errors[probe.ReasonTimeout]++
+	case r.Reason != "":
+		st.runs[ResultFailure]++
+		st.errors[r.Reason]++
+	default:
+		st.runs[ResultSuccess]++
+		st.lastSuccess = r
+		for _, op := range r.Ops {
+			if op.Latency == nil {
+				continue
+			}
+			h := st.latency[op.Op]
+			if h == nil {
+				h = &probe.LatencyHistogram{}
+				st.latency[op.Op] = h
+			}
+			_ = h.Add(op.Latency)
+		}
+	}
+	for _, op := range r.Ops {
+		st.ioBytes[op.Op] += float64(op.Bytes)
+	}
+	st.last = r
+}
+
+// SetAbandoned sets how many killed workers of the target have not
+// exited; the target is hung while any have not.
+func (s *Store) SetAbandoned(target string, workers int) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	ts := s.targets[target]
+	if ts == nil {
+		ts = &targetState{}
+		s.targets[target] = ts
+	}
+	ts.abandoned = workers
+}
+
+// Describe implements prometheus.Collector.
+func (s *Store) Describe(ch chan<- *prometheus.Desc) {
+	for _, d := range []*prometheus.Desc{descSuccess, descLastRun, descLastSuccess, descDuration, descInterval, descInProgress, descInfo,
+		descThroughput, descOpsRate, descLatency, descRuns, descErrors, descSkips, descIOBytes, descHung, descAbandoned,
+		descBaselineBytes, descBaselineOps, descRatio, descModeMismatch, descThreshold} {
+		ch <- d
+	}
+}
+
+// Collect implements prometheus.Collector.
+func (s *Store) Collect(ch chan<- prometheus.Metric) {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	gauge := func(d *prometheus.Desc, v float64, l ...string) {
+		ch <- prometheus.MustNewConstMetric(d, prometheus.GaugeValue, v, l...)
+	}
+	counter := func(d *prometheus.Desc, v float64, l ...string) {
+		ch <- prometheus.MustNewConstMetric(d, prometheus.CounterValue, v, l...)
+	}
+	for _, st := range s.probes {
+		l := []string{st.target, st.probe, st.kind}
+		gauge(descInterval, st.interval, l...)
+		gauge(descInProgress, b2f(st.inProgress), l...)
+		for _, r := range sortedKeys(st.runs) {
+			counter(descRuns, st.runs[r], append(l, r)...)
+		}
+		for _, r := range sortedKeys(st.errors) {
+			counter(descErrors, st.errors[r], append(l, r)...)
+		}
+		for _, r := range sortedKeys(st.skips) {
+			counter(descSkips, st.skips[r], append(l, r)...)
+		}
+		for _, op := range sortedKeys(st.ioBytes) {
+			counter(descIOBytes, st.ioBytes[op], append(l, op)...)
+		}
+		for _, op := range sortedKeys(st.latency) {
+			ch <- newHistogramMetric(descLatency, st.latency[op], append(l, op)...)
+		}
+		if st.last != nil {
+			gauge(descSuccess, b2f(st.last.OK()), l...)
+			gauge(descLastRun, float64(st.last.End.UnixNano())/1e9, l...)
+			gauge(descDuration, st.last.End.Sub(st.last.Start).Seconds(), l...)
+		}
+		if ls := st.lastSuccess; ls != nil {
+			gauge(descLastSuccess, float64(ls.End.UnixNano())/1e9, l...)
+			gauge(descInfo, 1, append(l, boolLabel(ls.Direct), ls.Engine)...)
+			// A run in another I/O mode than its baselines' would raise or
+			// hide a regression that is only the mode, so it gets no ratio.
+			if len(st.plateau.Baselines) > 0 {
+				gauge(descModeMismatch, b2f(st.plateau.ModeMismatch(ls) != ""), l...)
+			}
+			// Rates are only meaningful while the last run succeeded; a
+			// failing probe must not keep showing yesterday's numbers.
+			if st.last == ls {
+				for _, op := range ls.Ops {
+					gauge(descThroughput, op.BytesPerSecond(), append(l, op.Op)...)
+					gauge(descOpsRate, op.OperationsPerSecond(), append(l, op.Op)...)
+				}
+				for _, v := range st.plateau.Compare(ls) {
+					if v.HasRatio {
+						gauge(descRatio, v.Ratio, append(l, v.Op)...)
+					}
+				}
+			}
+		}
+		for _, op := range sortedKeys(st.plateau.Baselines) {
+			b := st.plateau.Baselines[op]
+			d := descBaselineOps
+			if b.Unit == probe.UnitBytesPerSecond {
+				d = descBaselineBytes
+			}
+			gauge(d, b.Value, append(l, op)...)
+		}
+		gauge(descThreshold, st.plateau.Warning, st.target, st.probe, "warning")
+		gauge(descThreshold, st.plateau.Critical, st.target, st.probe, "critical")
+	}
+	for name, ts := range s.targets {
+		gauge(descHung, b2f(ts.abandoned > 0), name)
+		gauge(descAbandoned, float64(ts.abandoned), name)
+	}
+}
+
+func b2f(b bool) float64 {
+	if b {
+		return 1
+	}
+	return 0
+}
+
+func boolLabel(b bool) string {
+	if b {
+		return "true"
+	}
+	return "false"
+}
+
+func sortedKeys[V any](m map[string]V) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	return keys
+}
