@@ -19,3 +19,25 @@ func SmallSeq(name string) probe.ProbeConfig {
 func Request(path string, p probe.ProbeConfig) probe.Request {
 	return probe.Request{Target: "t", Path: path, Hostname: "node1", Probe: p}
 }
+
+// BaselinesYAML is a baselines file for the sequential probe "s" of
+// target "t" (as SmallSeq with two workers measures it) and a metadata
+// probe "md".
+const BaselinesYAML = `targets:
+  t:
+    s:
+      kind: sequential
+      params: sequential workers=2 file_size=1MiB block_size=256KiB
+      direct: true
+      engine: sync
+      host: node1
+      measured_at: 2026-11-30T10:00:00Z
+      method: "characterize --runs 5"
+      ops:
+        write: {bytes_per_second: 1000, spread: 0.03, runs: 5}
+        read: {bytes_per_second: 2000, spread: 0.02, runs: 5}
+    md:
+      kind: metadata
+      ops:
+        create: {operations_per_second: 5e4}
+`

@@ -11,27 +11,8 @@ import (
 	"github.com/plateau-exporter/plateau_exporter/probe"
 )
 
-const baselinesYAML = `targets:
-  t:
-    s:
-      kind: sequential
-      params: sequential workers=2 file_size=1MiB block_size=256KiB
-      direct: true
-      engine: sync
-      host: node1
-      measured_at: 2026-11-30T10:00:00Z
-      method: "characterize --runs 5"
-      ops:
-        write: {bytes_per_second: 1000, spread: 0.03, runs: 5}
-        read: {bytes_per_second: 2000, spread: 0.02, runs: 5}
-    md:
-      kind: metadata
-      ops:
-        create: {operations_per_second: 5e4}
-`
-
 func TestBaselinesRoundTrip(t *testing.T) {
-	b, err := ParseBaselines([]byte(baselinesYAML), "b.yml")
+	b, err := ParseBaselines([]byte(probefixture.BaselinesYAML), "b.yml")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -51,7 +32,7 @@ func TestBaselinesRoundTrip(t *testing.T) {
 }
 
 func TestBaselineAppliesOnlyToSameParameters(t *testing.T) {
-	b, _ := ParseBaselines([]byte(baselinesYAML), "b.yml")
+	b, _ := ParseBaselines([]byte(probefixture.BaselinesYAML), "b.yml")
 	p := probefixture.SmallSeq("s")
 	if e, why := b.For("t", &p, "write"); e == nil {
 		t.Fatalf("baseline with matching params not applied: %s", why)
@@ -85,7 +66,7 @@ func TestBadBaselinesNameLineAndField(t *testing.T) {
 
 func TestBaselinesWriteKeepsBackup(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "baselines.yml")
-	b, _ := ParseBaselines([]byte(baselinesYAML), "b.yml")
+	b, _ := ParseBaselines([]byte(probefixture.BaselinesYAML), "b.yml")
 	if backup, err := b.Write(path); err != nil || backup != "" {
 		t.Fatalf("first write: backup %q, %v", backup, err)
 	}
@@ -106,7 +87,7 @@ func TestBaselinesWriteKeepsBackup(t *testing.T) {
 }
 
 func FuzzParseBaselines(f *testing.F) {
-	f.Add([]byte(baselinesYAML))
+	f.Add([]byte(probefixture.BaselinesYAML))
 	f.Add([]byte("targets: {t: {s: {kind: random, ops: {read: {operations_per_second: 1}}}}}\n"))
 	f.Fuzz(func(t *testing.T, data []byte) {
 		b, err := ParseBaselines(data, "fuzz.yml")
@@ -125,7 +106,7 @@ func FuzzParseBaselines(f *testing.F) {
 
 func TestBaselineBackupsNeverOverwrite(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "baselines.yml")
-	b, _ := ParseBaselines([]byte(baselinesYAML), "b.yml")
+	b, _ := ParseBaselines([]byte(probefixture.BaselinesYAML), "b.yml")
 	seen := map[string]bool{}
 	for i := 0; i < 5; i++ {
 		backup, err := b.Write(path)

@@ -145,3 +145,45 @@ func TestSchedulerEnforcesByteBudget(t *testing.T) {
 		t.Fatalf("io_bytes_total{op=write} = %v, want %d", got, 2<<20)
 	}
 }
+
+// stuckRunner stands for a worker in uninterruptible sleep: its run is
+// reported timed out and Stuck until release is closed.
+type stuckRunner struct {
+	runs    atomic.Int32
+	release chan struct{}
+}
+
+func (s *stuckRunner) Run(ctx context.Context, req probe.Request) worker.Outcome {
+	s.runs.Add(1)
+	r := &probe.Result{Target: req.Target, Probe: req.Probe.Name, Kind: req.Probe.Kind, Start: time.Now(), End: time.Now()}
+	r.Fail(fmt.Errorf("probe %s/%s: %w", req.Target, req.Probe.Name, context.DeadlineExceeded))
+	return worker.Outcome{Result: r, TimedOut: true, Stuck: s.release}
+}
+
+// A worker that survives SIGKILL closes its target: later slots are
+// skipped as target_hung, without a second worker on the dead mount, until
+// it exits; the scheduler reports the count and the target opens again.
+func TestStuckWorkerClosesTargetUntilItExits(t *testing.T) {
+	p := probefixture.SmallSeq("s")
+	p.Interval, p.Timeout, p.Splay = time.Second, 500*time.Millisecond, false
+	runner := &stuckRunner{release: make(chan struct{})}
+	results := scheduleOne(t, runner, &probe.Target{Name: "t", Path: t.TempDir(), Probes: []*probe.ProbeConfig{&p}})
+	hungSkips := func() float64 {
+		return probetest.MetricValue(t, results, "plateau_probe_skips_total", map[string]string{"reason": probe.SkipTargetHung})
+	}
+	probetest.WaitUntil(t, "two slots skipped as target_hung", 60*time.Second, func() bool { return hungSkips() >= 2 })
+	if n := runner.runs.Load(); n != 1 {
+		t.Fatalf("%d runs started while a worker of the target was stuck, want 1", n)
+	}
+	if v := probetest.MetricValue(t, results, "plateau_probe_hung", nil); v != 1 {
+		t.Fatalf("plateau_probe_hung = %v while the worker is stuck, want 1", v)
+	}
+	close(runner.release)
+	probetest.WaitUntil(t, "the target to open again", 60*time.Second, func() bool { return runner.runs.Load() >= 2 })
+	// Later runs' workers "exit" at once (release is closed), so the
+	// count settles at 0.
+	probetest.WaitUntil(t, "no abandoned worker left", 60*time.Second, func() bool {
+		return probetest.MetricValue(t, results, "plateau_probe_abandoned_workers", nil) == 0 &&
+			probetest.MetricValue(t, results, "plateau_probe_hung", nil) == 0
+	})
+}

@@ -12,28 +12,8 @@ import (
 	"github.com/plateau-exporter/plateau_exporter/probe/plateau"
 )
 
-// baselinesYAML has baselines for the sequential probe "s" of target "t".
-const baselinesYAML = `targets:
-  t:
-    s:
-      kind: sequential
-      params: sequential workers=2 file_size=1MiB block_size=256KiB
-      direct: true
-      engine: sync
-      host: node1
-      measured_at: 2026-11-30T10:00:00Z
-      method: "characterize --runs 5"
-      ops:
-        write: {bytes_per_second: 1000, spread: 0.03, runs: 5}
-        read: {bytes_per_second: 2000, spread: 0.02, runs: 5}
-    md:
-      kind: metadata
-      ops:
-        create: {operations_per_second: 5e4}
-`
-
 func TestStoreExportsRatioAgainstBaseline(t *testing.T) {
-	b, _ := plateau.ParseBaselines([]byte(baselinesYAML), "b.yml")
+	b, _ := plateau.ParseBaselines([]byte(probefixture.BaselinesYAML), "b.yml")
 	p := probefixture.SmallSeq("s")
 	s := New()
 	s.Configure(&probe.Config{Targets: []*probe.Target{{Name: "t", WarningRatio: 0.8, CriticalRatio: 0.5, Probes: []*probe.ProbeConfig{&p}}}}, b)
