@@ -154,78 +154,41 @@ func runCharacterize(w io.Writer, logger log.Logger, o characterizeOptions) erro
 	prog.begin(total)
 	defer prog.finish()
 
-	failed := 0
-	var measured []*plateau.Measured
-	var swept []plateau.ProbeRef
-	for _, ref := range refs {
-		m, err := c.Baseline(ctx, ref)
-		if err != nil {
-			failed++
-			prog.printf("not characterized: %v\n", err)
-			continue
-		}
-		measured = append(measured, m)
-		swept = append(swept, ref)
-	}
-	if len(measured) == 0 {
-		prog.printf("no probe could be characterized; %s is left as it was\n", path)
-	} else {
-		var changes []plateau.BaselineChange
-		for _, m := range measured {
-			changes = append(changes, baselines.Replace(m)...)
-		}
-		backup, err := baselines.Write(path)
-		if err != nil {
-			return exitErr(2, fmt.Errorf("write baselines: %w", err))
-		}
-		var sb strings.Builder
-		fmt.Fprintf(&sb, "\nwrote %s", path)
-		if backup != "" {
-			fmt.Fprintf(&sb, " (the previous file is kept as %s)", backup)
-		}
-		sb.WriteString(":\n")
-		printChanges(&sb, changes)
-		prog.printf("%s", sb.String())
-	}
-
-	if o.sweep {
-		for _, ref := range refs {
-			if !containsRef(swept, ref) {
-				c.SkipSweep(ref)
-				prog.printf("\nno sweep of %s/%s: its baseline runs failed\n", ref.Target.Name, ref.Probe.Name)
-				continue
+	report := plateau.Session{
+		Baselines: baselines, Path: path, OutDir: outDir, Sweep: o.sweep,
+		OnNotCharacterized: func(err error) { prog.printf("not characterized: %v\n", err) },
+		OnNothingWritten:   func(path string) { prog.printf("no probe could be characterized; %s is left as it was\n", path) },
+		OnWritten: func(path, backup string, changes []plateau.BaselineChange) {
+			var sb strings.Builder
+			fmt.Fprintf(&sb, "\nwrote %s", path)
+			if backup != "" {
+				fmt.Fprintf(&sb, " (the previous file is kept as %s)", backup)
 			}
-			sw, err := c.Sweep(ctx, ref)
+			sb.WriteString(":\n")
+			printChanges(&sb, changes)
+			prog.printf("%s", sb.String())
+		},
+		OnNoSweep: func(ref plateau.ProbeRef) {
+			prog.printf("\nno sweep of %s/%s: its baseline runs failed\n", ref.Target.Name, ref.Probe.Name)
+		},
+		OnSwept: func(sw *plateau.Sweep, svgPath, csvPath string, err error) {
 			var sb strings.Builder
 			if sw != nil && len(sw.Steps) > 0 {
 				printSweep(&sb, sw, o.maxWorkers, o.maxQueueDepth)
-				svgPath, csvPath, werr := sw.WriteFiles(outDir)
-				if werr != nil {
-					err = errors.Join(err, werr)
-				} else {
+				if svgPath != "" {
 					fmt.Fprintf(&sb, "chart: %s\ndata:  %s\n", svgPath, csvPath)
 				}
 			}
 			if err != nil {
-				failed++
 				fmt.Fprintf(&sb, "\nsweep incomplete: %v\n", err)
 			}
 			prog.printf("%s", sb.String())
-		}
+		},
 	}
-	if failed > 0 {
-		return exitErr(2, fmt.Errorf("%d of %d probe(s) could not be characterized fully", failed, len(refs)))
+	if err := c.Characterize(ctx, refs, report); err != nil {
+		return exitErr(2, err)
 	}
 	return nil
-}
-
-func containsRef(refs []plateau.ProbeRef, r plateau.ProbeRef) bool {
-	for _, x := range refs {
-		if x.Target == r.Target && x.Probe == r.Probe {
-			return true
-		}
-	}
-	return false
 }
 
 // printChanges shows each op's old and new baseline and the change.
