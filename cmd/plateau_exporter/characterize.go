@@ -40,6 +40,9 @@ type characterizeOptions struct {
 	sweepRuns     int
 	outputDir     string
 	baselinesFile string
+	// historyFile is the daemon's history of recent runs, to show how they
+	// compared with the old plateau; "" for none.
+	historyFile string
 	// termWidth is the width of the terminal stdout is, or 0 when it is
 	// none: progress then goes to the log, one line per run.
 	termWidth int
@@ -64,6 +67,7 @@ func characterizeCommand(app *kingpin.Application) (*kingpin.CmdClause, func(log
 	cmd.Flag("sweep-runs", "Runs per sweep step; the step's value is their median.").Default("3").IntVar(&o.sweepRuns)
 	cmd.Flag("output-dir", "Directory for the sweep's SVG and CSV files. Default: the baselines file's directory.").StringVar(&o.outputDir)
 	cmd.Flag("baselines-file", "Baselines file to write. Default: the config's baselines_file.").StringVar(&o.baselinesFile)
+	cmd.Flag("history-file", "The daemon's history of recent runs (its --probe.history-file), to print how they compared with the old and the new plateau. Default: $STATE_DIRECTORY/history.json when set.").Default(defaultHistoryFile(os.Getenv)).StringVar(&o.historyFile)
 	return cmd, func(logger log.Logger, configFile, hostname string) error {
 		o.configFile, o.hostname = configFile, hostname
 		o.termWidth = terminalWidth(os.Stdout)
@@ -166,6 +170,7 @@ func runCharacterize(w io.Writer, logger log.Logger, o characterizeOptions) erro
 			}
 			sb.WriteString(":\n")
 			printChanges(&sb, changes)
+			printRecent(&sb, o.historyFile, changes)
 			prog.printf("%s", sb.String())
 		},
 		OnNoSweep: func(ref plateau.ProbeRef) {
@@ -219,6 +224,46 @@ func printChanges(w io.Writer, changes []plateau.BaselineChange) {
 			change += fmt.Sprintf(" (old one measured with %s)", ch.Old.Params)
 		}
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", ch.Key.Target, ch.Key.Probe, ch.Key.Op, old, nw, change, spread, runs)
+	}
+	tw.Flush()
+}
+
+// printRecent shows, when the daemon's history file has runs of the
+// characterized ops, how their median compared with the old plateau and
+// compares with the new one: a plateau that had drifted far from what the
+// probe delivered explains weeks of chronic-shortfall warnings.
+func printRecent(w io.Writer, historyFile string, changes []plateau.BaselineChange) {
+	if historyFile == "" {
+		return
+	}
+	h, err := plateau.LoadHistoryFile(historyFile)
+	if err != nil {
+		fmt.Fprintf(w, "\nrecent runs not shown: %v\n", err)
+		return
+	}
+	var rows []string
+	for _, ch := range changes {
+		rc, ok := h.CompareRecent(ch)
+		if !ok {
+			continue
+		}
+		ratio := func(r float64) string {
+			if r == 0 {
+				return "-"
+			}
+			return fmt.Sprintf("%.2f", r)
+		}
+		rows = append(rows, fmt.Sprintf("%s\t%s\t%s\t%d\t%s\t%s\t%s\t%s", ch.Key.Target, ch.Key.Probe, ch.Key.Op, rc.Runs,
+			humanRate(rc.Median, ch.New.Unit), ratio(rc.ToOld), ratio(rc.ToNew), rc.Updated.UTC().Format(time.RFC3339)))
+	}
+	if len(rows) == 0 {
+		return
+	}
+	fmt.Fprintf(w, "\nthe daemon's recent runs (%s) against the old and the new plateau:\n", historyFile)
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "TARGET\tPROBE\tOP\tRUNS\tMEDIAN\tOF OLD\tOF NEW\tLAST RUN")
+	for _, r := range rows {
+		fmt.Fprintln(tw, r)
 	}
 	tw.Flush()
 }

@@ -408,3 +408,29 @@ func TestTerminalWidth(t *testing.T) {
 		t.Errorf("a file is no terminal, got width %d", got)
 	}
 }
+
+func TestPrintRecentComparesTheDaemonsRunsWithBothPlateaus(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "history.json")
+	h := plateau.History{{Target: "scratch", Probe: "seq", Op: "read", Params: "p"}: {Results: []float64{4e8, 5e8, 6e8}, Updated: time.Unix(1e9, 0)}}
+	if err := plateau.WriteHistoryFile(path, h); err != nil {
+		t.Fatal(err)
+	}
+	changes := []plateau.BaselineChange{{
+		Key: plateau.BaselineKey{Target: "scratch", Probe: "seq", Op: "read"},
+		Old: &plateau.Baseline{Unit: probe.UnitBytesPerSecond, Value: 1e9},
+		New: &plateau.Baseline{Unit: probe.UnitBytesPerSecond, Value: 5e8, Params: "p"},
+	}}
+	var sb strings.Builder
+	printRecent(&sb, path, changes)
+	out := sb.String()
+	for _, want := range []string{"RUNS", "scratch", "0.50", "1.00", "2001-09-09T01:46:40Z"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("output lacks %q:\n%s", want, out)
+		}
+	}
+	sb.Reset()
+	printRecent(&sb, filepath.Join(t.TempDir(), "none.json"), changes)
+	if sb.Len() != 0 {
+		t.Errorf("no history file, yet printed:\n%s", sb.String())
+	}
+}

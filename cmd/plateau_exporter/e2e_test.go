@@ -10,13 +10,15 @@ import (
 	"time"
 
 	"github.com/plateau-exporter/plateau_exporter/internal/probetest"
+	"github.com/plateau-exporter/plateau_exporter/probe"
+	"github.com/plateau-exporter/plateau_exporter/probe/plateau"
 )
 
 var update = flag.Bool("update", false, "rewrite testdata/metrics.golden from this run")
 
 // volatile lists the series whose values change from run to run; the golden
 // test keeps their names and labels but masks their values.
-var volatile = regexp.MustCompile(`^(plateau_probe_(duration|last_run|last_success|throughput|operations_per|latency|runs_total|io_bytes|in_progress|skips_total|ratio)|plateau_config_last_reload_success_timestamp|plateau_scrape_collector_duration_seconds|plateau_gpfs_command_(duration_seconds|last_run_timestamp_seconds))`)
+var volatile = regexp.MustCompile(`^(plateau_probe_(duration|last_run|last_success|throughput|operations_per|latency|runs_total|io_bytes|in_progress|skips_total|ratio|change_ratio|change_noise_ratio)|plateau_config_last_reload_success_timestamp|plateau_scrape_collector_duration_seconds|plateau_gpfs_command_(duration_seconds|last_run_timestamp_seconds))`)
 
 var (
 	goVersionLabel = regexp.MustCompile(`goversion="[^"]*"`)
@@ -67,9 +69,10 @@ func TestGoldenMetrics(t *testing.T) {
 		t.Fatal(err)
 	}
 	appendLine(t, cfg, "baselines_file: "+baselines)
+	history := writeGoldenHistory(t, cfg)
 	fixtures := filepath.Join("..", "..", "collector", "fixtures")
 	gpfs := filepath.Join(fixtures, "gpfs")
-	d := startDaemon(t, "--config.file="+cfg, "--probe.hostname=e2e-node", "--web.disable-exporter-metrics",
+	d := startDaemon(t, "--config.file="+cfg, "--probe.hostname=e2e-node", "--web.disable-exporter-metrics", "--probe.history-file="+history,
 		// Every counter collector, on the fixture trees and fake GPFS commands.
 		"--path.sysfs="+filepath.Join(fixtures, "sys"), "--path.procfs="+filepath.Join(fixtures, "proc"),
 		"--collector.gpfs.mmpmon-path="+filepath.Join(gpfs, "mmpmon"), "--collector.gpfs.mmgetstate-path="+filepath.Join(gpfs, "mmgetstate"),
@@ -94,6 +97,36 @@ func TestGoldenMetrics(t *testing.T) {
 	if got != string(want) {
 		t.Fatalf("/metrics differs from %s (run with -update after checking the change):\n%s", golden, lineDiff(string(want), got))
 	}
+}
+
+// writeGoldenHistory writes a history file in which every op of the
+// config's probes has one run fewer than the change ratio needs, so that
+// the first real run exports plateau_probe_change_ratio and its noise, and
+// the golden output names them for the rules and dashboards checked
+// against it. The results are far below any real one, like the baselines.
+func writeGoldenHistory(t *testing.T, cfgFile string) string {
+	t.Helper()
+	cfg, err := probe.ReadConfigFile(cfgFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := plateau.History{}
+	for _, tg := range cfg.Targets {
+		for _, p := range tg.Probes {
+			for _, op := range probe.OpsOf(p.Kind) {
+				results := make([]float64, plateau.HistoryRuns-1)
+				for i := range results {
+					results[i] = float64(1000 * (1 + i%2)) // two levels, as real series have
+				}
+				h[plateau.HistoryKey{Target: tg.Name, Probe: p.Name, Op: op, Params: plateau.ProbeParams(p)}] = plateau.HistoryEntry{Results: results, Updated: time.Now()}
+			}
+		}
+	}
+	path := filepath.Join(filepath.Dir(cfgFile), "history.json")
+	if err := plateau.WriteHistoryFile(path, h); err != nil {
+		t.Fatal(err)
+	}
+	return path
 }
 
 // lineDiff lists lines only in want (-) or only in got (+).

@@ -33,6 +33,7 @@ func main() {
 	metricsPath := serveCmd.Flag("web.telemetry-path", "Path under which to expose metrics.").Default("/metrics").String()
 	disableExporterMetrics := serveCmd.Flag("web.disable-exporter-metrics", "Exclude the exporter's own Go runtime and process metrics from /metrics.").Bool()
 	maxRequests := serveCmd.Flag("web.max-requests", "Maximum number of parallel scrape requests; 0 disables the limit.").Default("40").Int()
+	historyFile := serveCmd.Flag("probe.history-file", "File that keeps each probe op's last results across restarts, for plateau_probe_change_ratio; empty: in memory only. Default: history.json in $STATE_DIRECTORY (set by systemd from the unit's StateDirectory=), else empty.").Default(defaultHistoryFile(os.Getenv)).String()
 
 	workerCmd := app.Command("probe-worker", "Run one probe request from stdin and print its result (used by the daemon).").Hidden()
 	checkCmd := app.Command("check-config", "Validate the configuration and baselines and print what would run on this host.")
@@ -67,6 +68,7 @@ func main() {
 			disableExporterMetrics: *disableExporterMetrics,
 			maxRequests:            *maxRequests,
 			logLevel:               *logLevel,
+			historyFile:            *historyFile,
 		})
 	case workerCmd.FullCommand():
 		err = runWorker()

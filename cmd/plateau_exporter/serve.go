@@ -7,6 +7,8 @@ import (
 	"net/http"
 	"os"
 	"os/signal"
+	"path/filepath"
+	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -36,6 +38,19 @@ type serveOptions struct {
 	disableExporterMetrics bool
 	maxRequests            int
 	logLevel               string
+	historyFile            string
+}
+
+// defaultHistoryFile is history.json in the service's state directory,
+// which systemd names in STATE_DIRECTORY (the first one, when the unit has
+// several, colon-separated), or "" outside systemd: a newcomer's run with
+// the embedded default config writes nothing anywhere.
+func defaultHistoryFile(getenv func(string) string) string {
+	dir, _, _ := strings.Cut(getenv("STATE_DIRECTORY"), ":")
+	if dir == "" {
+		return ""
+	}
+	return filepath.Join(dir, "history.json")
 }
 
 // loadConfig reads the named file; with none named, the packaged file if it
@@ -164,7 +179,9 @@ func serve(logger log.Logger, o serveOptions) error {
 	}
 	level.Info(logger).Log("msg", "counter collectors enabled", "collectors", fmt.Sprint(counters.Enabled()))
 
-	results := store.New()
+	// The history of the change ratios is loaded before the first
+	// Configure, which keeps the entries of the configured probes.
+	results := store.Open(store.Options{HistoryFile: o.historyFile, Logger: logger})
 	runner := &worker.ProcessRunner{Command: worker.DefaultCommand(), Logger: logger}
 	scheduler := schedule.New(schedule.Options{Logger: logger, Hostname: o.hostname, Runner: runner, Reporter: results})
 

@@ -2,13 +2,24 @@
 // descriptors, declared once, the latest result and counters of every
 // configured probe, recorded when a run ends, and Collect, which copies them
 // out under a read lock so a scrape never waits for a probe. Ratios come
-// from plateau's Compare, the same verdict the probe command prints.
+// from plateau's Compare, the same verdict the probe command prints; change
+// ratios from plateau's ChangeOf over each op's last results, which the
+// store keeps, in a history file when one is given, across restarts.
 package store
 
 import (
+	"errors"
+	"fmt"
+	"math"
+	"os"
+	"slices"
 	"sort"
 	"sync"
+	"sync/atomic"
+	"time"
 
+	"github.com/go-kit/log"
+	"github.com/go-kit/log/level"
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/plateau-exporter/plateau_exporter/probe"
@@ -76,23 +87,41 @@ var (
 	descThreshold = prometheus.NewDesc(prometheus.BuildFQName(namespace, "alert", "threshold_ratio"),
 		"Ratio to baseline below which the probe's results are a warning or critical regression (the target's warning_ratio and critical_ratio).",
 		[]string{"target", "probe", "severity"}, nil)
+	descChange = prometheus.NewDesc(prometheus.BuildFQName(namespace, "probe", "change_ratio"),
+		fmt.Sprintf("Geometric mean of the op's last %d results divided by the probe's recent normal, the median of that %d-run mean over the %d runs before them (1 = as usual, 0.5 = half). Absent until the probe has %d successful runs.",
+			plateau.ChangeRuns, plateau.ChangeRuns, plateau.NormalRuns, minChangeRuns), probeOpLabels, nil)
+	descChangeNoise = prometheus.NewDesc(prometheus.BuildFQName(namespace, "probe", "change_noise_ratio"),
+		fmt.Sprintf("How much that %d-run mean moves on its own: 1.4826 x the median absolute deviation of its natural log over the same %d runs, about its relative standard deviation.",
+			plateau.ChangeRuns, plateau.NormalRuns), probeOpLabels, nil)
+	descHistoryLoaded = prometheus.NewDesc(prometheus.BuildFQName(namespace, "probe", "history_last_load_successful"),
+		"1 if the history file of the change ratios (--probe.history-file) was loaded at start, or none is configured; 0 if it could not be read or was corrupt: it was set aside as <file>.corrupt-* and the change ratios start anew.", nil, nil)
+	descHistoryWriteErrors = prometheus.NewDesc(prometheus.BuildFQName(namespace, "probe", "history_write_errors_total"),
+		"Failed writes of the history file of the change ratios (--probe.history-file); the reason is in the log. Until a write succeeds, a restart loses the runs since the last one.", nil, nil)
 )
+
+// minChangeRuns is how many successful runs ChangeOf needs: the recent
+// ChangeRuns, MinNormalRuns before them, and ChangeRuns-1 more for the
+// first normal run's rolling mean.
+const minChangeRuns = plateau.MinNormalRuns + 2*plateau.ChangeRuns - 1
 
 type probeKey struct{ target, probe string }
 
 // probeState is everything exported about one probe.
 type probeState struct {
 	target, probe, kind string
-	interval            float64
-	inProgress          bool
-	last                *probe.Result
-	lastSuccess         *probe.Result
-	runs                map[string]float64
-	errors              map[string]float64
-	skips               map[string]float64
-	ioBytes             map[string]float64
-	latency             map[string]*probe.LatencyHistogram
-	plateau             plateau.Plateau
+	// params is plateau.ProbeParams of the configured probe, the part of
+	// its history's key that a reload may change.
+	params      string
+	interval    float64
+	inProgress  bool
+	last        *probe.Result
+	lastSuccess *probe.Result
+	runs        map[string]float64
+	errors      map[string]float64
+	skips       map[string]float64
+	ioBytes     map[string]float64
+	latency     map[string]*probe.LatencyHistogram
+	plateau     plateau.Plateau
 }
 
 type targetState struct {
@@ -106,21 +135,92 @@ type Store struct {
 	mu      sync.RWMutex
 	probes  map[probeKey]*probeState
 	targets map[string]*targetState
+	// history is every configured probe op's last successful results,
+	// for the change ratios; historyGen counts its changes, so that a
+	// snapshot written late never replaces a newer one in the file.
+	history    plateau.History
+	historyGen uint64
+	// historyLoaded is false when the history file could not be loaded.
+	historyLoaded bool
+
+	// historyFile is where the history is saved, "" for nowhere.
+	historyFile string
+	logger      log.Logger
+	// writeMu serializes writes of the history file, which happen outside
+	// mu so that neither a scrape nor another probe waits for an fsync.
+	writeMu sync.Mutex
+	// written is the historyGen of the snapshot in the file (under writeMu).
+	written uint64
+	// notSetAside is set while a file that could not be loaded is still
+	// at historyFile (renaming it failed): writing would destroy it, so
+	// nothing is written until it is set aside (under writeMu).
+	notSetAside bool
+	writeErrors atomic.Uint64
 }
 
-// New returns an empty store.
+// Options configure a store.
+type Options struct {
+	// HistoryFile keeps the change ratios' history across restarts (it is
+	// loaded by Open, written after every successful run); "" keeps it in
+	// memory only.
+	HistoryFile string
+	// Logger gets what goes wrong with the history file; nil logs nothing.
+	Logger log.Logger
+}
+
+// New returns an empty store that keeps its history in memory only.
 func New() *Store {
-	return &Store{probes: map[probeKey]*probeState{}, targets: map[string]*targetState{}}
+	return Open(Options{})
+}
+
+// Open returns a store with the history of o.HistoryFile. It never fails: a
+// file that cannot be loaded is renamed to <file>.corrupt-<UTC time> and
+// logged, the gauge plateau_probe_history_last_load_successful is 0, and
+// the history starts empty, since a daemon that refuses to start over a
+// cache of recent results would lose far more than those results.
+func Open(o Options) *Store {
+	s := &Store{
+		probes: map[probeKey]*probeState{}, targets: map[string]*targetState{},
+		history: plateau.History{}, historyLoaded: true,
+		historyFile: o.HistoryFile, logger: o.Logger,
+	}
+	if s.logger == nil {
+		s.logger = log.NewNopLogger()
+	}
+	if s.historyFile == "" {
+		return s
+	}
+	h, err := plateau.LoadHistoryFile(s.historyFile)
+	if err == nil {
+		s.history = h
+		level.Info(s.logger).Log("msg", "history of the change ratios loaded", "file", s.historyFile, "entries", len(h))
+		return s
+	}
+	s.historyLoaded = false
+	aside, aerr := plateau.SetAsideHistoryFile(s.historyFile, time.Now())
+	if aerr != nil {
+		s.notSetAside = true
+		level.Error(s.logger).Log("msg", "history of the change ratios not loaded, and the file could not be set aside; it is not written until it can be", "err", err, "set_aside_err", aerr)
+		return s
+	}
+	level.Warn(s.logger).Log("msg", "history of the change ratios not loaded; file set aside, starting with empty history", "err", err, "set_aside_as", aside)
+	return s
 }
 
 // Configure keeps the state of probes that are still configured (same
 // target, name and kind) and drops the rest, so counters survive a reload.
 // Baselines (nil when none could be loaded) are matched to probes here.
+// History is kept for probes with the same parameters too: a probe with
+// another size or number of workers measures something else, so its
+// history starts anew, and a removed probe's is dropped (from the file at
+// the next write).
 func (s *Store) Configure(cfg *probe.Config, baselines *plateau.Baselines) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	keep := map[probeKey]*probeState{}
 	targets := map[string]*targetState{}
+	type paramsKey struct{ target, probe, params string }
+	configured := map[paramsKey]bool{}
 	for _, t := range cfg.Targets {
 		if ts, ok := s.targets[t.Name]; ok {
 			targets[t.Name] = ts
@@ -134,8 +234,16 @@ func (s *Store) Configure(cfg *probe.Config, baselines *plateau.Baselines) {
 				st = newProbeState(t.Name, p)
 			}
 			st.interval = p.Interval.Seconds()
+			st.params = plateau.ProbeParams(p)
 			st.plateau = plateau.PlateauOf(baselines, t, p)
 			keep[k] = st
+			configured[paramsKey{t.Name, p.Name, st.params}] = true
+		}
+	}
+	for k := range s.history {
+		if !configured[paramsKey{k.Target, k.Probe, k.Params}] {
+			delete(s.history, k)
+			s.historyGen++
 		}
 	}
 	// A stuck worker of a removed target still counts until it exits.
@@ -198,19 +306,29 @@ func (s *Store) RecordSkip(target, probe, reason string) {
 }
 
 // Record stores the result of a run; timedOut is set when its worker was
-// killed at the timeout.
+// killed at the timeout. After a successful run the history file is
+// written, outside the lock.
 func (s *Store) Record(r *probe.Result, timedOut bool) {
+	if gen, snapshot := s.record(r, timedOut); snapshot != nil {
+		s.saveHistory(gen, snapshot)
+	}
+}
+
+// record is Record under the lock; it returns a snapshot of the history to
+// save and its generation, or nil when there is nothing to save.
+func (s *Store) record(r *probe.Result, timedOut bool) (uint64, plateau.History) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	st := s.state(r.Target, r.Probe)
 	if st == nil {
-		return // the probe was removed by a reload while it ran
+		return 0, nil // the probe was removed by a reload while it ran
 	}
+	success := false
 	switch {
 	case r.Skipped != "":
 		st.runs[ResultSkipped]++
 		st.skips[r.Skipped]++
-		return
+		return 0, nil
 	case timedOut || r.Reason == probe.ReasonTimeout:
 		// Killed at the timeout, or stopped itself just before it: both
 		// are timeouts, not failures.
@@ -220,6 +338,7 @@ func (s *Store) Record(r *probe.Result, timedOut bool) {
 		st.runs[ResultFailure]++
 		st.errors[r.Reason]++
 	default:
+		success = true
 		st.runs[ResultSuccess]++
 		st.lastSuccess = r
 		for _, op := range r.Ops {
@@ -233,11 +352,87 @@ func (s *Store) Record(r *probe.Result, timedOut bool) {
 			}
 			_ = h.Add(op.Latency)
 		}
+		// A run in another I/O mode than the baselines' enters the history
+		// all the same: the change ratio compares the probe with itself.
+		s.addHistory(st, r)
 	}
 	for _, op := range r.Ops {
 		st.ioBytes[op.Op] += float64(op.Bytes)
 	}
 	st.last = r
+	if !success || s.historyFile == "" {
+		return 0, nil
+	}
+	return s.historyGen, s.snapshotHistory()
+}
+
+// addHistory appends a successful run's results, in its kind's unit, to
+// its ops' histories, keeping the last plateau.HistoryRuns.
+func (s *Store) addHistory(st *probeState, r *probe.Result) {
+	updated := r.End
+	if updated.IsZero() {
+		updated = time.Now()
+	}
+	unit := probe.OpUnit(st.kind)
+	for _, op := range r.Ops {
+		v := op.Value(unit)
+		// Not a rate, and JSON cannot hold it: such a result would make
+		// the file unwritable rather than the statistic absent.
+		if !(v >= 0) || math.IsInf(v, 0) {
+			continue
+		}
+		k := plateau.HistoryKey{Target: st.target, Probe: st.probe, Op: op.Op, Params: st.params}
+		e := s.history[k]
+		e.Results = append(e.Results, v)
+		if n := len(e.Results); n > plateau.HistoryRuns {
+			e.Results = e.Results[n-plateau.HistoryRuns:]
+		}
+		e.Updated = updated
+		s.history[k] = e
+	}
+	s.historyGen++
+}
+
+// snapshotHistory copies the history, so that it can be written while
+// Record appends to it.
+func (s *Store) snapshotHistory() plateau.History {
+	h := make(plateau.History, len(s.history))
+	for k, e := range s.history {
+		h[k] = plateau.HistoryEntry{Results: slices.Clone(e.Results), Updated: e.Updated}
+	}
+	return h
+}
+
+// saveHistory writes a snapshot of generation gen, unless a newer one was
+// written already (two runs that end together may get here out of order).
+// A failure is logged and counted, never fatal: the probes and their
+// metrics do not depend on the file.
+func (s *Store) saveHistory(gen uint64, h plateau.History) {
+	s.writeMu.Lock()
+	defer s.writeMu.Unlock()
+	if gen <= s.written {
+		return
+	}
+	if s.notSetAside {
+		aside, err := plateau.SetAsideHistoryFile(s.historyFile, time.Now())
+		switch {
+		case err == nil:
+			level.Warn(s.logger).Log("msg", "history file that could not be loaded set aside", "set_aside_as", aside)
+		case errors.Is(err, os.ErrNotExist):
+			// Gone (removed by hand): nothing left to keep.
+		default:
+			s.writeErrors.Add(1)
+			level.Error(s.logger).Log("msg", "history not saved: the file that could not be loaded is still in its place", "err", err)
+			return
+		}
+		s.notSetAside = false
+	}
+	if err := plateau.WriteHistoryFile(s.historyFile, h); err != nil {
+		s.writeErrors.Add(1)
+		level.Error(s.logger).Log("msg", "history not saved; a restart would lose the runs since the last save", "err", err)
+		return
+	}
+	s.written = gen
 }
 
 // SetAbandoned sets how many killed workers of the target have not
@@ -257,7 +452,8 @@ func (s *Store) SetAbandoned(target string, workers int) {
 func (s *Store) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{descSuccess, descLastRun, descLastSuccess, descDuration, descInterval, descInProgress, descInfo,
 		descThroughput, descOpsRate, descLatency, descRuns, descErrors, descSkips, descIOBytes, descHung, descAbandoned,
-		descBaselineBytes, descBaselineOps, descRatio, descModeMismatch, descThreshold} {
+		descBaselineBytes, descBaselineOps, descRatio, descModeMismatch, descThreshold,
+		descChange, descChangeNoise, descHistoryLoaded, descHistoryWriteErrors} {
 		ch <- d
 	}
 }
@@ -316,6 +512,13 @@ func (s *Store) Collect(ch chan<- prometheus.Metric) {
 						gauge(descRatio, v.Ratio, append(l, v.Op)...)
 					}
 				}
+				for _, op := range ls.Ops {
+					k := plateau.HistoryKey{Target: st.target, Probe: st.probe, Op: op.Op, Params: st.params}
+					if c, ok := plateau.ChangeOf(s.history[k].Results); ok {
+						gauge(descChange, c.Ratio, append(l, op.Op)...)
+						gauge(descChangeNoise, c.Noise, append(l, op.Op)...)
+					}
+				}
 			}
 		}
 		for _, op := range sortedKeys(st.plateau.Baselines) {
@@ -333,6 +536,8 @@ func (s *Store) Collect(ch chan<- prometheus.Metric) {
 		gauge(descHung, b2f(ts.abandoned > 0), name)
 		gauge(descAbandoned, float64(ts.abandoned), name)
 	}
+	gauge(descHistoryLoaded, b2f(s.historyLoaded))
+	counter(descHistoryWriteErrors, float64(s.writeErrors.Load()))
 }
 
 func b2f(b bool) float64 {
