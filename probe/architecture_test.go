@@ -28,7 +28,11 @@ var importRules = []importRule{
 	{"probe/worker", []string{"probe/schedule", "probe/plateau", "probe/store", "collector"}, "the pipe knows only requests and results"},
 	{"probe/schedule", []string{"probe/store", "probe/plateau", "collector"}, "the scheduler reports through its own interface and never reads exposition state"},
 	{"probe/store", []string{"probe/schedule", "probe/worker", "probe/engine", "collector"}, "the store records what it is told; cmd wires it to the scheduler"},
-	{"probe/plateau", []string{"probe/store", "probe/schedule", "probe/worker", "probe/engine", "collector"}, "the verdict depends on results, not on how they were obtained"},
+	{"probe/plateau", []string{"probe/plateau/backtest", "probe/store", "probe/schedule", "probe/worker", "probe/engine", "collector"}, "the verdict depends on results, not on how they were obtained"},
+	{"probe/plateau/backtest", []string{"probe/store", "probe/schedule", "probe/worker", "probe/engine", "collector"},
+		"the backtest replays recorded results through the verdict's own code and the rules, never the probing"},
+	{"probe/store", []string{"probe/plateau/backtest", "github.com/prometheus/prometheus/promql", "github.com/prometheus/prometheus/rules"},
+		"the scrape path computes nothing with Prometheus's engine; the backtest is a command of its own"},
 	{"cmd/plateau_exporter", []string{"internal/probetest", "internal/probefixture", "internal/faultfs"}, "test helpers never ship in the binary"},
 }
 

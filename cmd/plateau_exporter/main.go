@@ -44,6 +44,7 @@ func main() {
 	probeOutput := probeCmd.Flag("output", "Output format: table or json.").Default("table").Enum("table", "json")
 
 	characterizeCmd, runCharacterizeCmd := characterizeCommand(app)
+	backtestCmd, runBacktestCmd := backtestCommand(app)
 
 	cmd := kingpin.MustParse(app.Parse(os.Args[1:]))
 	logger := newLogger(*logLevel, *logFormat, os.Stderr)
@@ -78,6 +79,8 @@ func main() {
 		err = runProbes(os.Stdout, logger, probeOptions{configFile: *configFile, hostname: host, targets: *probeTargets, probes: *probeProbes, output: *probeOutput})
 	case characterizeCmd.FullCommand():
 		err = runCharacterizeCmd(logger, *configFile, host)
+	case backtestCmd.FullCommand():
+		err = runBacktestCmd(os.Stdout)
 	}
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "plateau_exporter:", err)

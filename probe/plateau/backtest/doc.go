@@ -1,0 +1,9 @@
+// Package backtest replays recorded probe series through alerting and
+// recording rules with Prometheus's own rule engine, as `promtool test
+// rules` does, and measures how the rules would have behaved: how often
+// they page on the unmodified series, and how fast they page on drops
+// injected into it. It owns `plateau_exporter backtest`: reading series
+// (a CSV file, or a running Prometheus), synthesizing the metrics the
+// daemon would have exported run by run, evaluating two rule sets side by
+// side on the same trials, and the report (table, JSON, SVG).
+package backtest

@@ -1,0 +1,16 @@
+package backtest
+
+import "time"
+
+// Series is one probe op's recorded results, oldest first: what a probe
+// on one node measured run after run, as the daemon exports it in
+// plateau_probe_throughput_bytes_per_second or
+// plateau_probe_operations_per_second.
+type Series struct {
+	// Key names the series in reports, e.g. "cori/cscratch/ior/read" or
+	// "node01:9731/scratch/seq/write".
+	Key string
+	// Times are the runs' start times, Values their results, index by index.
+	Times  []time.Time
+	Values []float64
+}
