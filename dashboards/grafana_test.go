@@ -3,6 +3,7 @@ package dashboards
 import (
 	"encoding/json"
 	"fmt"
+	"math"
 	"regexp"
 	"strings"
 	"testing"
@@ -293,6 +294,13 @@ func TestOverviewAndProbeDashboardsShowWhatTheIssueAsks(t *testing.T) {
 		"plateau-overview": {
 			{"status-history", "plateau_probe_ratio"},
 			{"table", "ALERTS"},
+			// Nodes in sudden regression beside the chronic view.
+			{"stat", "instance_target:plateau_probe_regression:max"},
+			{"status-history", "instance_target:plateau_probe_regression:max"},
+			{"table", "instance_target_probe_op:plateau_probe_regression:bool"},
+			{"table", "instance_target_probe_op:plateau_probe_ratio:median6h"},
+			{"timeseries", "target:plateau_probe_regression:ratio"},
+			{"timeseries", "instance_target_probe_op:plateau_probe_ratio:median6h"},
 		},
 		"plateau-probe": {
 			{"timeseries", "plateau_baseline_throughput_bytes_per_second"},
@@ -300,6 +308,11 @@ func TestOverviewAndProbeDashboardsShowWhatTheIssueAsks(t *testing.T) {
 			{"timeseries", "plateau_baseline_operations_per_second"},
 			{"timeseries", "plateau_probe_operations_per_second"},
 			{"timeseries", "histogram_quantile(0.99, sum by (le, target, probe, op) (rate(plateau_probe_latency_seconds_bucket"},
+			// The two verdicts of issue 14: the change ratio beside its
+			// page threshold, the 6h median beside the warning threshold.
+			{"timeseries", "plateau_probe_change_ratio"},
+			{"timeseries", "plateau_probe_change_noise_ratio"},
+			{"timeseries", "instance_target_probe_op:plateau_probe_ratio:median6h"},
 		},
 	}
 	for _, d := range loadDashboards(t) {
@@ -322,5 +335,55 @@ func TestOverviewAndProbeDashboardsShowWhatTheIssueAsks(t *testing.T) {
 				t.Errorf("%s: no %s panel queries %s", d.path, w.panelType, w.exprPart)
 			}
 		}
+	}
+}
+
+// TestDashboardPageThresholdsMatchRules keeps the page threshold the
+// dashboards draw equal to the one rules.yml pages with: PromQL cannot
+// share an expression between a rule and a panel, so the panel repeats
+// it, and a tuning of K or the clamp bounds in rules.yml must be repeated
+// there. Both are evaluated over a range of noise values. A threshold is
+// a query of the noise whose legend ends with "page threshold".
+func TestDashboardPageThresholdsMatchRules(t *testing.T) {
+	want := pageThreshold(t)
+	found := 0
+	for _, d := range loadDashboards(t) {
+		for _, p := range d.panels() {
+			targets, _ := p["targets"].([]any)
+			for _, tg := range targets {
+				m, _ := tg.(map[string]any)
+				raw, _ := m["expr"].(string)
+				legend, _ := m["legendFormat"].(string)
+				if !strings.Contains(raw, changeNoiseMetric) || !strings.HasSuffix(legend, "page threshold") {
+					continue
+				}
+				where := fmt.Sprintf("%s: panel %q query %v", d.path, p["title"], m["refId"])
+				expr, err := parsePromQL(interpolateGrafana(raw))
+				if err != nil {
+					t.Errorf("%s: %v", where, err)
+					continue
+				}
+				found++
+				for _, noise := range []float64{0, 0.01, 0.05, 0.08, 0.1, 0.15, 0.2, 0.3, 0.5, 1} {
+					w, err := want(noise)
+					if err != nil {
+						t.Fatal(err)
+					}
+					got, err := evalNoiseFunction(expr, noise)
+					if err != nil {
+						t.Errorf("%s: %v", where, err)
+						break
+					}
+					if math.Abs(got-w) > 1e-9 {
+						t.Errorf("%s: page threshold %.4f at noise %g, but %s pages under %.4f: copy the threshold of %s %s",
+							where, got, noise, rulesFile, w, rulesFile, regressionRecord)
+						break
+					}
+				}
+			}
+		}
+	}
+	if found == 0 {
+		t.Errorf("no dashboard draws the page threshold (a query of %s with a legend ending in \"page threshold\")", changeNoiseMetric)
 	}
 }

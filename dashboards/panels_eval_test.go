@@ -124,7 +124,13 @@ func TestDashboardQueriesReturnData(t *testing.T) {
 			}
 		}
 	}
-	evaluateOnExportedSeries(t, promtool, queries, nil)
+	// The dashboards read the recorded series of the verdicts too, so the
+	// rules run beside the exported series.
+	rules, err := filepath.Abs(rulesFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	evaluateOnExportedSeries(t, promtool, queries, []string{rules})
 }
 
 // TestRuleExpressionsMatchExportedSeries does for the rules what the

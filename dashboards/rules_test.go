@@ -1,13 +1,18 @@
 package dashboards
 
 import (
+	"fmt"
+	"math"
 	"os"
 	"path/filepath"
 	"regexp"
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
+	"github.com/prometheus/common/model"
+	"github.com/prometheus/prometheus/promql/parser"
 	"gopkg.in/yaml.v3"
 )
 
@@ -285,4 +290,364 @@ func matcherMatchesAny(t *testing.T, op, value string, rules []rule, field func(
 		}
 	}
 	return false
+}
+
+// The margins the promtool tests of tests/probes.yml and tests/fleet.yml
+// are written with, so that they survive the tuning of the page by
+// backtest (see the head of tests/probes.yml). TestPromtoolTestMarginsHold
+// says which one a tuning broke, rather than leaving it to a promtool
+// failure at some eval time.
+const (
+	// Cases that must page drop the change ratio to at most this, with
+	// marginNoise.
+	marginPageRatio = 0.35
+	// Cases that must not page hold it at least this high with
+	// marginNoise: one slow run as the daemon exports it, 2^(-1/4) =
+	// 0.841 for four runs, since each run counts at worst as half the
+	// normal (winsorFloor in probe/plateau/change.go).
+	marginQuietRatio = 0.84
+	marginNoise      = 0.05
+	// A noisy op (noise marginNoisyNoise) is quiet at marginNoisyQuiet
+	// and still pages at marginNoisyPage.
+	marginNoisyNoise = 0.4
+	marginNoisyQuiet = 0.7
+	marginNoisyPage  = 0.1
+	// Pages are expected this long after the change ratio reached its
+	// low, and expected gone this long after it recovered.
+	marginMaxFor           = 30 * time.Minute
+	marginMaxKeepFiringFor = time.Hour
+	// One slow run taken literally (the change ratio low for one run of
+	// 15m) is silent only while `for` outlasts it.
+	marginMinFor = 15 * time.Minute
+)
+
+func TestPromtoolTestMarginsHold(t *testing.T) {
+	threshold := pageThreshold(t)
+	check := func(noise, ratio float64, page bool) {
+		t.Helper()
+		thr, err := threshold(noise)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := ratio < thr; got != page {
+			t.Errorf("with noise %g the page threshold is %.3f, so a change ratio of %g pages: %v, but the promtool tests "+
+				"assume %v (see the head of tests/probes.yml); move their values or reconsider the tuning", noise, thr, ratio, got, page)
+		}
+	}
+	check(marginNoise, marginPageRatio, true)
+	check(marginNoise, marginQuietRatio, false)
+	check(marginNoisyNoise, marginNoisyQuiet, false)
+	check(marginNoisyNoise, marginNoisyPage, true)
+
+	for _, name := range []string{"PlateauProbeRegression", "PlateauFileSystemRegression"} {
+		r := alertNamed(t, name)
+		forDur, keep := ruleDuration(t, r, r.For), ruleDuration(t, r, r.KeepFiringFor)
+		if forDur > marginMaxFor {
+			t.Errorf("%s: for %s, longer than the %s after which the promtool tests expect it firing", name, r.For, marginMaxFor)
+		}
+		if keep > marginMaxKeepFiringFor {
+			t.Errorf("%s: keep_firing_for %s, longer than the %s after which the promtool tests expect it gone", name, r.KeepFiringFor, marginMaxKeepFiringFor)
+		}
+	}
+	if r := alertNamed(t, "PlateauProbeRegression"); ruleDuration(t, r, r.For) < marginMinFor {
+		t.Errorf("PlateauProbeRegression: for %s, shorter than one default run (%s): a change ratio low for one run "+
+			"would page, and the next run would not have to agree", r.For, marginMinFor)
+	}
+}
+
+// TestFileSystemPageFiresBeforeNodePages keeps what the inhibition of the
+// node pages by PlateauFileSystemRegression (alertmanager.yml) relies on:
+// when the nodes of a file system fall together, the file-system page
+// fires before their node pages would notify.
+func TestFileSystemPageFiresBeforeNodePages(t *testing.T) {
+	fs, node := alertNamed(t, "PlateauFileSystemRegression"), alertNamed(t, "PlateauProbeRegression")
+	if ruleDuration(t, fs, fs.For) >= ruleDuration(t, node, node.For) {
+		t.Errorf("PlateauFileSystemRegression: for %s is not shorter than PlateauProbeRegression's %s: the node pages "+
+			"of a storage problem would notify before the file-system page that inhibits them", fs.For, node.For)
+	}
+}
+
+// alertNamed returns the one alerting rule of alertsFile with this name.
+func alertNamed(t *testing.T, name string) rule {
+	t.Helper()
+	var found []rule
+	for _, r := range loadRules(t, alertsFile) {
+		if r.Alert == name {
+			found = append(found, r)
+		}
+	}
+	if len(found) != 1 {
+		t.Fatalf("%s defines alert %s %d times, want once", alertsFile, name, len(found))
+	}
+	return found[0]
+}
+
+// ruleDuration parses a `for` or keep_firing_for; empty is zero.
+func ruleDuration(t *testing.T, r rule, s string) time.Duration {
+	t.Helper()
+	if s == "" {
+		return 0
+	}
+	d, err := model.ParseDuration(s)
+	if err != nil {
+		t.Fatalf("alert %s: duration %q: %v", r.Alert, s, err)
+	}
+	return time.Duration(d)
+}
+
+const (
+	changeRatioMetric = "plateau_probe_change_ratio"
+	changeNoiseMetric = "plateau_probe_change_noise_ratio"
+	regressionRecord  = "instance_target_probe_op:plateau_probe_regression:bool"
+)
+
+// pageThreshold reads the sudden-regression verdict of rules.yml, a
+// comparison of plateau_probe_change_ratio with a threshold computed from
+// plateau_probe_change_noise_ratio, and returns that threshold as a
+// function of the noise.
+func pageThreshold(t *testing.T) func(noise float64) (float64, error) {
+	t.Helper()
+	for _, r := range loadRules(t, rulesFile) {
+		if r.Record != regressionRecord {
+			continue
+		}
+		expr, err := parsePromQL(r.Expr)
+		if err != nil {
+			t.Fatalf("%s: %s: %v", rulesFile, r.Record, err)
+		}
+		side, err := thresholdSide(expr)
+		if err != nil {
+			t.Fatalf("%s: %s: %v", rulesFile, r.Record, err)
+		}
+		return func(noise float64) (float64, error) { return evalNoiseFunction(side, noise) }
+	}
+	t.Fatalf("%s records no %s", rulesFile, regressionRecord)
+	return nil
+}
+
+// thresholdSide finds the comparison of the change ratio with its
+// threshold in expr and returns the threshold's side.
+func thresholdSide(expr parser.Expr) (parser.Expr, error) {
+	var side parser.Expr
+	parser.Inspect(expr, func(node parser.Node, _ []parser.Node) error {
+		b, ok := node.(*parser.BinaryExpr)
+		if !ok || side != nil || !b.Op.IsComparisonOperator() {
+			return nil
+		}
+		switch {
+		case selects(b.LHS, changeRatioMetric):
+			side = b.RHS
+		case selects(b.RHS, changeRatioMetric):
+			side = b.LHS
+		}
+		return nil
+	})
+	if side == nil {
+		return nil, fmt.Errorf("no comparison of %s with a threshold", changeRatioMetric)
+	}
+	return side, nil
+}
+
+// selects reports whether e is (in parentheses or not) a selector of name.
+func selects(e parser.Expr, name string) bool {
+	for {
+		switch n := e.(type) {
+		case *parser.ParenExpr:
+			e = n.Expr
+		case *parser.VectorSelector:
+			return selectorName(n) == name
+		default:
+			return false
+		}
+	}
+}
+
+// evalNoiseFunction evaluates a PromQL expression of numbers and one
+// series, plateau_probe_change_noise_ratio (whatever its matchers), for
+// one value of that series. It knows the arithmetic and the functions a
+// threshold is written with; anything else is an error, for the test to
+// learn.
+func evalNoiseFunction(e parser.Expr, noise float64) (float64, error) {
+	eval := func(e parser.Expr) (float64, error) { return evalNoiseFunction(e, noise) }
+	switch n := e.(type) {
+	case *parser.NumberLiteral:
+		return n.Val, nil
+	case *parser.ParenExpr:
+		return eval(n.Expr)
+	case *parser.UnaryExpr:
+		v, err := eval(n.Expr)
+		if n.Op == parser.SUB {
+			v = -v
+		}
+		return v, err
+	case *parser.VectorSelector:
+		if selectorName(n) != changeNoiseMetric {
+			return 0, fmt.Errorf("threshold reads %s, want only %s", n, changeNoiseMetric)
+		}
+		return noise, nil
+	case *parser.BinaryExpr:
+		l, err := eval(n.LHS)
+		if err != nil {
+			return 0, err
+		}
+		r, err := eval(n.RHS)
+		if err != nil {
+			return 0, err
+		}
+		switch n.Op {
+		case parser.ADD:
+			return l + r, nil
+		case parser.SUB:
+			return l - r, nil
+		case parser.MUL:
+			return l * r, nil
+		case parser.DIV:
+			return l / r, nil
+		}
+		return 0, fmt.Errorf("operator %s in threshold %s", n.Op, e)
+	case *parser.Call:
+		args := make([]float64, len(n.Args))
+		for i, a := range n.Args {
+			v, err := eval(a)
+			if err != nil {
+				return 0, err
+			}
+			args[i] = v
+		}
+		switch n.Func.Name {
+		case "clamp":
+			return math.Min(math.Max(args[0], args[1]), args[2]), nil
+		case "clamp_min":
+			return math.Max(args[0], args[1]), nil
+		case "clamp_max":
+			return math.Min(args[0], args[1]), nil
+		case "abs":
+			return math.Abs(args[0]), nil
+		case "sqrt":
+			return math.Sqrt(args[0]), nil
+		case "exp":
+			return math.Exp(args[0]), nil
+		}
+		return 0, fmt.Errorf("function %s in threshold %s", n.Func.Name, e)
+	}
+	return 0, fmt.Errorf("cannot evaluate %s (%T) in a threshold", e, e)
+}
+
+// alertLabels is one alert as Alertmanager sees it, for the inhibition
+// checks below.
+type alertLabels map[string]string
+
+// TestInhibitionsKeepOneProblemOnePage checks the inhibitions of
+// alertmanager.yml against the cases they exist for: a storage problem
+// pages once per file system, a sudden regression is not repeated by the
+// chronic warning of the same op, a hung mount explains the rest of its
+// node's probe alerts, and none of it reaches across file systems or nodes.
+func TestInhibitionsKeepOneProblemOnePage(t *testing.T) {
+	data, err := os.ReadFile(alertmanagerFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var cfg alertmanagerConfig
+	if err := yaml.Unmarshal(data, &cfg); err != nil {
+		t.Fatalf("%s: %v", alertmanagerFile, err)
+	}
+	node := func(alert, severity, instance, target, op string) alertLabels {
+		return alertLabels{"alertname": alert, "severity": severity, "job": "plateau", "instance": instance,
+			"target": target, "probe": "seq", "kind": "sequential", "op": op}
+	}
+	fsPage := alertLabels{"alertname": "PlateauFileSystemRegression", "severity": "critical", "job": "plateau", "target": "scratch"}
+	page := node("PlateauProbeRegression", "critical", "node01:9731", "scratch", "read")
+	warning := node("PlateauProbeBelowPlateau", "warning", "node01:9731", "scratch", "read")
+	hung := alertLabels{"alertname": "PlateauProbeHung", "severity": "critical", "job": "plateau", "instance": "node01:9731", "target": "scratch"}
+	cases := []struct {
+		name           string
+		source, target alertLabels
+		inhibited      bool
+	}{
+		{"the file-system page holds its node pages", fsPage, page, true},
+		{"the file-system page holds its chronic warnings", fsPage, warning, true},
+		{"the file-system page holds another node's page", fsPage, node("PlateauProbeRegression", "critical", "node07:9731", "scratch", "write"), true},
+		{"the file-system page leaves another file system's pages", fsPage, node("PlateauProbeRegression", "critical", "node01:9731", "home", "read"), false},
+		{"the file-system page leaves another job's pages", fsPage, func() alertLabels {
+			a := node("PlateauProbeRegression", "critical", "node01:9731", "scratch", "read")
+			a["job"] = "other"
+			return a
+		}(), false},
+		{"a node page holds the chronic warning of its op", page, warning, true},
+		{"a node page leaves the chronic warning of another op", page, node("PlateauProbeBelowPlateau", "warning", "node01:9731", "scratch", "write"), false},
+		{"a node page leaves another node's warning", page, node("PlateauProbeBelowPlateau", "warning", "node02:9731", "scratch", "read"), false},
+		{"a node page leaves the file-system page", page, fsPage, false},
+		{"a node page leaves another node's page", page, node("PlateauProbeRegression", "critical", "node02:9731", "scratch", "read"), false},
+		{"a chronic warning leaves the page", warning, page, false},
+		{"a hung mount holds the node page", hung, page, true},
+		{"a hung mount holds the chronic warning", hung, warning, true},
+		{"a hung mount holds the failing probe", hung, node("PlateauProbeFailing", "warning", "node01:9731", "scratch", ""), true},
+		{"a hung mount holds the probe not run", hung, node("PlateauProbeNotRun", "warning", "node01:9731", "scratch", ""), true},
+		{"a hung mount leaves another node", hung, node("PlateauProbeRegression", "critical", "node02:9731", "scratch", "read"), false},
+		{"a hung mount leaves another target of its node", hung, node("PlateauProbeRegression", "critical", "node01:9731", "home", "read"), false},
+		{"a hung mount leaves the file-system page", hung, fsPage, false},
+	}
+	for _, c := range cases {
+		for k := range c.target {
+			if c.target[k] == "" {
+				delete(c.target, k)
+			}
+		}
+		if got := inhibits(t, cfg, c.source, c.target); got != c.inhibited {
+			t.Errorf("%s: %s inhibits %s: %v, want %v", c.name, c.source["alertname"], c.target["alertname"], got, c.inhibited)
+		}
+	}
+}
+
+// inhibits reports whether a firing source alert inhibits the target alert
+// under one of cfg's rules, as Alertmanager decides it: the source matches
+// the source matchers, the target the target matchers, and each label of
+// `equal` has the same value on both (a missing label is the empty value).
+func inhibits(t *testing.T, cfg alertmanagerConfig, source, target alertLabels) bool {
+	t.Helper()
+	for _, ir := range cfg.InhibitRules {
+		if !matchesAll(t, ir.SourceMatchers, source) || !matchesAll(t, ir.TargetMatchers, target) {
+			continue
+		}
+		equal := true
+		for _, l := range ir.Equal {
+			equal = equal && source[l] == target[l]
+		}
+		if equal {
+			return true
+		}
+	}
+	return false
+}
+
+func matchesAll(t *testing.T, matchers []string, a alertLabels) bool {
+	t.Helper()
+	for _, m := range matchers {
+		sub := matcherRE.FindStringSubmatch(m)
+		if sub == nil {
+			t.Fatalf("cannot read matcher %q", m)
+		}
+		value, err := strconv.Unquote(sub[3])
+		if err != nil {
+			t.Fatalf("matcher %q: %v", m, err)
+		}
+		v := a[sub[1]]
+		var ok bool
+		switch sub[2] {
+		case "=":
+			ok = v == value
+		case "!=":
+			ok = v != value
+		case "=~", "!~":
+			re, err := regexp.Compile("^(?:" + value + ")$")
+			if err != nil {
+				t.Fatalf("matcher %q: %v", m, err)
+			}
+			ok = re.MatchString(v) == (sub[2] == "=~")
+		}
+		if !ok {
+			return false
+		}
+	}
+	return true
 }
