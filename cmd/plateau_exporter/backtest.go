@@ -42,7 +42,7 @@ func backtestCommand(app *kingpin.Application) (*kingpin.CmdClause, func(w io.Wr
 	cmd.Flag("series-columns", "Comma-separated columns whose values together name a series.").Default("system,file_system,app,op").StringVar(&o.seriesColumns)
 	cmd.Flag("time-column", "Column of the run's start, Unix seconds.").Default("start_unix").StringVar(&o.timeColumn)
 	cmd.Flag("value-column", "Column of the run's result.").Default("mib_per_second").StringVar(&o.valueColumn)
-	cmd.Flag("value-scale", "Factor from the value column to the unit (1048576 for MiB/s to bytes/s).").Default(strconv.Itoa(1 << 20)).Float64Var(&o.valueScale)
+	cmd.Flag("value-scale", "Factor from the values read to the unit; default 1048576 (MiB/s, as the shared CSV has) for --input, 1 for --prometheus.url, whose values are in the unit already.").Default("0").Float64Var(&o.valueScale)
 	cmd.Flag("unit", "Unit of the scaled values: bytes_per_second or operations_per_second.").Default(probe.UnitBytesPerSecond).EnumVar(&o.unit, probe.UnitBytesPerSecond, probe.UnitOpsPerSecond)
 	cmd.Flag("prometheus.url", "Read the series from this Prometheus instead of --input (range queries).").StringVar(&o.promURL)
 	cmd.Flag("prometheus.selector", "Series selector of the results to read from Prometheus.").Default("plateau_probe_throughput_bytes_per_second").StringVar(&o.promSelector)
@@ -86,6 +86,12 @@ func runBacktest(w io.Writer, o backtestOptions) error {
 	}
 	o.opts.Current, o.opts.Reference = o.rules, o.referenceRules
 	o.opts.Unit, o.opts.Scale = o.unit, o.valueScale
+	if o.opts.Scale == 0 {
+		o.opts.Scale = 1
+		if o.input != "" {
+			o.opts.Scale = 1 << 20
+		}
+	}
 	o.opts.Logger = slog.New(slog.DiscardHandler)
 	report, err := backtest.Run(ctx, series, o.opts)
 	if err != nil {
