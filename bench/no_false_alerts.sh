@@ -3,7 +3,7 @@
 # dashboards/ (plateau_exporter on a loop-mounted ext4 with a baseline
 # characterized on it, the Debian packages' Prometheus with the shipped
 # rules and Alertmanager with the shipped route and inhibitions), never
-# throttled, for N successful probe runs; fails if PlateauProbeBelowPlateau
+# throttled, for N successful probe runs; fails if PlateauProbeRegression or PlateauProbeBelowPlateau
 # was ever pending or firing, or reached the webhook, and prints the
 # spread of the ratio the thresholds have to clear.
 #
@@ -32,4 +32,4 @@ if [ "$status" != 0 ]; then
 fi
 # The ratios per op, and the verdict.
 grep -o 'RESULT .*' "$log" | sed 's/^RESULT //'
-echo "PASS: no below-plateau alert in $runs unthrottled probe runs"
+echo "PASS: no regression or below-plateau alert in $runs unthrottled probe runs"

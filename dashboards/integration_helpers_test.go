@@ -2,15 +2,16 @@
 
 package dashboards
 
-// Set-up shared by the alerting integration tests: the real plateau_exporter
-// probing a loop-mounted ext4 from inside a blkio cgroup, with a baseline
-// characterized on that device; the Prometheus of the Debian package
-// scraping it with the shipped rules.yml and alerts.yml (only their `for`
-// and keep_firing_for shortened); the Alertmanager of the Debian package
-// with the shipped route and inhibitions, posting to a webhook inside the
-// test. Everything runs on free 127.0.0.1 ports with its own storage, never
-// on a system service, and is torn down in t.Cleanup in reverse order of
-// set-up, also when the test fails.
+// Set-up shared by the alerting integration tests: one or more real
+// plateau_exporter daemons probing one loop-mounted ext4, each from inside
+// its own blkio cgroup, with a baseline characterized on that device; the
+// Prometheus of the Debian package scraping them all with the shipped
+// rules.yml and alerts.yml (only their `for` and keep_firing_for
+// shortened); the Alertmanager of the Debian package with the shipped route
+// and inhibitions, posting to a webhook inside the test. Everything runs on
+// free 127.0.0.1 ports with its own storage, never on a system service, and
+// is torn down in t.Cleanup in reverse order of set-up, also when the test
+// fails.
 
 import (
 	"bytes"
@@ -45,23 +46,35 @@ import (
 )
 
 const (
-	stackHostname = "node1"
-	stackTarget   = "loop"
-	stackProbe    = "seq"
+	stackTarget = "loop"
+	stackProbe  = "seq"
 
+	// The page of a node, and of a file system (many nodes at once), and
+	// the chronic warning; see alerts.yml.
+	regressionAlert   = "PlateauProbeRegression"
+	fsRegressionAlert = "PlateauFileSystemRegression"
 	belowPlateauAlert = "PlateauProbeBelowPlateau"
 
-	// A probe every few seconds, so that the 45m median window of rules.yml
-	// (which only covers the time the daemon's series exist) turns over in
-	// a minute or two.
+	// minChangeRuns is how many successful runs a probe needs before the
+	// daemon exports plateau_probe_change_ratio (the store's minChangeRuns:
+	// the 4 recent runs, 10 runs of normal, 3 more for the first normal
+	// run's rolling mean). The tests wait for the series itself, and use
+	// this only to size their deadlines.
+	minChangeRuns = plateau.MinNormalRuns + 2*plateau.ChangeRuns - 1
+
+	// A probe every few seconds in the single-node stack, so that the 6h
+	// and 45m medians of rules.yml (which only cover the time the
+	// daemon's series exist) and the 34-run history of the change ratio
+	// fill in a few minutes.
 	probeInterval = 5 * time.Second
 	probeTimeout  = 4 * time.Second
 	blockSize     = 4 << 20
 
 	// durationScale divides every `for` and keep_firing_for of the shipped
-	// rules, for a probe every 5s instead of the default 15m: the 15m `for`
-	// of the below-plateau alert becomes 10s, two runs here as it is one to
-	// two runs in production; 30m of keep_firing_for becomes 20s.
+	// rules, for a probe every 5s instead of the default 15m: a `for` of
+	// 15m, one run in production, becomes 10s, two runs here, which leaves
+	// room for Prometheus's 1s scrape and evaluation intervals; 30m of
+	// keep_firing_for becomes 20s.
 	durationScale = 90
 
 	// The device has a plateau of the test's choosing: the daemon's
@@ -75,7 +88,7 @@ const (
 	// busy, an unthrottled write that the test must never see alert. At
 	// 400 MB/s the same device measures within ±2% (see probetest.IOCgroup),
 	// and the burst is ~3% of a throttled read of the 256 MiB file, which
-	// then lasts ~1.6s: ratio ~0.38 against the critical threshold of 0.5.
+	// then lasts ~1.6s: ratio ~0.38 of the baseline.
 	devicePlateau = 400e6
 	fileSize      = 256 << 20
 	loopSize      = 1 << 30
@@ -83,7 +96,7 @@ const (
 	// throttleFraction is the issue's 40% of the measured read rate.
 	throttleFraction = 0.4
 
-	// waitPoll is how often the tests look at the daemon, Prometheus and
+	// waitPoll is how often the tests look at Prometheus, Alertmanager and
 	// the webhook; every wait has a deadline of minutes on top.
 	waitPoll = 500 * time.Millisecond
 )
@@ -282,6 +295,32 @@ func shortenRuleFile(src []byte, scale int) ([]byte, []string, error) {
 		return nil, nil, fmt.Errorf("writing rule file: %w", err)
 	}
 	return out.Bytes(), changes, nil
+}
+
+// alertForDurations returns the `for` of every alert of a rule file, by
+// name (0 where a rule has none).
+func alertForDurations(t *testing.T, src []byte) map[string][]time.Duration {
+	t.Helper()
+	var f struct {
+		Groups []struct {
+			Rules []struct {
+				Alert string         `yaml:"alert"`
+				For   model.Duration `yaml:"for"`
+			} `yaml:"rules"`
+		} `yaml:"groups"`
+	}
+	if err := yaml.Unmarshal(src, &f); err != nil {
+		t.Fatal(err)
+	}
+	out := map[string][]time.Duration{}
+	for _, g := range f.Groups {
+		for _, r := range g.Rules {
+			if r.Alert != "" {
+				out[r.Alert] = append(out[r.Alert], time.Duration(r.For))
+			}
+		}
+	}
+	return out
 }
 
 func mappingValue(m *yaml.Node, key string) *yaml.Node {
@@ -522,21 +561,39 @@ func (p promAPI) countOverRange(selector string, since time.Time) ([]promSample,
 	return p.query(fmt.Sprintf("count_over_time(%s[%ds])", selector, secs))
 }
 
-// probeRun is one successful run of the stack's probe, as the daemon
+// probeRun is one successful run of the stack's probe, as a daemon
 // exported it.
 type probeRun struct {
 	End     time.Time
 	Seconds float64
-	Ratio   map[string]float64 // by op
+	Ratio   map[string]float64 // to the baseline, by op
 	Rate    map[string]float64 // bytes per second, by op
+	// Change and Noise are plateau_probe_change_ratio and
+	// plateau_probe_change_noise_ratio after the run, by op; empty until
+	// the probe has the runs for them.
+	Change map[string]float64
+	Noise  map[string]float64
 }
 
 func (r probeRun) Start() time.Time {
 	return r.End.Add(-time.Duration(r.Seconds * float64(time.Second)))
 }
 
-// runWatcher follows the daemon's /metrics and records every successful
-// run of the probe. The daemon keeps only the last result, so it polls well
+func (r probeRun) String() string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "%.2fs", r.Seconds)
+	for _, op := range []string{"write", "read"} {
+		fmt.Fprintf(&b, "; %s %.0f MB/s (%.2f of baseline", op, r.Rate[op]/1e6, r.Ratio[op])
+		if c, ok := r.Change[op]; ok {
+			fmt.Fprintf(&b, ", change %.2f noise %.3f", c, r.Noise[op])
+		}
+		b.WriteString(")")
+	}
+	return b.String()
+}
+
+// runWatcher follows a daemon's /metrics and records every successful run
+// of the probe. The daemon keeps only the last result, so it polls well
 // inside one probe interval.
 type runWatcher struct {
 	url  string
@@ -545,12 +602,12 @@ type runWatcher struct {
 	err  error
 }
 
-func watchRuns(t *testing.T, metricsURL string) *runWatcher {
+func watchRuns(t *testing.T, metricsURL string, every time.Duration) *runWatcher {
 	w := &runWatcher{url: metricsURL}
 	stop, stopped := make(chan struct{}), make(chan struct{})
 	go func() {
 		defer close(stopped)
-		tick := time.NewTicker(250 * time.Millisecond)
+		tick := time.NewTicker(every)
 		defer tick.Stop()
 		for {
 			w.poll()
@@ -585,12 +642,19 @@ func (w *runWatcher) snapshot() ([]probeRun, error) {
 	return slices.Clone(w.runs), w.err
 }
 
+// count is the number of runs seen so far.
+func (w *runWatcher) count() int {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return len(w.runs)
+}
+
 // firstRunStartedAfter waits for a run that started after t0, so that all
 // of its I/O saw what was set at t0.
-func (w *runWatcher) firstRunStartedAfter(t *testing.T, what string, t0 time.Time) probeRun {
+func (w *runWatcher) firstRunStartedAfter(t *testing.T, what string, t0 time.Time, interval time.Duration) probeRun {
 	t.Helper()
 	var found probeRun
-	waitFor(t, "a probe run started after "+what, 10*probeInterval+time.Minute, func() (bool, error) {
+	waitFor(t, "a probe run started after "+what, 10*interval+time.Minute, func() (bool, error) {
 		runs, err := w.snapshot()
 		for _, r := range runs {
 			if r.Start().After(t0) {
@@ -603,7 +667,25 @@ func (w *runWatcher) firstRunStartedAfter(t *testing.T, what string, t0 time.Tim
 	return found
 }
 
-// scrapeRun reads the last successful run of the stack's probe from the
+// medianRate is the median rate of op over the runs that ended before t0:
+// a daemon's own unthrottled rate, which throttles and checks are
+// relative to.
+func (w *runWatcher) medianRate(op string, t0 time.Time) float64 {
+	runs, _ := w.snapshot()
+	var rates []float64
+	for _, r := range runs {
+		if r.End.Before(t0) {
+			rates = append(rates, r.Rate[op])
+		}
+	}
+	if len(rates) == 0 {
+		return 0
+	}
+	sort.Float64s(rates)
+	return medianOf(rates)
+}
+
+// scrapeRun reads the last successful run of the stack's probe from a
 // daemon, or nil when there is none yet with a ratio.
 func scrapeRun(metricsURL string) (*probeRun, error) {
 	body, err := httpGet(metricsURL)
@@ -649,6 +731,8 @@ func scrapeRun(metricsURL string) (*probeRun, error) {
 		Seconds: seconds,
 		Ratio:   map[string]float64{},
 		Rate:    map[string]float64{},
+		Change:  map[string]float64{},
+		Noise:   map[string]float64{},
 	}
 	for _, op := range []string{"write", "read"} {
 		l := map[string]string{"target": stackTarget, "probe": stackProbe, "op": op}
@@ -658,26 +742,73 @@ func scrapeRun(metricsURL string) (*probeRun, error) {
 		}
 		run.Ratio[op] = r
 		run.Rate[op], _ = value("plateau_probe_throughput_bytes_per_second", l)
+		if c, ok := value("plateau_probe_change_ratio", l); ok {
+			run.Change[op] = c
+			run.Noise[op], _ = value("plateau_probe_change_noise_ratio", l)
+		}
 	}
 	return run, nil
 }
 
+// stackOptions say what a stack runs: one daemon per host name, all on one
+// file system, each in a cgroup of its own that gives it the device at
+// plateau bytes per second both ways.
+type stackOptions struct {
+	hosts    []string
+	interval time.Duration
+	timeout  time.Duration
+	// splay spreads the daemons' runs over the interval by host name, as
+	// in production; a single daemon needs none.
+	splay    bool
+	fileSize int64
+	plateau  int64
+	// characterizeSpacing is characterize's --run-spacing.
+	characterizeSpacing time.Duration
+	// promInterval is Prometheus's scrape and evaluation interval.
+	promInterval time.Duration
+}
+
+// singleNodeOptions is the stack of the single-node tests.
+func singleNodeOptions() stackOptions {
+	return stackOptions{
+		hosts:               []string{"node1"},
+		interval:            probeInterval,
+		timeout:             probeTimeout,
+		fileSize:            fileSize,
+		plateau:             devicePlateau,
+		characterizeSpacing: 5 * time.Second,
+		promInterval:        time.Second,
+	}
+}
+
+// stackDaemon is one plateau_exporter of a stack, a node of the fleet.
+type stackDaemon struct {
+	host   string
+	cgroup *probetest.IOCgroup
+	proc   *process
+	// addr is where it listens, and so its instance label in Prometheus.
+	addr        string
+	url         string
+	historyFile string
+	runs        *runWatcher
+}
+
 // alertStack is everything one alerting test runs.
 type alertStack struct {
+	opts       stackOptions
 	start      time.Time
 	dir        string
 	exporter   string
 	configFile string
-	cgroup     *probetest.IOCgroup
 	// baseline is the characterized plateau, bytes per second by op.
 	baseline   map[string]float64
-	daemon     *process
-	daemonURL  string
-	runs       *runWatcher
+	daemons    []*stackDaemon
 	prom       promAPI
 	amURL      string
 	hook       *webhook
 	shortRules map[string][]string
+	// shortFor is every alert's shortened `for`, by name.
+	shortFor map[string][]time.Duration
 }
 
 // since formats the time elapsed since the stack started, for timelines.
@@ -685,13 +816,39 @@ func (s *alertStack) since(at time.Time) string {
 	return "t+" + at.Sub(s.start).Round(100*time.Millisecond).String()
 }
 
-// startAlertStack sets up the loop file system, the baseline, the daemon
-// in its cgroup, Alertmanager, the webhook and Prometheus, in that order,
-// and waits until Prometheus scrapes the daemon and evaluates the rules.
+// hostOf names the daemon behind an instance label, for logs.
+func (s *alertStack) hostOf(instance string) string {
+	for _, d := range s.daemons {
+		if d.addr == instance {
+			return d.host
+		}
+	}
+	return instance
+}
+
+// rounds is how many runs every daemon has completed: the fewest any has.
+func (s *alertStack) rounds() int {
+	n := math.MaxInt
+	for _, d := range s.daemons {
+		n = min(n, d.runs.count())
+	}
+	return n
+}
+
+// startAlertStack is the single-node stack.
 func startAlertStack(t *testing.T) *alertStack {
 	t.Helper()
+	return startStack(t, singleNodeOptions())
+}
+
+// startStack sets up the loop file system, a cgroup per daemon, the
+// baseline, the daemons, Alertmanager, the webhook and Prometheus, in that
+// order, and waits until Prometheus scrapes every daemon and evaluates the
+// rules.
+func startStack(t *testing.T, o stackOptions) *alertStack {
+	t.Helper()
 	promBin, amBin := requireAlertingPrereqs(t)
-	s := &alertStack{dir: t.TempDir()}
+	s := &alertStack{opts: o, dir: t.TempDir()}
 	// Direct I/O from the loop device to a backing file in RAM (tmpfs):
 	// the page cache neither flatters the probe nor hides the throttle, and
 	// the VM's virtual disk does not move the plateau. Backed by that disk,
@@ -700,56 +857,72 @@ func startAlertStack(t *testing.T) *alertStack {
 	// baseline taken in a fast minute kept a true warning firing after the
 	// throttle was lifted.
 	loop := probetest.MountLoopIn(t, probetest.MemoryDir(t), "ext4", loopSize)
-	mnt, devNum := loop.Mount, loop.DevNum
-	s.cgroup = probetest.NewIOCgroup(t, devNum)
-	if err := s.cgroup.ThrottleRead(devicePlateau); err != nil {
-		t.Fatal(err)
+	// One cgroup per daemon, so that a test can slow one node's path to
+	// the device alone (a client problem) or every node's (a storage
+	// problem). Created before the daemons, they are removed after them.
+	for _, h := range o.hosts {
+		d := &stackDaemon{host: h, cgroup: probetest.NewIOCgroup(t, loop.DevNum)}
+		if err := d.cgroup.ThrottleRead(o.plateau); err != nil {
+			t.Fatal(err)
+		}
+		if err := d.cgroup.ThrottleWrite(o.plateau); err != nil {
+			t.Fatal(err)
+		}
+		s.daemons = append(s.daemons, d)
 	}
-	if err := s.cgroup.ThrottleWrite(devicePlateau); err != nil {
-		t.Fatal(err)
-	}
-	// The test process joins the group, so that characterize, the daemon
-	// and its probe workers all see the same device.
-	s.cgroup.Enter(t)
-	t.Logf("loop ext4 at %s (device %s), a plateau of %.0f MB/s both ways through %s", mnt, devNum, devicePlateau/1e6, s.cgroup)
+	t.Logf("loop ext4 at %s (device %s); %d daemon(s), each given %.0f MB/s both ways by its own cgroup",
+		loop.Mount, loop.DevNum, len(s.daemons), float64(o.plateau)/1e6)
 
 	s.exporter = filepath.Join(s.dir, "plateau_exporter")
 	if out, err := exec.Command("go", "build", "-o", s.exporter, "../cmd/plateau_exporter").CombinedOutput(); err != nil {
 		t.Fatalf("building plateau_exporter: %v\n%s", err, out)
 	}
-	targetPath := filepath.Join(mnt, "plateau")
+	targetPath := filepath.Join(loop.Mount, "plateau")
 	if err := os.Mkdir(targetPath, 0o755); err != nil {
 		t.Fatal(err)
 	}
+	// One config and one baselines file for every node, as a site ships
+	// them: the target has the same name on every client of the file
+	// system, which is what makes the nodes peers in the fleet rules.
 	s.configFile = filepath.Join(s.dir, "plateau.yml")
-	writeExporterConfig(t, s.configFile, targetPath, fileSize, filepath.Join(s.dir, "baselines.yml"))
+	writeExporterConfig(t, s.configFile, o, targetPath, filepath.Join(s.dir, "baselines.yml"))
 	s.characterize(t)
 	// The device must deliver its plateau for the throttle to mean what
-	// the test says; a machine too busy for 400 MB/s of RAM is named here.
+	// the test says; a machine too busy for it is named here.
 	for op, v := range s.baseline {
-		if v < 0.8*devicePlateau || v > 1.5*devicePlateau {
-			t.Fatalf("characterized %s at %.0f MB/s on a device throttled to %.0f MB/s: the machine does not deliver the plateau the test sets", op, v/1e6, devicePlateau/1e6)
+		if v < 0.8*float64(o.plateau) || v > 1.5*float64(o.plateau) {
+			t.Fatalf("characterized %s at %.0f MB/s on a device throttled to %.0f MB/s: the machine does not deliver the plateau the test sets", op, v/1e6, float64(o.plateau)/1e6)
 		}
 	}
 
-	// The shell moves itself into the cgroup before it becomes the daemon,
-	// so the daemon and every probe worker it forks are in the group from
-	// their first I/O on.
-	addr := probetest.FreeAddr(t)
-	s.daemonURL = "http://" + addr
-	s.daemon = startProcess(t, "plateau_exporter", s.dir, "/bin/sh", "-c", `echo $$ > "$0" && exec "$@"`,
-		s.cgroup.ProcsFile(), s.exporter, "--config.file="+s.configFile, "--probe.hostname="+stackHostname,
-		"--collector.disable-defaults", "--web.listen-address="+addr, "--log.level=debug")
-	waitReady(t, s.daemon, s.daemonURL+"/-/healthy")
-	pids, err := s.cgroup.Pids()
-	if err != nil {
-		t.Fatal(err)
+	for _, d := range s.daemons {
+		d.addr = probetest.FreeAddr(t)
+		d.url = "http://" + d.addr
+		d.historyFile = filepath.Join(s.dir, d.host+"-history.json")
+		name := "plateau_exporter"
+		if len(s.daemons) > 1 {
+			name += "-" + d.host
+		}
+		d.proc = startProcess(t, name, s.dir, append(inCgroup(d.cgroup), s.exporter, "--config.file="+s.configFile,
+			"--probe.hostname="+d.host, "--probe.history-file="+d.historyFile,
+			"--collector.disable-defaults", "--web.listen-address="+d.addr, "--log.level=debug")...)
 	}
-	if !slices.Contains(pids, s.daemon.cmd.Process.Pid) {
-		t.Fatalf("daemon (pid %d) is not in %s (its processes: %v)", s.daemon.cmd.Process.Pid, s.cgroup, pids)
+	for _, d := range s.daemons {
+		waitReady(t, d.proc, d.url+"/-/healthy")
+		pids, err := d.cgroup.Pids()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !slices.Contains(pids, d.proc.cmd.Process.Pid) {
+			t.Fatalf("daemon %s (pid %d) is not in %s (its processes: %v)", d.host, d.proc.cmd.Process.Pid, d.cgroup, pids)
+		}
 	}
 	s.start = time.Now()
-	s.runs = watchRuns(t, s.daemonURL+"/metrics")
+	for _, d := range s.daemons {
+		// A tenth of the interval catches every run, and four daemons
+		// polled that often still cost little of two cores.
+		d.runs = watchRuns(t, d.url+"/metrics", o.interval/10)
+	}
 
 	s.hook = startWebhook(t)
 	amAddr := probetest.FreeAddr(t)
@@ -782,13 +955,20 @@ func startAlertStack(t *testing.T) *alertStack {
 		}
 		ruleFiles = append(ruleFiles, path)
 		s.shortRules[f] = changes
+		if f == alertsFile {
+			s.shortFor = alertForDurations(t, short)
+		}
 	}
 	if len(s.shortRules[alertsFile]) == 0 {
 		t.Fatalf("%s: no `for` to shorten; the test's timing assumes them", alertsFile)
 	}
 	promAddr := probetest.FreeAddr(t)
 	promConfig := filepath.Join(s.dir, "prometheus.yml")
-	writePrometheusConfig(t, promConfig, addr, amAddr, ruleFiles)
+	var addrs []string
+	for _, d := range s.daemons {
+		addrs = append(addrs, d.addr)
+	}
+	writePrometheusConfig(t, promConfig, o.promInterval, addrs, amAddr, ruleFiles)
 	promData := filepath.Join(s.dir, "prometheus-data")
 	if err := os.Mkdir(promData, 0o700); err != nil {
 		t.Fatal(err)
@@ -798,40 +978,52 @@ func startAlertStack(t *testing.T) *alertStack {
 	s.prom = promAPI{url: "http://" + promAddr}
 	waitReady(t, prom, s.prom.url+"/-/ready")
 	s.waitScrapingAndEvaluating(t)
-	t.Logf("%s: daemon, Alertmanager and Prometheus up; rules shortened by %d: %s", s.since(time.Now()), durationScale, strings.Join(s.shortRules[alertsFile][:min(4, len(s.shortRules[alertsFile]))], "; "))
+	t.Logf("%s: daemons, Alertmanager and Prometheus up; rules shortened by %d: %s", s.since(time.Now()), durationScale, strings.Join(s.shortRules[alertsFile][:min(4, len(s.shortRules[alertsFile]))], "; "))
 	return s
+}
+
+// inCgroup is the start of a command line that moves itself into c before
+// it becomes the command that follows: that process and everything it
+// forks (the daemon's probe workers) are in the group from their first
+// I/O on.
+func inCgroup(c *probetest.IOCgroup) []string {
+	return []string{"/bin/sh", "-c", `echo $$ > "$0" && exec "$@"`, c.ProcsFile()}
 }
 
 func formatSize(b int64) string { return strconv.FormatInt(b>>20, 10) + "MiB" }
 
-func writeExporterConfig(t *testing.T, path, targetPath string, fileSize int64, baselines string) {
+func writeExporterConfig(t *testing.T, path string, o stackOptions, targetPath, baselines string) {
 	t.Helper()
 	cfg := fmt.Sprintf(`defaults:
   interval: %s
   timeout: %s
-  splay: false
+  splay: %t
 targets:
   - name: %s
     path: %s
     probes:
       - {name: %s, kind: sequential, workers: 1, file_size: %s, block_size: %s}
 baselines_file: %s
-`, probeInterval, probeTimeout, stackTarget, targetPath, stackProbe, formatSize(fileSize), formatSize(blockSize), baselines)
+`, o.interval, o.timeout, o.splay, stackTarget, targetPath, stackProbe, formatSize(o.fileSize), formatSize(blockSize), baselines)
 	if err := os.WriteFile(path, []byte(cfg), 0o644); err != nil {
 		t.Fatal(err)
 	}
 }
 
 // characterize writes the baseline with the exporter's own command, the
-// way an administrator would on a known-good node, and reads it back.
+// way an administrator would on a known-good node (the first daemon's, in
+// its cgroup), and reads it back.
 func (s *alertStack) characterize(t *testing.T) {
 	t.Helper()
-	cmd := exec.Command(s.exporter, "characterize", "--config.file="+s.configFile, "--probe.hostname="+stackHostname, "--runs=3", "--run-spacing=5s")
+	d := s.daemons[0]
+	argv := append(inCgroup(d.cgroup), s.exporter, "characterize", "--config.file="+s.configFile, "--probe.hostname="+d.host,
+		"--runs=3", "--run-spacing="+s.opts.characterizeSpacing.String())
+	cmd := exec.Command(argv[0], argv[1:]...)
 	out, err := cmd.CombinedOutput()
 	if err != nil {
-		t.Fatalf("%s: %v\n%s", cmd, err, out)
+		t.Fatalf("%s: %v\n%s", strings.Join(argv[4:], " "), err, out)
 	}
-	t.Logf("%s:\n%s", strings.Join(cmd.Args[1:], " "), bytes.TrimSpace(out))
+	t.Logf("%s:\n%s", strings.Join(argv[5:], " "), bytes.TrimSpace(out))
 	s.loadBaseline(t)
 }
 
@@ -891,13 +1083,14 @@ func writeAlertmanagerConfig(t *testing.T, path, hookURL string) {
 	}
 }
 
-func writePrometheusConfig(t *testing.T, path, daemonAddr, amAddr string, ruleFiles []string) {
+func writePrometheusConfig(t *testing.T, path string, every time.Duration, daemonAddrs []string, amAddr string, ruleFiles []string) {
 	t.Helper()
+	iv := model.Duration(every).String()
 	cfg := map[string]any{
 		"global": map[string]any{
-			"scrape_interval":     "1s",
-			"scrape_timeout":      "1s",
-			"evaluation_interval": "1s",
+			"scrape_interval":     iv,
+			"scrape_timeout":      iv,
+			"evaluation_interval": iv,
 		},
 		"rule_files": ruleFiles,
 		"alerting": map[string]any{
@@ -907,7 +1100,7 @@ func writePrometheusConfig(t *testing.T, path, daemonAddr, amAddr string, ruleFi
 		},
 		"scrape_configs": []any{map[string]any{
 			"job_name":       "plateau",
-			"static_configs": []any{map[string]any{"targets": []string{daemonAddr}}},
+			"static_configs": []any{map[string]any{"targets": daemonAddrs}},
 		}},
 	}
 	out, err := yaml.Marshal(cfg)
@@ -919,14 +1112,17 @@ func writePrometheusConfig(t *testing.T, path, daemonAddr, amAddr string, ruleFi
 	}
 }
 
-// waitScrapingAndEvaluating waits until Prometheus scrapes the daemon and
+// waitScrapingAndEvaluating waits until Prometheus scrapes every daemon and
 // has evaluated every loaded rule without error, and checks it loaded the
-// shortened `for` of the below-plateau alert.
+// shortened `for` of the regression pages.
 func (s *alertStack) waitScrapingAndEvaluating(t *testing.T) {
 	t.Helper()
-	waitFor(t, "Prometheus to scrape the daemon", 2*time.Minute, func() (bool, error) {
-		v, err := s.prom.queryOne(`up{job="plateau"}`)
-		return err == nil && v == 1, err
+	waitFor(t, "Prometheus to scrape every daemon", 2*time.Minute, func() (bool, error) {
+		v, err := s.prom.query(`up{job="plateau"} == 1`)
+		if err == nil && len(v) != len(s.daemons) {
+			err = fmt.Errorf("%d of %d daemons up", len(v), len(s.daemons))
+		}
+		return err == nil, err
 	})
 	type apiRule struct {
 		Name      string  `json:"name"`
@@ -956,30 +1152,299 @@ func (s *alertStack) waitScrapingAndEvaluating(t *testing.T) {
 		}
 		return n > 0, nil
 	})
+	// Prometheus runs the shortened rules: every alert's `for`, by name
+	// (a name may have a rule per severity), as the shortened file has it.
+	loaded := map[string][]time.Duration{}
 	for _, g := range groups.Groups {
 		for _, r := range g.Rules {
-			if r.Name == belowPlateauAlert && r.Duration != 10 {
-				t.Fatalf("Prometheus loaded %s with for %gs, want the shortened 10s", r.Name, r.Duration)
+			if r.Type == "alerting" {
+				loaded[r.Name] = append(loaded[r.Name], time.Duration(r.Duration*float64(time.Second)))
 			}
 		}
 	}
-}
-
-// belowPlateauInPrometheus returns the below-plateau alerts Prometheus
-// holds now (pending or firing), as "severity/op:state" sorted.
-func (s *alertStack) belowPlateauInPrometheus() ([]string, []promAlert, error) {
-	all, err := s.prom.alerts()
-	if err != nil {
-		return nil, nil, err
-	}
-	var names []string
-	var out []promAlert
-	for _, a := range all {
-		if a.Labels["alertname"] == belowPlateauAlert {
-			out = append(out, a)
-			names = append(names, a.Labels["severity"]+"/"+a.Labels["op"]+":"+a.State)
+	for name, want := range s.shortFor {
+		got := loaded[name]
+		slices.Sort(got)
+		slices.Sort(want)
+		if !slices.Equal(got, want) {
+			t.Fatalf("Prometheus loaded %s with for %v, want the shortened %v", name, got, want)
 		}
 	}
-	sort.Strings(names)
-	return names, out, nil
+	node, fleet := s.shortFor[regressionAlert], s.shortFor[fsRegressionAlert]
+	if len(node) != 1 || len(fleet) != 1 {
+		t.Fatalf("%s has %d rules %s and %d %s, want one each", alertsFile, len(node), regressionAlert, len(fleet), fsRegressionAlert)
+	}
+	t.Logf("the regression pages wait for %s (node) and %s (file system)", node[0], fleet[0])
+	// The file system alert can only inhibit the node pages it explains
+	// if it fires first.
+	if fleet[0] >= node[0] {
+		t.Fatalf("%s waits for %s and %s for %s: the file system alert must have the shorter `for` to inhibit the node pages", fsRegressionAlert, fleet[0], regressionAlert, node[0])
+	}
+}
+
+// amAlert is an alert as Alertmanager's API v2 shows it.
+type amAlert struct {
+	Labels      map[string]string `json:"labels"`
+	Fingerprint string            `json:"fingerprint"`
+	Status      struct {
+		State       string   `json:"state"`
+		InhibitedBy []string `json:"inhibitedBy"`
+		SilencedBy  []string `json:"silencedBy"`
+	} `json:"status"`
+}
+
+// amAlerts lists the alerts Alertmanager holds (active, suppressed and
+// unprocessed), with a filter such as alertname="X" or none.
+func (s *alertStack) amAlerts(filter string) ([]amAlert, error) {
+	u := s.amURL + "/api/v2/alerts"
+	if filter != "" {
+		u += "?filter=" + url.QueryEscape(filter)
+	}
+	body, err := httpGet(u)
+	if err != nil {
+		return nil, err
+	}
+	var alerts []amAlert
+	if err := json.Unmarshal(body, &alerts); err != nil {
+		return nil, fmt.Errorf("%s: %w", u, err)
+	}
+	return alerts, nil
+}
+
+// heldIn returns the alerts named name that Prometheus holds now, pending
+// or firing, for the instance when it is not "".
+func (s *alertStack) heldIn(name, instance string) ([]promAlert, error) {
+	all, err := s.prom.alerts()
+	if err != nil {
+		return nil, err
+	}
+	var out []promAlert
+	for _, a := range all {
+		if a.Labels["alertname"] == name && (instance == "" || a.Labels["instance"] == instance) {
+			out = append(out, a)
+		}
+	}
+	return out, nil
+}
+
+// timeline records, with times, what the alerting pipeline did: every
+// alert's states in Prometheus (pending, firing, gone) and in Alertmanager
+// (active, or suppressed and by what), every notification the webhook got,
+// and the test's phases. It logs each change as it sees it, and the whole
+// story at the end, with every probe run of every daemon when the test
+// failed, so that a failure can be read off the log.
+type timeline struct {
+	s      *alertStack
+	mu     sync.Mutex
+	events []timelineEvent
+	prom   map[string]string // alert -> state in Prometheus
+	am     map[string]string // alert -> state in Alertmanager
+	hookN  int
+	errs   map[string]bool
+	// host is how busy the machine was, every few seconds: runs slow
+	// for all daemons at once are the machine's doing when other work
+	// presses on it, and a failure's timeline should show it.
+	host      []timelineEvent
+	lastSteal uint64
+}
+
+type timelineEvent struct {
+	at   time.Time
+	what string
+}
+
+// watchAlerts starts a timeline, polling every waitPoll until cleanup.
+func (s *alertStack) watchAlerts(t *testing.T) *timeline {
+	tl := &timeline{s: s, prom: map[string]string{}, am: map[string]string{}, errs: map[string]bool{}}
+	stop, stopped := make(chan struct{}), make(chan struct{})
+	go func() {
+		defer close(stopped)
+		tick := time.NewTicker(waitPoll)
+		defer tick.Stop()
+		for i := 0; ; i++ {
+			tl.observe(t)
+			if i%10 == 0 {
+				tl.sampleHost()
+			}
+			select {
+			case <-stop:
+				return
+			case <-tick.C:
+			}
+		}
+	}()
+	t.Cleanup(func() {
+		close(stop)
+		<-stopped
+		tl.observe(t)
+		tl.summary(t)
+	})
+	return tl
+}
+
+// alertKey names an alert for the timeline: its name, severity, node (the
+// daemon's host name rather than its address) and op.
+func (s *alertStack) alertKey(l map[string]string) string {
+	k := l["alertname"] + "{" + l["severity"] + "}"
+	if in := l["instance"]; in != "" {
+		k += " " + s.hostOf(in)
+	} else if tg := l["target"]; tg != "" {
+		k += " target=" + tg
+	}
+	if op := l["op"]; op != "" {
+		k += " op=" + op
+	}
+	return k
+}
+
+// mark records a step of the test.
+func (tl *timeline) mark(t *testing.T, format string, args ...any) time.Time {
+	t.Helper()
+	now := time.Now()
+	what := fmt.Sprintf(format, args...)
+	tl.add(t, now, "TEST: "+what)
+	return now
+}
+
+func (tl *timeline) add(t *testing.T, at time.Time, what string) {
+	tl.mu.Lock()
+	tl.events = append(tl.events, timelineEvent{at, what})
+	tl.mu.Unlock()
+	t.Logf("%s: %s", tl.s.since(at), what)
+}
+
+func (tl *timeline) fail(t *testing.T, what string, err error) {
+	if msg := what + ": " + err.Error(); !tl.errs[msg] {
+		tl.errs[msg] = true
+		tl.add(t, time.Now(), msg)
+	}
+}
+
+func (tl *timeline) observe(t *testing.T) {
+	now := time.Now()
+	if alerts, err := tl.s.prom.alerts(); err != nil {
+		tl.fail(t, "Prometheus alerts", err)
+	} else {
+		seen := map[string]string{}
+		for _, a := range alerts {
+			k := tl.s.alertKey(a.Labels)
+			seen[k] = a.State
+			if tl.prom[k] != a.State {
+				tl.add(t, now, fmt.Sprintf("Prometheus: %s %s (value %s)", k, a.State, a.Value))
+			}
+		}
+		for k := range tl.prom {
+			if _, ok := seen[k]; !ok {
+				tl.add(t, now, fmt.Sprintf("Prometheus: %s gone (resolved)", k))
+			}
+		}
+		tl.prom = seen
+	}
+	if alerts, err := tl.s.amAlerts(""); err != nil {
+		tl.fail(t, "Alertmanager alerts", err)
+	} else {
+		byFP := map[string]string{}
+		for _, a := range alerts {
+			byFP[a.Fingerprint] = tl.s.alertKey(a.Labels)
+		}
+		seen := map[string]string{}
+		for _, a := range alerts {
+			k, st := tl.s.alertKey(a.Labels), a.Status.State
+			for _, fp := range a.Status.InhibitedBy {
+				st += ", inhibited by " + orElse(byFP[fp], fp)
+			}
+			seen[k] = st
+			if tl.am[k] != st {
+				tl.add(t, now, fmt.Sprintf("Alertmanager: %s %s", k, st))
+			}
+		}
+		for k := range tl.am {
+			if _, ok := seen[k]; !ok {
+				tl.add(t, now, fmt.Sprintf("Alertmanager: %s gone", k))
+			}
+		}
+		tl.am = seen
+	}
+	got := tl.s.hook.received()
+	for _, a := range got[tl.hookN:] {
+		tl.add(t, a.At, fmt.Sprintf("webhook: %s %s", a.Status, tl.s.alertKey(a.Labels)))
+	}
+	tl.hookN = len(got)
+}
+
+// sampleHost records the load average, the pressure stall information
+// of CPU, I/O and memory (the share of the last 10s in which some task
+// waited; throttled probes count in io) and the CPU time the hypervisor
+// stole since the last sample.
+func (tl *timeline) sampleHost() {
+	var b strings.Builder
+	if data, err := os.ReadFile("/proc/loadavg"); err == nil {
+		fmt.Fprintf(&b, "load %s", strings.Fields(string(data))[0])
+	}
+	for _, res := range []string{"cpu", "io", "memory"} {
+		data, err := os.ReadFile("/proc/pressure/" + res)
+		if err != nil {
+			continue
+		}
+		for _, f := range strings.Fields(strings.SplitN(string(data), "\n", 2)[0]) {
+			if v, ok := strings.CutPrefix(f, "avg10="); ok {
+				fmt.Fprintf(&b, ", %s pressure %s%%", res, v)
+			}
+		}
+	}
+	if data, err := os.ReadFile("/proc/stat"); err == nil {
+		// "cpu user nice system idle iowait irq softirq steal ..." (proc(5))
+		if f := strings.Fields(strings.SplitN(string(data), "\n", 2)[0]); len(f) > 8 {
+			if steal, err := strconv.ParseUint(f[8], 10, 64); err == nil {
+				if tl.lastSteal > 0 {
+					fmt.Fprintf(&b, ", steal %d ticks", steal-tl.lastSteal)
+				}
+				tl.lastSteal = steal
+			}
+		}
+	}
+	tl.mu.Lock()
+	tl.host = append(tl.host, timelineEvent{time.Now(), "host: " + b.String()})
+	tl.mu.Unlock()
+}
+
+// orElse returns the first of its arguments that is not empty.
+func orElse(a, b string) string {
+	if a != "" {
+		return a
+	}
+	return b
+}
+
+func (tl *timeline) summary(t *testing.T) {
+	tl.mu.Lock()
+	events := slices.Clone(tl.events)
+	tl.mu.Unlock()
+	if t.Failed() {
+		events = append(events, tl.host...)
+		for _, d := range tl.s.daemons {
+			runs, _ := d.runs.snapshot()
+			for i, r := range runs {
+				events = append(events, timelineEvent{r.End, fmt.Sprintf("run %d of %s ended: %s", i+1, d.host, r)})
+			}
+		}
+	}
+	sort.SliceStable(events, func(i, j int) bool { return events[i].at.Before(events[j].at) })
+	var b strings.Builder
+	for _, e := range events {
+		fmt.Fprintf(&b, "\n  %-9s %s", tl.s.since(e.at), e.what)
+	}
+	what := "alerts"
+	if t.Failed() {
+		what = "alerts and probe runs"
+	}
+	t.Logf("timeline of the %s (t+0 is when the daemons were up):%s", what, b.String())
+}
+
+func medianOf(sorted []float64) float64 {
+	n := len(sorted)
+	if n%2 == 1 {
+		return sorted[n/2]
+	}
+	return (sorted[n/2-1] + sorted[n/2]) / 2
 }
