@@ -108,12 +108,10 @@ func (p *baselinesDecoder) probe(out *Baselines, target, name string, n *yaml.No
 		case "method":
 			common.Method = p.Str(v, f)
 		case "measured_at":
-			s := p.Str(v, f)
-			t, err := time.Parse(time.RFC3339, s)
-			if err != nil {
-				p.Errorf(v, f, "invalid time %q (RFC 3339, e.g. 2026-11-30T10:00:00Z)", s)
-			}
-			common.MeasuredAt = t
+			// Any YAML timestamp: a file edited with a YAML tool keeps its
+			// times in whatever form that tool writes (PyYAML:
+			// 2026-12-01 08:52:31+00:00). Marshal writes RFC 3339 in UTC.
+			common.MeasuredAt = p.Timestamp(v, f)
 		case "ops":
 			opsNode = v
 		default:
@@ -224,10 +222,22 @@ func (b *Baselines) Marshal() []byte {
 		for _, k := range ops {
 			e := b.Entries[k]
 			fmt.Fprintf(&sb, "        %s: {%s: %s, spread: %s, runs: %d}\n", k.Op, e.Unit,
-				strconv.FormatFloat(e.Value, 'g', 6, 64), strconv.FormatFloat(e.Spread, 'g', 3, 64), e.Runs)
+				yamlFloat(e.Value, 6), yamlFloat(e.Spread, 3), e.Runs)
 		}
 	}
 	return []byte(sb.String())
+}
+
+// yamlFloat formats v with prec significant digits so that every YAML tool
+// reads a number: YAML 1.1 (PyYAML, and the tools built on it) takes an
+// exponent only after a mantissa with a dot, so Go's "3e+09" would read
+// back as the string "3e+09"; it is written "3.0e+09".
+func yamlFloat(v float64, prec int) string {
+	s := strconv.FormatFloat(v, 'g', prec, 64)
+	if i := strings.IndexByte(s, 'e'); i >= 0 && !strings.Contains(s[:i], ".") {
+		s = s[:i] + ".0" + s[i:]
+	}
+	return s
 }
 
 func writeBackup(path string, data []byte) (string, error) {

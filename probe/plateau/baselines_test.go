@@ -64,6 +64,16 @@ func TestBadBaselinesNameLineAndField(t *testing.T) {
 	}
 }
 
+// Marshal's numbers are numbers to YAML 1.1 tools too, which read an
+// exponent only after a dot ("3e+09" would be a string to PyYAML).
+func TestYAMLFloat(t *testing.T) {
+	for v, want := range map[float64]string{3e9: "3.0e+09", 1.25e9: "1.25e+09", 1e-5: "1.0e-05", 1000: "1000", 0.03: "0.03", 0: "0"} {
+		if got := yamlFloat(v, 6); got != want {
+			t.Errorf("yamlFloat(%g) = %q, want %q", v, got, want)
+		}
+	}
+}
+
 func TestBaselinesWriteKeepsBackup(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "baselines.yml")
 	b, _ := ParseBaselines([]byte(probefixture.BaselinesYAML), "b.yml")
@@ -89,6 +99,9 @@ func TestBaselinesWriteKeepsBackup(t *testing.T) {
 func FuzzParseBaselines(f *testing.F) {
 	f.Add([]byte(probefixture.BaselinesYAML))
 	f.Add([]byte("targets: {t: {s: {kind: random, ops: {read: {operations_per_second: 1}}}}}\n"))
+	for _, at := range []string{"2026-12-01 08:52:31+00:00", "2001-12-14 21:59:43.10 -5", "2002-12-14", "2001-12-14t21:59:43.10-05:00", "2026-02-30"} {
+		f.Add([]byte("targets: {t: {s: {kind: random, measured_at: " + at + ", ops: {read: {operations_per_second: 3e9, spread: 1e-05}}}}}\n"))
+	}
 	f.Fuzz(func(t *testing.T, data []byte) {
 		b, err := ParseBaselines(data, "fuzz.yml")
 		if err != nil {
