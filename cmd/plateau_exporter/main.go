@@ -42,6 +42,7 @@ func main() {
 	probeTargets := probeCmd.Flag("target", "Only probes of this target (repeatable).").Strings()
 	probeProbes := probeCmd.Flag("probe", "Only probes of this name (repeatable).").Strings()
 	probeOutput := probeCmd.Flag("output", "Output format: table or json.").Default("table").Enum("table", "json")
+	probeAllowMissing := probeCmd.Flag("allow-missing-baselines", "Tolerate a baselines_file that does not exist yet (first boot, before characterize): warn and show results without plateaus. A baselines file that cannot be read or parsed still exits 2.").Bool()
 
 	characterizeCmd, runCharacterizeCmd := characterizeCommand(app)
 	backtestCmd, runBacktestCmd := backtestCommand(app)
@@ -76,7 +77,7 @@ func main() {
 	case checkCmd.FullCommand():
 		err = checkConfig(os.Stdout, *configFile, host)
 	case probeCmd.FullCommand():
-		err = runProbes(os.Stdout, logger, probeOptions{configFile: *configFile, hostname: host, targets: *probeTargets, probes: *probeProbes, output: *probeOutput})
+		err = runProbes(os.Stdout, logger, probeOptions{configFile: *configFile, hostname: host, targets: *probeTargets, probes: *probeProbes, output: *probeOutput, allowMissingBaselines: *probeAllowMissing})
 	case characterizeCmd.FullCommand():
 		err = runCharacterizeCmd(logger, *configFile, host)
 	case backtestCmd.FullCommand():

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 	"os/signal"
 	"slices"
@@ -27,6 +28,9 @@ type probeOptions struct {
 	targets    []string
 	probes     []string
 	output     string
+	// allowMissingBaselines tolerates a baselines file that does not exist
+	// yet (first boot, before characterize); see loadProbeBaselines.
+	allowMissingBaselines bool
 }
 
 // opReport is one line of the probe command's report.
@@ -55,15 +59,16 @@ var errBelowPlateau = errors.New("a result is below its warning threshold")
 // worker process bounded by its timeout (a Slurm prolog must not hang on a
 // dead mount), and reports every op beside its plateau. Exit status: 0 when
 // every result is at or above its warning ratio, 1 when one is below, 2 on
-// error (a probe that failed, a bad config).
+// error (a probe that failed, a config or baselines file that cannot be
+// read or parsed; see loadProbeBaselines).
 func runProbes(w io.Writer, logger log.Logger, o probeOptions) error {
 	cfg, err := loadConfig(o.configFile)
 	if err != nil {
 		return exitErr(2, err)
 	}
-	baselines, berr := loadBaselines(cfg)
-	if berr != nil {
-		fmt.Fprintf(os.Stderr, "plateau_exporter: %v; results are shown without plateaus\n", berr)
+	baselines, err := loadProbeBaselines(os.Stderr, cfg, o.allowMissingBaselines)
+	if err != nil {
+		return exitErr(2, err)
 	}
 	selected, err := selectProbes(cfg, o.targets, o.probes)
 	if err != nil {
@@ -103,6 +108,30 @@ func runProbes(w io.Writer, logger log.Logger, o probeOptions) error {
 		return exitErr(1, errBelowPlateau)
 	}
 	return nil
+}
+
+// loadProbeBaselines reads the config's baselines file for the probe
+// command, which a Slurm prolog or an NHC check acts on: without its
+// plateaus every verdict would be no-baseline and the check would pass
+// forever, so a file that cannot be read or parsed is an error (exit 2),
+// named with file, line and field. With allowMissing, and only then, a
+// file that does not exist (ENOENT: first boot, before characterize has
+// written it) is a warning on stderr and the results are shown without
+// plateaus (exit 0, or 2 if a probe failed); a file that exists but cannot
+// be read (a directory, no permission) or parsed is still an error. A
+// config without baselines_file has no plateaus, as before.
+func loadProbeBaselines(stderr io.Writer, cfg *probe.Config, allowMissing bool) (*plateau.Baselines, error) {
+	b, err := loadBaselines(cfg)
+	switch {
+	case err == nil:
+		return b, nil
+	case !errors.Is(err, fs.ErrNotExist):
+		return nil, err
+	case allowMissing:
+		fmt.Fprintf(stderr, "plateau_exporter: warning: %v (--allow-missing-baselines): results are shown without plateaus\n", err)
+		return nil, nil
+	}
+	return nil, fmt.Errorf("%w (write it with `plateau_exporter characterize`; before the first characterization, --allow-missing-baselines shows results without plateaus)", err)
 }
 
 type selectedProbe struct {
