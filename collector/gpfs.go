@@ -48,7 +48,38 @@ var (
 			"so a wedged GPFS daemon never delays /metrics.").
 		Default("15s").Duration()
 	gpfsStateInterval = kingpin.Flag("collector.gpfs.state-interval",
-		"How often mmgetstate and mmhealth run in the background; mmhealth is far costlier than mmpmon.").
+		"How often mmgetstate, mmhealth and 'mmfsadm test verbs status' run in the background; mmhealth is far costlier than mmpmon, "+
+			"and the daemon's state and whether RDMA started change only when it restarts or fails.").
+		Default("60s").Duration()
+
+	// The diagnosis commands (issue 15): what explains a throughput drop.
+	gpfsMmdiagPath = kingpin.Flag("collector.gpfs.mmdiag-path",
+		"Path of mmdiag, run as 'mmdiag --waiters -Y' for plateau_gpfs_waiters and plateau_gpfs_waiter_longest_seconds; empty to skip.").
+		Default("/usr/lpp/mmfs/bin/mmdiag").String()
+	gpfsMmfsadmPath = kingpin.Flag("collector.gpfs.mmfsadm-path",
+		"Path of mmfsadm, run as 'mmfsadm test verbs status' for plateau_gpfs_verbs_rdma_started; empty to skip.").
+		Default("/usr/lpp/mmfs/bin/mmfsadm").String()
+	gpfsMmlsfsPath = kingpin.Flag("collector.gpfs.mmlsfs-path",
+		"Path of mmlsfs, run as 'mmlsfs all -T -Y' for the file systems (and their mount points) that mmlsdisk and mmlsqos are asked about "+
+			"and that plateau_gpfs_filesystem_mounted reports as not mounted; empty to use only the GPFS mounts in /proc/mounts.").
+		Default("/usr/lpp/mmfs/bin/mmlsfs").String()
+	gpfsMmlsdiskPath = kingpin.Flag("collector.gpfs.mmlsdisk-path",
+		"Path of mmlsdisk, run as 'mmlsdisk DEVICE -Y' for each file system, for plateau_gpfs_disk_up and plateau_gpfs_disk_ready; empty to skip.").
+		Default("/usr/lpp/mmfs/bin/mmlsdisk").String()
+	gpfsMmlsqosPath = kingpin.Flag("collector.gpfs.mmlsqos-path",
+		"Path of mmlsqos, run as 'mmlsqos DEVICE -Y' for each file system, for plateau_gpfs_qos_*; empty to skip.").
+		Default("/usr/lpp/mmfs/bin/mmlsqos").String()
+	gpfsWaitersInterval = kingpin.Flag("collector.gpfs.waiters-interval",
+		"How often 'mmdiag --waiters' runs. The waiters that explain a slow file system last for minutes, so a minute sees them; "+
+			"a shorter interval mostly adds root commands (and, with sudo, log lines).").
+		Default("60s").Duration()
+	gpfsDisksInterval = kingpin.Flag("collector.gpfs.disks-interval",
+		"How often mmlsfs and then mmlsdisk, once per file system, run. A disk goes down or recovers over minutes, "+
+			"and each run is one root command per file system that asks the file system manager, so a minute is the default.").
+		Default("60s").Duration()
+	gpfsQoSInterval = kingpin.Flag("collector.gpfs.qos-interval",
+		"How often mmlsqos runs for each file system. mmlsqos reports the last 60 seconds by default, so running it more often "+
+			"than that shows nothing new; each run is one root command per file system.").
 		Default("60s").Duration()
 )
 
@@ -64,6 +95,16 @@ func init() {
 			timeout:        *gpfsTimeout,
 			interval:       *gpfsInterval,
 			stateInterval:  *gpfsStateInterval,
+
+			mmdiagPath:      *gpfsMmdiagPath,
+			mmfsadmPath:     *gpfsMmfsadmPath,
+			mmlsfsPath:      *gpfsMmlsfsPath,
+			mmlsdiskPath:    *gpfsMmlsdiskPath,
+			mmlsqosPath:     *gpfsMmlsqosPath,
+			mountsPath:      procFilePath("mounts"),
+			waitersInterval: *gpfsWaitersInterval,
+			disksInterval:   *gpfsDisksInterval,
+			qosInterval:     *gpfsQoSInterval,
 		}, logger)
 	})
 }
@@ -76,8 +117,18 @@ type gpfsConfig struct {
 	// the requests this collector reads.
 	requestsFile string
 	timeout      time.Duration
-	// interval is mmpmon's; stateInterval is mmgetstate's and mmhealth's.
+	// interval is mmpmon's; stateInterval is mmgetstate's, mmhealth's
+	// and mmfsadm's.
 	interval, stateInterval time.Duration
+
+	// The diagnosis commands; an empty path skips the command.
+	mmdiagPath, mmfsadmPath, mmlsfsPath, mmlsdiskPath, mmlsqosPath string
+	// mountsPath is /proc/mounts, read at each scrape; empty skips
+	// plateau_gpfs_filesystem_mounted.
+	mountsPath string
+	// waitersInterval is mmdiag's, disksInterval mmlsfs's and
+	// mmlsdisk's, qosInterval mmlsqos's.
+	waitersInterval, disksInterval, qosInterval time.Duration
 }
 
 // allowedMmpmonRequests are the only requests the collector sends or
@@ -152,6 +203,21 @@ type gpfsCollector struct {
 	state           typedDesc
 	health          typedDesc
 
+	// The diagnosis collectors, one file each (gpfs_waiters.go,
+	// gpfs_verbs.go, gpfs_disks.go, gpfs_mounts.go, gpfs_qos.go).
+	waiterDescs gpfsWaiterDescs
+	verbsDescs  gpfsVerbsDescs
+	diskDescs   gpfsDiskDescs
+	mountDescs  gpfsMountDescs
+	qosDescs    gpfsQoSDescs
+
+	// mmlsfsCmd is the mmlsfs command, nil when it is skipped; the
+	// per-file-system commands wait for its first run.
+	mmlsfsCmd *gpfsCommand
+	// listed holds the file systems of mmlsfs's last run that listed any.
+	listedMu sync.Mutex
+	listed   []gpfsFilesystem
+
 	commands  []*gpfsCommand
 	startOnce sync.Once
 	stop      chan struct{}
@@ -220,16 +286,34 @@ func newGPFSCollector(cfg gpfsConfig, logger log.Logger) (*gpfsCollector, error)
 	c.fs[fsReaddirs] = fsDesc("fs_readdirs_total", "readdir() calls on the file system from this node (mmpmon fs_io_s _dir_).")
 	c.fs[fsInodeUpdates] = fsDesc("fs_inode_updates_total", "Inode updates to disk from this node (mmpmon fs_io_s _iu_).")
 
+	c.waiterDescs = newGPFSWaiterDescs()
+	c.verbsDescs = newGPFSVerbsDescs()
+	c.diskDescs = newGPFSDiskDescs()
+	c.mountDescs = newGPFSMountDescs()
+	c.qosDescs = newGPFSQoSDescs()
+
 	c.stop = make(chan struct{})
 	c.commands = append(c.commands, &gpfsCommand{name: "mmpmon", path: cfg.mmpmonPath, interval: cfg.interval, run: c.mmpmon})
 	for _, cmd := range []*gpfsCommand{
-		{name: "mmgetstate", path: cfg.mmgetstatePath, run: c.mmgetstate},
-		{name: "mmhealth", path: cfg.mmhealthPath, run: c.mmhealth},
+		{name: "mmgetstate", path: cfg.mmgetstatePath, interval: cfg.stateInterval, run: c.mmgetstate},
+		{name: "mmhealth", path: cfg.mmhealthPath, interval: cfg.stateInterval, run: c.mmhealth},
+		{name: "mmfsadm", path: cfg.mmfsadmPath, interval: cfg.stateInterval, run: c.verbs},
+		{name: "mmdiag", path: cfg.mmdiagPath, interval: cfg.waitersInterval, run: c.waiters},
+		// mmlsfs comes before the commands that wait for its list.
+		{name: "mmlsfs", path: cfg.mmlsfsPath, interval: cfg.disksInterval, run: c.mmlsfs},
+		{name: "mmlsdisk", path: cfg.mmlsdiskPath, interval: cfg.disksInterval, run: c.mmlsdisk, perCall: true},
+		{name: "mmlsqos", path: cfg.mmlsqosPath, interval: cfg.qosInterval, run: c.mmlsqos, perCall: true},
 	} {
 		if cmd.path == "" {
 			continue
 		}
-		cmd.optional, cmd.interval = true, cfg.stateInterval
+		if cmd.interval <= 0 {
+			return nil, fmt.Errorf("gpfs: the interval of %s must be positive, got %s", cmd.name, cmd.interval)
+		}
+		cmd.optional = true
+		if cmd.name == "mmlsfs" {
+			c.mmlsfsCmd = cmd
+		}
 		c.commands = append(c.commands, cmd)
 	}
 	for _, cmd := range c.commands {
@@ -282,6 +366,13 @@ func (c *gpfsCollector) Update(ch chan<- prometheus.Metric) error {
 		ch <- c.commandDuration.mustNewConstMetric(last.duration.Seconds(), cmd.name)
 		ch <- c.commandLastRun.mustNewConstMetric(float64(last.started.UnixNano())/1e9, cmd.name)
 	}
+	if c.cfg.mountsPath != "" {
+		// Read at each scrape: /proc/mounts never waits on a file
+		// system, and a mount that goes away should show at once.
+		if err := c.mounts(ch); err != nil {
+			errs = append(errs, err)
+		}
+	}
 	return errors.Join(errs...)
 }
 
@@ -291,7 +382,12 @@ type gpfsCommand struct {
 	path     string
 	optional bool
 	interval time.Duration
-	run      func(context.Context) ([]prometheus.Metric, error)
+	// perCall commands run once per file system: the run's context ends
+	// only with Close, and each call gets its own deadline (callContext),
+	// so that a cluster with many file systems does not time out a run
+	// whose every call was quick.
+	perCall bool
+	run     func(context.Context) ([]prometheus.Metric, error)
 
 	// ready is closed once the first run has finished.
 	ready     chan struct{}
@@ -351,6 +447,10 @@ func (c *gpfsCollector) refresh(cmd *gpfsCommand) {
 		res.notInstalled = true
 	} else {
 		ctx, cancel := context.WithTimeout(context.Background(), c.cfg.timeout)
+		if cmd.perCall {
+			cancel()
+			ctx, cancel = c.stopContext()
+		}
 		res.metrics, res.err = cmd.run(ctx)
 		cancel()
 	}
@@ -358,6 +458,24 @@ func (c *gpfsCollector) refresh(cmd *gpfsCommand) {
 	cmd.mu.Lock()
 	cmd.last = res
 	cmd.mu.Unlock()
+}
+
+// stopContext returns a context that ends when the collector is closed.
+func (c *gpfsCollector) stopContext() (context.Context, context.CancelFunc) {
+	ctx, cancel := context.WithCancel(context.Background())
+	go func() {
+		select {
+		case <-c.stop:
+			cancel()
+		case <-ctx.Done():
+		}
+	}()
+	return ctx, cancel
+}
+
+// callContext bounds one call of a per-file-system command by the timeout.
+func (c *gpfsCollector) callContext(ctx context.Context) (context.Context, context.CancelFunc) {
+	return context.WithTimeout(ctx, c.cfg.timeout)
 }
 
 // Close stops the background runs and waits for the ones in progress to

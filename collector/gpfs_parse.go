@@ -413,3 +413,47 @@ func unhex(c byte) (byte, bool) {
 	}
 	return 0, false
 }
+
+// parseLocaleFloat parses a number printed by an mm command. The commands
+// format numbers in the node's locale, so a de_DE or fr_FR node prints
+// "33,267" for 33.267 (gpfs_exporter's mmlsqos samples show both forms in
+// one output). A comma is read as the decimal point only when the number
+// has no '.', since the commands print no thousands separators. NaN and
+// infinities are rejected: no gauge of these collectors can be either.
+func parseLocaleFloat(s string) (float64, error) {
+	if strings.IndexByte(s, ',') >= 0 && strings.IndexByte(s, '.') < 0 && strings.Count(s, ",") == 1 {
+		s = strings.Replace(s, ",", ".", 1)
+	}
+	v, err := strconv.ParseFloat(s, 64)
+	if err != nil {
+		return 0, err
+	}
+	if math.IsNaN(v) || math.IsInf(v, 0) {
+		return 0, fmt.Errorf("%q is not a finite number", s)
+	}
+	return v, nil
+}
+
+// maxGPFSDeviceName bounds a file system's device name. GPFS keeps device
+// names short (they become /dev entries and mount sources); the bound only
+// keeps an odd line from building a huge command line.
+const maxGPFSDeviceName = 255
+
+// validGPFSDevice reports whether name may be passed to mmlsdisk and
+// mmlsqos: letters, digits, '_', '-' and '.', not starting with '-' or '.'
+// (it would read as an option or a path). The packaged sudoers file allows
+// exactly these names (see packaging/plateau_exporter.sudoers).
+func validGPFSDevice(name string) bool {
+	if name == "" || len(name) > maxGPFSDeviceName || name[0] == '-' || name[0] == '.' {
+		return false
+	}
+	for i := 0; i < len(name); i++ {
+		c := name[i]
+		switch {
+		case 'a' <= c && c <= 'z', 'A' <= c && c <= 'Z', '0' <= c && c <= '9', c == '_', c == '-', c == '.':
+		default:
+			return false
+		}
+	}
+	return true
+}

@@ -1,0 +1,264 @@
+package collector
+
+import (
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus/testutil"
+
+	"github.com/plateau-exporter/plateau_exporter/internal/probetest"
+)
+
+// fakeGPFSDiag is fakeGPFS with every diagnosis command on its fake and the
+// fixture /proc/mounts.
+func fakeGPFSDiag(t *testing.T, timeout time.Duration) gpfsConfig {
+	t.Helper()
+	cfg := fakeGPFS(t, "mmpmon", timeout)
+	cfg.mmdiagPath = fixturePath(t, "gpfs", "mmdiag")
+	cfg.mmfsadmPath = fixturePath(t, "gpfs", "mmfsadm")
+	cfg.mmlsfsPath = fixturePath(t, "gpfs", "mmlsfs")
+	cfg.mmlsdiskPath = fixturePath(t, "gpfs", "mmlsdisk")
+	cfg.mmlsqosPath = fixturePath(t, "gpfs", "mmlsqos")
+	cfg.mountsPath = fixturePath(t, "proc", "mounts")
+	cfg.waitersInterval, cfg.disksInterval, cfg.qosInterval = time.Hour, time.Hour, time.Hour
+	return cfg
+}
+
+// The diagnosis collectors on their fakes and fixtures, compared with the
+// expected exposition; every file system mmlsfs lists or /proc/mounts has
+// is asked about, each exactly once per command.
+func TestGPFSDiagnosis(t *testing.T) {
+	requests := filepath.Join(t.TempDir(), "requests")
+	t.Setenv("FAKE_GPFS_REQUESTLOG", requests)
+	c := newTestGPFS(t, fakeGPFSDiag(t, 30*time.Second))
+	file := filepath.Join("fixtures", "expected", "gpfs_diag.prom")
+	compareWithFile(t, newTestRegistry("gpfs", c, nil), file, metricNames(t, file)...)
+
+	data, err := os.ReadFile(requests)
+	if err != nil {
+		t.Fatal(err)
+	}
+	asked := map[string]int{}
+	for _, l := range strings.Fields(string(data)) {
+		asked[l]++
+	}
+	for _, fs := range []string{"archive", "home", "projects", "scratch"} {
+		if asked[fs] != 2 {
+			t.Errorf("file system %s was asked about %d times, want once by mmlsdisk and once by mmlsqos (log %q)", fs, asked[fs], data)
+		}
+	}
+}
+
+// Without mmlsfs the file systems come from /proc/mounts: the mounted ones
+// are asked about and reported, and nothing claims an unmounted one.
+func TestGPFSDiagnosisWithoutMmlsfs(t *testing.T) {
+	requests := filepath.Join(t.TempDir(), "requests")
+	t.Setenv("FAKE_GPFS_REQUESTLOG", requests)
+	cfg := fakeGPFSDiag(t, 30*time.Second)
+	cfg.mmlsfsPath = ""
+	cfg.nsd = false
+	reg := newTestRegistry("gpfs", newTestGPFS(t, cfg), nil)
+	want := `
+# HELP plateau_gpfs_disks_not_up Disks of the file system whose availability is not up (mmlsdisk); absent when mmlsdisk failed for it.
+# TYPE plateau_gpfs_disks_not_up gauge
+plateau_gpfs_disks_not_up{filesystem="home"} 0
+plateau_gpfs_disks_not_up{filesystem="projects"} 0
+plateau_gpfs_disks_not_up{filesystem="scratch"} 2
+# HELP plateau_scrape_collector_success 1 if the collector read its counters during this scrape, 0 if it failed or found no data.
+# TYPE plateau_scrape_collector_success gauge
+plateau_scrape_collector_success{collector="gpfs"} 1
+`
+	if err := testutil.GatherAndCompare(reg, strings.NewReader(want), "plateau_gpfs_disks_not_up", "plateau_scrape_collector_success"); err != nil {
+		t.Error(err)
+	}
+	if n, err := testutil.GatherAndCount(reg, "plateau_gpfs_filesystem_mounted"); err != nil || n != 6 {
+		t.Errorf("got %d mount series (err %v), want rw and ro of the 3 mounted file systems", n, err)
+	}
+	if got, _ := os.ReadFile(requests); strings.Contains(string(got), "archive") {
+		t.Errorf("the unmounted archive was asked about without mmlsfs listing it: %q", got)
+	}
+}
+
+// A name mmlsfs prints that is not a device name never reaches a command
+// line, and the run says so; the valid ones are still asked about.
+func TestGPFSInvalidFilesystemNameNotPassed(t *testing.T) {
+	dir := t.TempDir()
+	for _, f := range []string{"fs_io_s.txt", "mmlsdisk-scratch.txt", "mmlsqos-scratch.txt"} {
+		data, err := os.ReadFile(fixturePath(t, "gpfs", f))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(dir, f), data, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	mmlsfs := "mmlsfs::HEADER:version:reserved:reserved:deviceName:fieldName:data:remarks:\n" +
+		"mmlsfs::0:1:::scratch:defaultMountPoint:%2Fgpfs%2Fscratch::\n" +
+		"mmlsfs::0:1:::x%3Brm -rf %2F:defaultMountPoint:%2Fx::\n" +
+		"mmlsfs::0:1:::-L:defaultMountPoint:%2Fy::\n" +
+		"mmlsfs::0:1:::..:defaultMountPoint:%2Fz::\n"
+	if err := os.WriteFile(filepath.Join(dir, "mmlsfs.txt"), []byte(mmlsfs), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv("FAKE_GPFS_FIXTURES", dir)
+	requests := filepath.Join(t.TempDir(), "requests")
+	t.Setenv("FAKE_GPFS_REQUESTLOG", requests)
+	cfg := fakeGPFSDiag(t, 30*time.Second)
+	cfg.nsd = false
+	cfg.mmgetstatePath, cfg.mmhealthPath, cfg.mmdiagPath, cfg.mmfsadmPath, cfg.mountsPath = "", "", "", "", ""
+	c := newTestGPFS(t, cfg)
+	_, err := collectAll(c)
+	if err == nil || !strings.Contains(err.Error(), "is not a GPFS device name") {
+		t.Errorf("Update error = %v, want one naming the invalid device name", err)
+	}
+	// mmpmon logs its request to the same file.
+	got, _ := os.ReadFile(requests)
+	if devices := strings.ReplaceAll(string(got), "fs_io_s\n", ""); devices != "scratch\nscratch\n" {
+		t.Errorf("devices passed to mmlsdisk and mmlsqos: %q, want only scratch, once each", devices)
+	}
+	reg := newTestRegistry("gpfs", c, nil)
+	if n, err := testutil.GatherAndCount(reg, "plateau_gpfs_disk_up"); err != nil || n != 6 {
+		t.Errorf("got %d disk series (err %v), want scratch's 6", n, err)
+	}
+}
+
+// mmlsdisk failing for one file system fails the command but keeps the
+// others' disks; the failed one has no counts rather than a false 0.
+func TestGPFSMmlsdiskFailsForOneFilesystem(t *testing.T) {
+	dir := t.TempDir()
+	for _, f := range []string{"fs_io_s.txt", "mmlsfs.txt", "mmlsdisk-scratch.txt", "mmlsdisk-home.txt", "mmlsdisk-archive.txt"} {
+		data, err := os.ReadFile(fixturePath(t, "gpfs", f))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(dir, f), data, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	t.Setenv("FAKE_GPFS_FIXTURES", dir)
+	cfg := fakeGPFSDiag(t, 30*time.Second)
+	cfg.nsd = false
+	cfg.mmgetstatePath, cfg.mmhealthPath, cfg.mmdiagPath, cfg.mmfsadmPath, cfg.mmlsqosPath = "", "", "", "", ""
+	c := newTestGPFS(t, cfg)
+	_, err := collectAll(c)
+	if err == nil || !strings.Contains(err.Error(), "mmlsdisk projects") || !strings.Contains(err.Error(), "exited with status 1") {
+		t.Errorf("Update error = %v, want mmlsdisk's failure on projects", err)
+	}
+	want := `
+# HELP plateau_gpfs_disks_not_up Disks of the file system whose availability is not up (mmlsdisk); absent when mmlsdisk failed for it.
+# TYPE plateau_gpfs_disks_not_up gauge
+plateau_gpfs_disks_not_up{filesystem="archive"} 0
+plateau_gpfs_disks_not_up{filesystem="home"} 0
+plateau_gpfs_disks_not_up{filesystem="scratch"} 2
+# HELP plateau_gpfs_command_success 1 if the last run of the GPFS command succeeded and its output was parsed, 0 otherwise.
+# TYPE plateau_gpfs_command_success gauge
+plateau_gpfs_command_success{command="mmlsdisk"} 0
+plateau_gpfs_command_success{command="mmlsfs"} 1
+plateau_gpfs_command_success{command="mmpmon"} 1
+`
+	reg := newTestRegistry("gpfs", c, nil)
+	if err := testutil.GatherAndCompare(reg, strings.NewReader(want), "plateau_gpfs_disks_not_up", "plateau_gpfs_command_success"); err != nil {
+		t.Error(err)
+	}
+}
+
+// A hung mmdiag or mmlsdisk fails only its own command: the first scrape
+// returns within the deadline with every other command's answer, later
+// scrapes answer at once from the last result, a new copy starts only
+// after the hung one was killed, and no process of any copy is left.
+func TestGPFSHungDiagnosisCommands(t *testing.T) {
+	for _, name := range []string{"mmdiag", "mmlsdisk"} {
+		t.Run(name, func(t *testing.T) {
+			dir := t.TempDir()
+			script, err := os.ReadFile(fixturePath(t, "gpfs", "mmpmon-hang"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			hang := filepath.Join(dir, name)
+			if err := os.WriteFile(hang, script, 0o755); err != nil {
+				t.Fatal(err)
+			}
+			countFile := filepath.Join(dir, "starts")
+			t.Setenv("FAKE_GPFS_COUNTFILE", countFile)
+			const timeout = 2 * time.Second
+			cfg := fakeGPFSDiag(t, timeout)
+			cfg.nsd = false
+			if name == "mmdiag" {
+				cfg.mmdiagPath, cfg.waitersInterval = hang, 100*time.Millisecond
+			} else {
+				cfg.mmlsdiskPath, cfg.disksInterval = hang, 100*time.Millisecond
+			}
+			c := newTestGPFS(t, cfg)
+			t.Cleanup(func() {
+				c.Close()
+				for _, pgid := range readPIDs(t, countFile) {
+					if !processGroupGone(pgid) {
+						killGroup(pgid)
+					}
+				}
+			})
+
+			ms, err := collectAll(c)
+			if !errors.Is(err, errCommandTimeout) {
+				t.Fatalf("first Update error = %v, want %s's timeout", err, name)
+			}
+			success := map[string]float64{}
+			for _, m := range ms {
+				if strings.Contains(m.Desc().String(), `"plateau_gpfs_command_success"`) {
+					success[label(t, m, "command")] = metricValue(t, m)
+				}
+			}
+			for _, cmd := range []string{"mmpmon", "mmgetstate", "mmhealth", "mmfsadm", "mmdiag", "mmlsfs", "mmlsdisk", "mmlsqos"} {
+				want := 1.0
+				if cmd == name {
+					want = 0
+				}
+				if got, ok := success[cmd]; !ok || got != want {
+					t.Errorf("command_success{command=%q} = %v (present %v), want %v", cmd, got, ok, want)
+				}
+			}
+			if name == "mmlsdisk" && countLines(t, countFile) != 1 {
+				// After the first file system's call timed out, the run
+				// asks no other file system: they would hang as well.
+				t.Errorf("the first run started mmlsdisk %d times, want once", countLines(t, countFile))
+			}
+			probetest.WaitUntil(t, name+" to be started again after the timeout", 30*time.Second, func() bool {
+				return countLines(t, countFile) >= 2
+			})
+			for i := 0; i < 5; i++ {
+				start := time.Now()
+				_, err := collectAll(c)
+				if elapsed := time.Since(start); elapsed >= timeout {
+					t.Errorf("a scrape took %s while %s hung; it should not wait for the command (timeout %s)", elapsed, name, timeout)
+				}
+				if err == nil {
+					t.Errorf("a scrape succeeded while %s hangs", name)
+				}
+			}
+			c.Close()
+			pgids := readPIDs(t, countFile)
+			for i, pgid := range pgids[:len(pgids)-1] {
+				if !processGroupGone(pgid) {
+					t.Errorf("run %d (group %d) is still alive after a later run started", i+1, pgid)
+				}
+			}
+			for _, pgid := range pgids {
+				probetest.WaitUntil(t, "every hung "+name+"'s process group to disappear", 10*time.Second, func() bool {
+					return processGroupGone(pgid)
+				})
+			}
+		})
+	}
+}
+
+func TestNewGPFSCollectorRejectsZeroDiagInterval(t *testing.T) {
+	cfg := fakeGPFSDiag(t, time.Second)
+	cfg.qosInterval = 0
+	if _, err := newGPFSCollector(cfg, nil); err == nil || !strings.Contains(err.Error(), "mmlsqos") {
+		t.Errorf("a zero mmlsqos interval: %v", err)
+	}
+}

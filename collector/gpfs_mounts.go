@@ -1,0 +1,118 @@
+package collector
+
+import (
+	"bufio"
+	"bytes"
+	"fmt"
+	"os"
+	"strings"
+
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// The mount state comes from /proc/mounts, read at each scrape: reading it
+// never touches a file system, so it cannot hang on a wedged GPFS daemon
+// the way a stat of the mount point would. A GPFS mount reads, as in
+// gpfs_exporter's collectors/mount_test.go:
+//
+//	scratch /gpfs/scratch gpfs rw,relatime 0 0
+//
+// device (the file system's device name; "/dev/scratch" on old releases),
+// mount point (with blanks, tabs, newlines and backslashes as \040, \011,
+// \012 and \134, see proc_pid_mounts(5)), type, options.
+
+// gpfsMount is one GPFS line of /proc/mounts.
+type gpfsMount struct {
+	filesystem, mountpoint, mode string
+}
+
+// parseGPFSMounts returns the GPFS mounts of a /proc/mounts file.
+func parseGPFSMounts(data []byte) []gpfsMount {
+	var mounts []gpfsMount
+	sc := bufio.NewScanner(bytes.NewReader(data))
+	sc.Buffer(make([]byte, 0, 4096), 1<<20)
+	for sc.Scan() {
+		f := strings.Fields(sc.Text())
+		if len(f) < 4 || f[2] != "gpfs" {
+			continue
+		}
+		mode := "rw"
+		if opt, _, _ := strings.Cut(f[3], ","); opt == "ro" {
+			mode = "ro"
+		}
+		// unescapeMountField is the NFS collector's (nfs.go).
+		mounts = append(mounts, gpfsMount{
+			filesystem: strings.TrimPrefix(unescapeMountField(f[0]), "/dev/"),
+			mountpoint: unescapeMountField(f[1]),
+			mode:       mode,
+		})
+	}
+	return mounts
+}
+
+// readGPFSMounts reads and parses the mounts file.
+func readGPFSMounts(path string) ([]gpfsMount, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("reading GPFS mounts: %w", err)
+	}
+	return parseGPFSMounts(data), nil
+}
+
+type gpfsMountDescs struct {
+	mounted typedDesc
+}
+
+func newGPFSMountDescs() gpfsMountDescs {
+	return gpfsMountDescs{
+		mounted: typedDesc{prometheus.NewDesc(prometheus.BuildFQName(namespace, gpfsSubsystem, "filesystem_mounted"),
+			"Whether the GPFS file system is mounted at the mount point in this mode (/proc/mounts): each mount has a series "+
+				"for mode rw and one for mode ro, 1 for the mode it is mounted in. A file system mmlsfs lists but that is not "+
+				"mounted has both series at 0, with its default mount point from mmlsfs; so "+
+				"max by (filesystem) (plateau_gpfs_filesystem_mounted) == 0 means not mounted, {mode=\"ro\"} == 1 read-only.",
+			[]string{"filesystem", "mountpoint", "mode"}, nil), prometheus.GaugeValue},
+	}
+}
+
+// mounts sends the mount state of every GPFS file system the node knows:
+// those mounted, and those mmlsfs listed in its last run.
+func (c *gpfsCollector) mounts(ch chan<- prometheus.Metric) error {
+	mounts, err := readGPFSMounts(c.cfg.mountsPath)
+	if err != nil {
+		return err
+	}
+	d := &c.mountDescs
+	mounted := map[string]bool{}
+	seen := map[[2]string]bool{}
+	for _, m := range mounts {
+		key := [2]string{labelValue(m.filesystem), labelValue(m.mountpoint)}
+		mounted[m.filesystem] = true
+		if seen[key] {
+			// The same file system mounted twice on one mount point
+			// would be a duplicate series.
+			continue
+		}
+		seen[key] = true
+		rw, ro := 0.0, 0.0
+		if m.mode == "ro" {
+			ro = 1
+		} else {
+			rw = 1
+		}
+		ch <- d.mounted.mustNewConstMetric(rw, key[0], key[1], "rw")
+		ch <- d.mounted.mustNewConstMetric(ro, key[0], key[1], "ro")
+	}
+	for _, f := range c.listedFilesystems() {
+		if mounted[f.name] {
+			continue
+		}
+		key := [2]string{labelValue(f.name), labelValue(f.mountpoint)}
+		if seen[key] {
+			continue
+		}
+		seen[key] = true
+		ch <- d.mounted.mustNewConstMetric(0, key[0], key[1], "rw")
+		ch <- d.mounted.mustNewConstMetric(0, key[0], key[1], "ro")
+	}
+	return nil
+}

@@ -1,0 +1,74 @@
+package collector
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"errors"
+	"strings"
+
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// The verbs collector runs "mmfsadm test verbs status", which prints one
+// line saying whether the daemon's RDMA (InfiniBand verbs) transport
+// started:
+//
+//	VERBS RDMA status: started
+//
+// or "disabled" (verbsRdma disabled, or not configured for this node) and
+// other words when it failed to start (gpfs_exporter's
+// collectors/verbs_test.go shows both). When RDMA is not started, GPFS
+// sends its data over TCP, often an order of magnitude slower on an
+// InfiniBand cluster, with nothing else looking wrong.
+
+// parseVerbsStatus returns the status word of the VERBS RDMA line.
+func parseVerbsStatus(out []byte) (string, error) {
+	sc := bufio.NewScanner(bytes.NewReader(out))
+	sc.Buffer(make([]byte, 0, 4096), maxCommandOutput)
+	for sc.Scan() {
+		line := strings.TrimSpace(sc.Text())
+		rest, ok := strings.CutPrefix(line, "VERBS RDMA status:")
+		if !ok {
+			continue
+		}
+		status := strings.TrimSpace(rest)
+		if status == "" {
+			return "", errors.New("mmfsadm test verbs status: empty VERBS RDMA status")
+		}
+		return status, nil
+	}
+	if err := sc.Err(); err != nil {
+		return "", err
+	}
+	return "", errors.New("mmfsadm test verbs status: no 'VERBS RDMA status:' line")
+}
+
+type gpfsVerbsDescs struct {
+	started typedDesc
+}
+
+func newGPFSVerbsDescs() gpfsVerbsDescs {
+	return gpfsVerbsDescs{
+		started: typedDesc{prometheus.NewDesc(prometheus.BuildFQName(namespace, gpfsSubsystem, "verbs_rdma_started"),
+			"1 if the GPFS daemon's RDMA (verbs) transport is started ('mmfsadm test verbs status' says started), 0 otherwise: "+
+				"then GPFS moves data over TCP.",
+			nil, nil), prometheus.GaugeValue},
+	}
+}
+
+func (c *gpfsCollector) verbs(ctx context.Context) ([]prometheus.Metric, error) {
+	out, err := c.runner.run(ctx, nil, c.cfg.mmfsadmPath, "test", "verbs", "status")
+	if err != nil {
+		return nil, err
+	}
+	status, err := parseVerbsStatus(out)
+	if err != nil {
+		return nil, err
+	}
+	v := 0.0
+	if status == "started" {
+		v = 1
+	}
+	return []prometheus.Metric{c.verbsDescs.started.mustNewConstMetric(v)}, nil
+}

@@ -1,0 +1,172 @@
+package collector
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// The waiters collector runs "mmdiag --waiters -Y": the threads of the GPFS
+// daemon that are waiting, how long, and on what. A long waiter is the
+// usual first sign of I/O stuck behind a failing disk, a rebuild, a token
+// or the network. Its table, as Storage Scale 5.x prints it (see
+// gpfs_exporter's collectors/waiter_test.go for a real sample):
+//
+//	mmdiag:waiters:HEADER:version:reserved:reserved:threadId:threadAddr:threadName:waitStartTime:waitTime:isMonitored:condVarAddr:condVarName:condVarReason:mutexAddr:mutexName:auxReason:delayTime:delayReason:
+//
+// waitTime is in seconds. The reason is spread over condVarName,
+// condVarReason, mutexName, auxReason and delayReason; it is free text
+// (disk names, node addresses), so it is reduced to a small fixed set of
+// classes and never used as a label.
+
+// Waiter reason classes, in the order they are tested.
+const (
+	waiterRebuild = "rebuild"
+	waiterToken   = "token"
+	waiterIO      = "io"
+	waiterNetwork = "network"
+	waiterOther   = "other"
+)
+
+// gpfsWaiterClasses are exported at every run, 0 when no waiter has them,
+// so that an alert sees a value rise rather than a series appear.
+func gpfsWaiterClasses() [5]string {
+	return [...]string{waiterIO, waiterNetwork, waiterToken, waiterRebuild, waiterOther}
+}
+
+// waiterClassRules map words of a waiter's thread name and reason text to a
+// class; the first rule with a matching word wins. Rebuild and recovery
+// come first: a RebuildWorkThread waiting "for I/O completion" is slow
+// because of the rebuild. Token traffic is RPCs too, so it precedes the
+// network; "NSD I/O completion" (a client waiting on its NSD server) is
+// I/O even though it travels as an RPC.
+func waiterClassRules() [4]struct {
+	class string
+	words []string
+} {
+	return [...]struct {
+		class string
+		words []string
+	}{
+		{waiterRebuild, []string{"rebuild", "recover", "restripe", "pg drain", "replay", "resync", "fsck", "log wrap"}},
+		{waiterToken, []string{"token", "tmmsg", "revoke", "byte-range lock"}},
+		{waiterIO, []string{"i/o", "nsd", "disk", "io completion", "aio", "flush"}},
+		{waiterNetwork, []string{"rdma", "verbs", "rpc", "sock", "send", "recv", "connect", "conn ", "connection", "reconnect", "network", "tcp", "lease", "msg"}},
+	}
+}
+
+// ignoredWaiterThreads wait all the time by design (gpfs_exporter excludes
+// the same threads by default); counting them would make
+// plateau_gpfs_waiter_longest_seconds always large.
+func ignoredWaiterThreads() [2]string {
+	return [...]string{"EventsExporterSenderThread", "FsckClientReaperThread"}
+}
+
+// classifyWaiter returns the class of a waiter from its thread name and
+// reason text.
+func classifyWaiter(thread, reason string) string {
+	text := strings.ToLower(thread + " " + reason)
+	for _, r := range waiterClassRules() {
+		for _, w := range r.words {
+			if strings.Contains(text, w) {
+				return r.class
+			}
+		}
+	}
+	return waiterOther
+}
+
+// gpfsWaiters is what one mmdiag run showed.
+type gpfsWaiters struct {
+	count   map[string]int
+	longest float64
+}
+
+// parseMmdiagWaiters parses "mmdiag --waiters -Y". No waiter at all is a
+// HEADER without rows, or nothing: an idle daemon may print no table.
+func parseMmdiagWaiters(out []byte) (gpfsWaiters, error) {
+	w := gpfsWaiters{count: map[string]int{}}
+	y, err := parseY(out)
+	if err != nil {
+		return w, fmt.Errorf("mmdiag --waiters -Y: %w", err)
+	}
+	t := y.table("mmdiag", "waiters")
+	if t == nil {
+		return w, nil
+	}
+	timeCol, threadCol := t.column("waitTime"), t.column("threadName")
+	if timeCol < 0 {
+		return w, errors.New("mmdiag --waiters -Y: no waitTime column in HEADER")
+	}
+	var reasonCols []int
+	for _, name := range []string{"condVarName", "condVarReason", "mutexName", "auxReason", "delayReason"} {
+		if col := t.column(name); col >= 0 {
+			reasonCols = append(reasonCols, col)
+		}
+	}
+	var errs []error
+	var reason strings.Builder
+rows:
+	for i, row := range t.rows {
+		thread := t.value(row, threadCol)
+		for _, ignored := range ignoredWaiterThreads() {
+			if thread == ignored {
+				continue rows
+			}
+		}
+		seconds, err := parseLocaleFloat(t.value(row, timeCol))
+		if err != nil || seconds < 0 {
+			errs = append(errs, fmt.Errorf("mmdiag --waiters -Y: waiter %d (%s): waitTime %q is not a number of seconds", i+1, thread, t.value(row, timeCol)))
+			continue
+		}
+		reason.Reset()
+		for _, col := range reasonCols {
+			reason.WriteString(t.value(row, col))
+			reason.WriteByte(' ')
+		}
+		w.count[classifyWaiter(thread, reason.String())]++
+		w.longest = max(w.longest, seconds)
+	}
+	return w, errors.Join(errs...)
+}
+
+type gpfsWaiterDescs struct {
+	waiters, longest typedDesc
+}
+
+func newGPFSWaiterDescs() gpfsWaiterDescs {
+	return gpfsWaiterDescs{
+		waiters: typedDesc{prometheus.NewDesc(prometheus.BuildFQName(namespace, gpfsSubsystem, "waiters"),
+			"Threads of the GPFS daemon waiting now (mmdiag --waiters), by a class derived from the waiter's thread and reason: "+
+				"rebuild (rebuild, recovery, restripe), token (token and lock traffic), io (disk and NSD I/O), "+
+				"network (RDMA, RPC, sockets), other. Every class is exported, 0 when no waiter has it; "+
+				"threads that always wait (EventsExporterSenderThread, FsckClientReaperThread) are not counted.",
+			[]string{"reason_class"}, nil), prometheus.GaugeValue},
+		longest: typedDesc{prometheus.NewDesc(prometheus.BuildFQName(namespace, gpfsSubsystem, "waiter_longest_seconds"),
+			"How long the longest-waiting counted thread of the GPFS daemon has waited (mmdiag --waiters), in seconds; 0 when none waits.",
+			nil, nil), prometheus.GaugeValue},
+	}
+}
+
+func (c *gpfsCollector) waiters(ctx context.Context) ([]prometheus.Metric, error) {
+	out, err := c.runner.run(ctx, nil, c.cfg.mmdiagPath, "--waiters", "-Y")
+	if err != nil {
+		return nil, err
+	}
+	w, parseErr := parseMmdiagWaiters(out)
+	if parseErr != nil && len(w.count) == 0 {
+		// Nothing usable: exporting zeros would claim no waiters.
+		return nil, parseErr
+	}
+	d := &c.waiterDescs
+	classes := gpfsWaiterClasses()
+	ms := make([]prometheus.Metric, 0, len(classes)+1)
+	for _, class := range classes {
+		ms = append(ms, d.waiters.mustNewConstMetric(float64(w.count[class]), class))
+	}
+	ms = append(ms, d.longest.mustNewConstMetric(w.longest))
+	return ms, parseErr
+}
