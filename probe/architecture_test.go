@@ -34,6 +34,18 @@ var importRules = []importRule{
 	{"probe/store", []string{"probe/plateau/backtest", "github.com/prometheus/prometheus/promql", "github.com/prometheus/prometheus/rules"},
 		"the scrape path computes nothing with Prometheus's engine; the backtest is a command of its own"},
 	{"cmd/plateau_exporter", []string{"internal/probetest", "internal/probefixture", "internal/faultfs"}, "test helpers never ship in the binary"},
+	{"internal/statuspage", []string{"probe/engine", "probe/worker", "probe/schedule", "probe/plateau/backtest", "internal/probetest", "internal/faultfs"},
+		"the page reads snapshots and draws them; it never reaches the code that runs probes and can hang on a dead mount"},
+	// The status page sits above the store and the collectors, wired by
+	// cmd: none of them may depend on it.
+	{"probe", []string{"internal/statuspage"}, "the status page reads the probes and counters, never the other way"},
+	{"probe/engine", []string{"internal/statuspage"}, "the status page reads the probes and counters, never the other way"},
+	{"probe/worker", []string{"internal/statuspage"}, "the status page reads the probes and counters, never the other way"},
+	{"probe/schedule", []string{"internal/statuspage"}, "the status page reads the probes and counters, never the other way"},
+	{"probe/plateau", []string{"internal/statuspage"}, "the status page reads the probes and counters, never the other way"},
+	{"probe/plateau/backtest", []string{"internal/statuspage"}, "the status page reads the probes and counters, never the other way"},
+	{"probe/store", []string{"internal/statuspage"}, "the status page reads the probes and counters, never the other way"},
+	{"collector", []string{"internal/statuspage"}, "the status page reads the probes and counters, never the other way"},
 }
 
 // TestImportDirections holds the packages to the import rules, from what
