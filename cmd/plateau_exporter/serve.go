@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -23,6 +24,7 @@ import (
 	"github.com/prometheus/exporter-toolkit/web"
 
 	"github.com/plateau-exporter/plateau_exporter/collector"
+	"github.com/plateau-exporter/plateau_exporter/internal/statuspage"
 	"github.com/plateau-exporter/plateau_exporter/probe"
 	"github.com/plateau-exporter/plateau_exporter/probe/plateau"
 	"github.com/plateau-exporter/plateau_exporter/probe/schedule"
@@ -123,6 +125,18 @@ type reloader struct {
 	baselinesLoaded prometheus.Gauge
 	// paths remembers target path checks blocked on a hung mount.
 	paths *probe.PathChecker
+	// shown is what the status page says of the config. It is read
+	// without mu, which a reload holds while a path check may block on a
+	// hung mount: the page must answer during exactly such an incident.
+	shown atomic.Pointer[shownConfig]
+}
+
+// shownConfig is the running config for the status page, since when it
+// runs, and what the last loads refused.
+type shownConfig struct {
+	cfg                     *probe.Config
+	loadedAt                time.Time
+	reloadErr, baselinesErr string
 }
 
 func (r *reloader) reload() error {
@@ -133,6 +147,11 @@ func (r *reloader) reload() error {
 		// Log before the gauge flips, so whoever sees the 0 finds the why.
 		level.Error(r.logger).Log("msg", "reload failed; keeping the running config", "err", err)
 		r.success.Set(0)
+		if prev := r.shown.Load(); prev != nil {
+			next := *prev
+			next.reloadErr = err.Error()
+			r.shown.Store(&next)
+		}
 		return err
 	}
 	r.apply(cfg)
@@ -141,7 +160,9 @@ func (r *reloader) reload() error {
 
 func (r *reloader) apply(cfg *probe.Config) {
 	baselines, err := loadBaselines(cfg)
+	shown := &shownConfig{cfg: cfg, loadedAt: time.Now()}
 	if err != nil {
+		shown.baselinesErr = err.Error()
 		r.baselinesLoaded.Set(0)
 		level.Error(r.logger).Log("msg", "baselines not loaded; probes run and export results without ratios", "err", err)
 	} else {
@@ -149,6 +170,7 @@ func (r *reloader) apply(cfg *probe.Config) {
 	}
 	r.results.Configure(cfg, baselines)
 	r.scheduler.Apply(cfg)
+	r.shown.Store(shown)
 	r.success.Set(1)
 	r.timestamp.SetToCurrentTime()
 	n := 0
@@ -178,6 +200,8 @@ func serve(logger log.Logger, o serveOptions) error {
 		return exitErr(2, err)
 	}
 	level.Info(logger).Log("msg", "counter collectors enabled", "collectors", fmt.Sprint(counters.Enabled()))
+	// Tracked remembers each collector's last scrape for the status page.
+	tracked := collector.Track(counters)
 
 	// The history of the change ratios is loaded before the first
 	// Configure, which keeps the entries of the configured probes.
@@ -198,7 +222,7 @@ func serve(logger log.Logger, o serveOptions) error {
 		Help: "1 if the baselines file named by the config was loaded (or none is configured), 0 if it is missing or invalid and no ratios are exported.",
 	})
 	reg := prometheus.NewRegistry()
-	reg.MustRegister(versioncollector.NewCollector("plateau_exporter"), results, counters, reloadSuccess, reloadTime, baselinesLoaded)
+	reg.MustRegister(versioncollector.NewCollector("plateau_exporter"), results, tracked, reloadSuccess, reloadTime, baselinesLoaded)
 	if !o.disableExporterMetrics {
 		reg.MustRegister(collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}), collectors.NewGoCollector())
 	}
@@ -233,20 +257,14 @@ func serve(logger log.Logger, o serveOptions) error {
 		}
 		fmt.Fprintln(w, "config reloaded")
 	})
+	page, err := newStatusPage(o, rl, results, tracked)
+	if err != nil {
+		return err
+	}
+	mux.Handle("/status.json", page.JSON())
+	// With --web.telemetry-path=/ the metrics keep "/", as before.
 	if o.metricsPath != "/" {
-		landing, err := web.NewLandingPage(web.LandingConfig{
-			Name:        "plateau_exporter",
-			Description: "File-system probes beside their characterized plateau, with GPFS, InfiniBand, NVMe and NFS counters",
-			Version:     version.Info(),
-			Links: []web.LandingLinks{
-				{Address: o.metricsPath, Text: "Metrics"},
-				{Address: "/-/healthy", Text: "Health"},
-			},
-		})
-		if err != nil {
-			return fmt.Errorf("landing page: %w", err)
-		}
-		mux.Handle("/", landing)
+		mux.Handle("/", page.HTML())
 	}
 
 	server := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
@@ -277,6 +295,42 @@ func serve(logger log.Logger, o serveOptions) error {
 			return err
 		}
 	}
+}
+
+// newStatusPage wires the status page (`/`, which replaces
+// exporter-toolkit's landing page and keeps its links) and /status.json to
+// the daemon's state. Each request takes a snapshot of the store, which
+// never waits for a probe, and the collectors' state at the last scrape.
+func newStatusPage(o serveOptions, rl *reloader, results *store.Store, counters *collector.Tracked) (*statuspage.Page, error) {
+	nextRun := func(t *probe.Target, p *probe.ProbeConfig, now time.Time) time.Time {
+		offset := time.Duration(0)
+		if p.Splay { // as the scheduler places the probe's slot
+			offset = schedule.SlotOffset(o.hostname, t.Name, p.Name, p.Interval)
+		}
+		return schedule.NextSlot(now, offset, p.Interval)
+	}
+	page, err := statuspage.New(statuspage.Options{
+		Name:        "plateau_exporter",
+		Description: "File-system probes beside their characterized plateau, with GPFS, InfiniBand, NVMe and NFS counters",
+		Links: []statuspage.Link{
+			{Address: o.metricsPath, Text: "Metrics"},
+			{Address: "/status.json", Text: "Status as JSON"},
+			{Address: "/-/healthy", Text: "Health"},
+			{Address: "/-/ready", Text: "Ready"},
+		},
+		Gather: func() statuspage.Input {
+			in := statuspage.Input{Now: time.Now(), Hostname: o.hostname, Version: version.Info(),
+				Store: results.Snapshot(), Collectors: counters.States(), NextRun: nextRun}
+			if sc := rl.shown.Load(); sc != nil {
+				in.Config, in.ConfigLoadedAt, in.LastReloadError, in.BaselinesError = sc.cfg, sc.loadedAt, sc.reloadErr, sc.baselinesErr
+			}
+			return in
+		},
+	})
+	if err != nil {
+		return nil, fmt.Errorf("status page: %w", err)
+	}
+	return page, nil
 }
 
 // stdlibLogger adapts go-kit to promhttp's error log.
