@@ -77,6 +77,11 @@ func TestGoldenMetrics(t *testing.T) {
 		"--path.sysfs="+filepath.Join(fixtures, "sys"), "--path.procfs="+filepath.Join(fixtures, "proc"),
 		"--collector.gpfs.mmpmon-path="+filepath.Join(gpfs, "mmpmon"), "--collector.gpfs.mmgetstate-path="+filepath.Join(gpfs, "mmgetstate"),
 		"--collector.gpfs.mmhealth-path="+filepath.Join(gpfs, "mmhealth"), "--collector.gpfs.nsd",
+		// The diagnosis commands (waiters, verbs, disks, QoS); the mount
+		// state comes from the fixture proc tree's mounts.
+		"--collector.gpfs.mmdiag-path="+filepath.Join(gpfs, "mmdiag"), "--collector.gpfs.mmfsadm-path="+filepath.Join(gpfs, "mmfsadm"),
+		"--collector.gpfs.mmlsfs-path="+filepath.Join(gpfs, "mmlsfs"), "--collector.gpfs.mmlsdisk-path="+filepath.Join(gpfs, "mmlsdisk"),
+		"--collector.gpfs.mmlsqos-path="+filepath.Join(gpfs, "mmlsqos"),
 		// No real /dev/nvme* of the machine running the test may leak in.
 		"--collector.nvme.dev-dir="+t.TempDir())
 	probetest.WaitUntil(t, "a successful run of every probe", 60*time.Second, func() bool {
