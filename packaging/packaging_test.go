@@ -259,3 +259,108 @@ func TestDefaultConfig(t *testing.T) {
 		t.Errorf("NFS example sequential block sizes %v, want 512 KiB (writes) and 128 KiB (reads)", sizes)
 	}
 }
+
+// TestUnitCapabilities pins the unit's privileges: the daemon runs as
+// plateau and receives CAP_SYS_ADMIN, and nothing else, only to hand it to
+// the SMART helper before it drops every capability (issue 17); no new
+// privileges can be gained.
+func TestUnitCapabilities(t *testing.T) {
+	data, err := os.ReadFile("plateau_exporter.service")
+	if err != nil {
+		t.Fatal(err)
+	}
+	service := map[string][]string{}
+	section := ""
+	sc := bufio.NewScanner(bytes.NewReader(data))
+	for sc.Scan() {
+		line := strings.TrimSpace(sc.Text())
+		if line == "" || strings.HasPrefix(line, "#") {
+			continue
+		}
+		if strings.HasPrefix(line, "[") {
+			section = line
+			continue
+		}
+		if k, v, ok := strings.Cut(line, "="); ok && section == "[Service]" {
+			service[k] = append(service[k], v)
+		}
+	}
+	for k, want := range map[string]string{
+		"User":                  "plateau",
+		"CapabilityBoundingSet": "CAP_SYS_ADMIN",
+		"AmbientCapabilities":   "CAP_SYS_ADMIN",
+		"NoNewPrivileges":       "yes",
+	} {
+		if got := service[k]; len(got) != 1 || got[0] != want {
+			t.Errorf("[Service] %s = %q, want exactly %q", k, got, want)
+		}
+	}
+	for _, k := range []string{"SecureBits", "Capabilities", "PermissionsStartOnly"} {
+		if v, ok := service[k]; ok {
+			t.Errorf("[Service] sets %s=%q", k, v)
+		}
+	}
+}
+
+// The sudoers snippet grants the GPFS command lines the collector runs and
+// no other; the root-only TestRPM checks the same through sudo itself. This
+// catches an edit without root: every granted line and the refusal of the
+// per-file-system commands' other device parts.
+func TestSudoersCommandLines(t *testing.T) {
+	data, err := os.ReadFile("plateau_exporter.sudoers")
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Join continuation lines, drop comments.
+	var lines []string
+	for _, l := range strings.Split(strings.ReplaceAll(string(data), "\\\n", " "), "\n") {
+		if l = strings.TrimSpace(l); l != "" && !strings.HasPrefix(l, "#") {
+			lines = append(lines, strings.Join(strings.Fields(l), " "))
+		}
+	}
+	aliases := map[string][]string{}
+	var specs []string
+	for _, l := range lines {
+		if rest, ok := strings.CutPrefix(l, "Cmnd_Alias "); ok {
+			name, cmds, _ := strings.Cut(rest, " = ")
+			for _, c := range strings.Split(cmds, ", ") {
+				aliases[name] = append(aliases[name], strings.TrimSpace(c))
+			}
+		} else if strings.HasPrefix(l, "plateau ") {
+			specs = append(specs, l)
+		}
+	}
+	want := map[string][]string{
+		"PLATEAU_GPFS": {
+			"/usr/lpp/mmfs/bin/mmpmon -p -s -i /usr/share/plateau_exporter/mmpmon-client.requests",
+			"/usr/lpp/mmfs/bin/mmpmon -p -s -i /usr/share/plateau_exporter/mmpmon-nsd.requests",
+			"/usr/lpp/mmfs/bin/mmgetstate -Y",
+			"/usr/lpp/mmfs/bin/mmhealth node show -Y",
+			"/usr/lpp/mmfs/bin/mmdiag --waiters -Y",
+			"/usr/lpp/mmfs/bin/mmfsadm test verbs status",
+			"/usr/lpp/mmfs/bin/mmlsfs all -T -Y",
+			"/usr/lpp/mmfs/bin/mmlsdisk [A-Za-z0-9_]* -Y",
+			"/usr/lpp/mmfs/bin/mmlsqos [A-Za-z0-9_]* -Y",
+		},
+		"PLATEAU_GPFS_BAD_DEVICE": {
+			"/usr/lpp/mmfs/bin/mmlsdisk *[!A-Za-z0-9_.-]* -Y",
+			"/usr/lpp/mmfs/bin/mmlsqos *[!A-Za-z0-9_.-]* -Y",
+		},
+	}
+	if len(aliases) != len(want) {
+		t.Errorf("command aliases %v, want exactly %v", aliases, want)
+	}
+	for name, cmds := range want {
+		if strings.Join(aliases[name], "|") != strings.Join(cmds, "|") {
+			t.Errorf("%s = %q, want %q", name, aliases[name], cmds)
+		}
+	}
+	if len(specs) != 1 || specs[0] != "plateau ALL = (root) NOPASSWD: PLATEAU_GPFS, !PLATEAU_GPFS_BAD_DEVICE" {
+		t.Errorf("user specifications %q, want only the grant followed by the refusal", specs)
+	}
+	if path, err := exec.LookPath("visudo"); err == nil {
+		if out, err := exec.Command(path, "-c", "-f", "plateau_exporter.sudoers").CombinedOutput(); err != nil {
+			t.Errorf("visudo -c: %v\n%s", err, out)
+		}
+	}
+}

@@ -679,7 +679,7 @@ func ensureGPFSCommands(t *testing.T) {
 	if err := os.MkdirAll(bin, 0o755); err != nil {
 		t.Fatal(err)
 	}
-	for _, c := range []string{"mmpmon", "mmgetstate", "mmhealth", "mmchconfig"} {
+	for _, c := range []string{"mmpmon", "mmgetstate", "mmhealth", "mmdiag", "mmfsadm", "mmlsfs", "mmlsdisk", "mmlsqos", "mmchconfig"} {
 		if err := os.WriteFile(filepath.Join(bin, c), []byte("#!/bin/sh\nexit 1\n"), 0o755); err != nil {
 			t.Fatal(err)
 		}
@@ -711,13 +711,25 @@ func testSudoers(t *testing.T, root, binRPM string) {
 	// Only the commands section: the Defaults section repeats the commands
 	// the !use_pty setting applies to.
 	_, granted, _ := strings.Cut(list, "may run the following commands")
-	grants := regexp.MustCompile(`/usr/lpp/mmfs/bin/\S+( [^,\n]+)?`).FindAllString(granted, -1)
-	want := []string{
+	grants := regexp.MustCompile(`!?/usr/lpp/mmfs/bin/\S+( [^,\n]+)?`).FindAllString(granted, -1)
+	// The fixed command lines, then the per-file-system patterns and the
+	// refusal of every device part with another character (see the
+	// sudoers file for why it takes two patterns).
+	fixed := []string{
 		"/usr/lpp/mmfs/bin/mmpmon -p -s -i /usr/share/plateau_exporter/mmpmon-client.requests",
 		"/usr/lpp/mmfs/bin/mmpmon -p -s -i /usr/share/plateau_exporter/mmpmon-nsd.requests",
 		"/usr/lpp/mmfs/bin/mmgetstate -Y",
 		"/usr/lpp/mmfs/bin/mmhealth node show -Y",
+		"/usr/lpp/mmfs/bin/mmdiag --waiters -Y",
+		"/usr/lpp/mmfs/bin/mmfsadm test verbs status",
+		"/usr/lpp/mmfs/bin/mmlsfs all -T -Y",
 	}
+	want := append(append([]string{}, fixed...),
+		"/usr/lpp/mmfs/bin/mmlsdisk [A-Za-z0-9_]* -Y",
+		"/usr/lpp/mmfs/bin/mmlsqos [A-Za-z0-9_]* -Y",
+		"!/usr/lpp/mmfs/bin/mmlsdisk *[!A-Za-z0-9_.-]* -Y",
+		"!/usr/lpp/mmfs/bin/mmlsqos *[!A-Za-z0-9_.-]* -Y",
+	)
 	if strings.Join(grants, "|") != strings.Join(want, "|") {
 		t.Errorf("sudo -l -U plateau grants %q, want %q:\n%s", grants, want, list)
 	}
@@ -725,7 +737,13 @@ func testSudoers(t *testing.T, root, binRPM string) {
 		t.Errorf("sudo -l -U plateau shows more than the GPFS commands as root:\n%s", list)
 	}
 
-	for _, c := range want {
+	// Exactly the command lines the collector runs, with device names as
+	// validGPFSDevice (collector/gpfs_parse.go) accepts them.
+	allowed := append([]string{}, fixed...)
+	for _, dev := range []string{"scratch", "gpfs01", "fs_a-b.c", "9", "_x"} {
+		allowed = append(allowed, "/usr/lpp/mmfs/bin/mmlsdisk "+dev+" -Y", "/usr/lpp/mmfs/bin/mmlsqos "+dev+" -Y")
+	}
+	for _, c := range allowed {
 		args := append([]string{"-n", "-l", "-U", "plateau"}, strings.Fields(c)...)
 		if r := runCmd(t, "", nil, "sudo", args...); r.code != 0 {
 			t.Errorf("sudo does not allow plateau %q (exit %d): %s", c, r.code, r.out)
@@ -743,6 +761,30 @@ func testSudoers(t *testing.T, root, binRPM string) {
 		"/usr/lpp/mmfs/bin/mmchconfig",
 		"/bin/sh",
 		"/usr/bin/id",
+		"/usr/lpp/mmfs/bin/mmdiag --waiters",
+		"/usr/lpp/mmfs/bin/mmdiag --iohist -Y",
+		"/usr/lpp/mmfs/bin/mmdiag --waiters -Y --all",
+		"/usr/lpp/mmfs/bin/mmfsadm dump all",
+		"/usr/lpp/mmfs/bin/mmfsadm test verbs",
+		"/usr/lpp/mmfs/bin/mmlsfs all -Y",
+		"/usr/lpp/mmfs/bin/mmlsfs scratch -T -Y",
+		"/usr/lpp/mmfs/bin/mmlsdisk",
+		"/usr/lpp/mmfs/bin/mmlsdisk -Y",
+		"/usr/lpp/mmfs/bin/mmlsdisk scratch",
+		"/usr/lpp/mmfs/bin/mmlsdisk scratch -L -Y",
+		"/usr/lpp/mmfs/bin/mmlsdisk scratch -Y -L",
+		"/usr/lpp/mmfs/bin/mmlsdisk scratch -Y -Y",
+		"/usr/lpp/mmfs/bin/mmlsdisk scratch;id -Y",
+		"/usr/lpp/mmfs/bin/mmlsdisk /dev/scratch -Y",
+		"/usr/lpp/mmfs/bin/mmlsdisk ../etc -Y",
+		"/usr/lpp/mmfs/bin/mmlsdisk .hidden -Y",
+		"/usr/lpp/mmfs/bin/mmlsdisk -d -Y",
+		"/usr/lpp/mmfs/bin/mmlsdisk scr*tch -Y",
+		"/usr/lpp/mmfs/bin/mmlsqos scratch",
+		"/usr/lpp/mmfs/bin/mmlsqos scratch --seconds 999 -Y",
+		"/usr/lpp/mmfs/bin/mmlsqos scratch -Y --fine-stats 0-",
+		"/usr/lpp/mmfs/bin/mmlsqos a,b -Y",
+		"/usr/lpp/mmfs/bin/mmchqos scratch --disable",
 	} {
 		args := append([]string{"-n", "-l", "-U", "plateau"}, strings.Fields(c)...)
 		if r := runCmd(t, "", nil, "sudo", args...); r.code == 0 {
