@@ -105,3 +105,32 @@ func TestSnapshotChangeRatioAsMetrics(t *testing.T) {
 		t.Error("change ratio after a failed run, which /metrics does not export")
 	}
 }
+
+// Snapshots are taken while probes record (run with -race): the page
+// reads while the scheduler writes.
+func TestSnapshotWhileRecording(t *testing.T) {
+	s, _ := storeWithProbe()
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for i := range 200 {
+			s.Record(&probe.Result{Target: "t", Probe: "s", Kind: probe.KindSequential, End: time.Unix(int64(1_700_000_000+i), 0),
+				Ops: []probe.OpResult{{Op: "write", Bytes: 1000, Operations: 1, Seconds: 1}}}, false)
+			s.SetInProgress("t", "s", i%2 == 0)
+		}
+	}()
+	for {
+		select {
+		case <-done:
+			if n := s.Snapshot().Probe("t", "s").Runs[ResultSuccess]; n != 200 {
+				t.Fatalf("%d successes after 200 runs", n)
+			}
+			return
+		default:
+			snap := s.Snapshot()
+			if p := snap.Probe("t", "s"); p.Last != nil && len(p.Ops[0].History) == 0 {
+				t.Fatal("a snapshot with a last run but no history")
+			}
+		}
+	}
+}
