@@ -103,7 +103,8 @@ type ProbeStatus struct {
 	// Verdict is the worst of the ops' (plateau.Worst), ok when none is
 	// severe but one is ok, else no-baseline; failed, or pending.
 	Verdict string `json:"verdict"`
-	// Note says what failed, or why there is no ratio.
+	// Note says what failed, or why no op has a ratio when they all
+	// lack one for the same reason; "" otherwise.
 	Note          string     `json:"note"`
 	LastRun       *RunStatus `json:"last_run"`
 	LastSuccessAt *time.Time `json:"last_success_at"`
@@ -305,14 +306,24 @@ func probeStatus(kind, name string, snap *store.ProbeSnapshot) ProbeStatus {
 		ps.Verdict, ps.Note = runVerdict.Verdict, runVerdict.Note
 	default:
 		ps.Verdict = overall(measured)
-		for _, v := range measured {
-			if v.Verdict == plateau.VerdictNoBaseline && v.Note != "" {
-				ps.Note = v.Note
-				break
-			}
-		}
+		ps.Note = commonNote(measured)
 	}
 	return ps
+}
+
+// commonNote is the note every op shares, such as an I/O mode that
+// differs from the baselines' (which takes the ratio of all of them), or
+// "" when they differ or have none.
+func commonNote(vs []plateau.OpVerdict) string {
+	if len(vs) == 0 {
+		return ""
+	}
+	for _, v := range vs[1:] {
+		if v.Note != vs[0].Note {
+			return ""
+		}
+	}
+	return vs[0].Note
 }
 
 // overall is the probe's verdict from its ops': the worst severe one as

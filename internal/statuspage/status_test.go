@@ -375,3 +375,23 @@ func TestStatusPageMethodsAndPaths(t *testing.T) {
 		}
 	}
 }
+
+// A run in another I/O mode than its baselines' shows the plateau but no
+// ratio, and says why once for the probe; an op the run did not measure
+// is not-measured.
+func TestStatusJSONOfAnotherIOModeAndAnUnmeasuredOp(t *testing.T) {
+	f := newFixture(t, "t")
+	f.store.Record(&probe.Result{Target: "t", Probe: "s", Kind: probe.KindSequential, Start: f.now.Add(-time.Second), End: f.now,
+		Direct: false, Engine: probe.EngineSync, Ops: []probe.OpResult{{Op: "write", Bytes: 900, Operations: 2, Seconds: 1}}}, false)
+	p := Build(f.input()).Targets[0].Probes[0]
+	if p.Verdict != plateau.VerdictNoBaseline || !strings.Contains(p.Note, "direct") {
+		t.Errorf("probe: verdict %q, note %q", p.Verdict, p.Note)
+	}
+	w, r := p.Ops[0], p.Ops[1]
+	if w.Op != "write" || w.Verdict != plateau.VerdictNoBaseline || w.Ratio != nil || w.Baseline == nil || w.Value == nil || *w.Value != 900 || w.Note != p.Note {
+		t.Errorf("write: %+v", w)
+	}
+	if r.Op != "read" || r.Verdict != VerdictNotMeasured || r.Value != nil || r.Ratio != nil || r.Baseline == nil {
+		t.Errorf("read: %+v", r)
+	}
+}
