@@ -5,6 +5,7 @@ import (
 	_ "embed"
 	"encoding/json"
 	"html/template"
+	"io"
 	"net/http"
 	"time"
 
@@ -66,7 +67,7 @@ type pageData struct {
 }
 
 // Render writes the HTML page of a status.
-func (p *Page) Render(w *bytes.Buffer, s Status) error {
+func (p *Page) Render(w io.Writer, s Status) error {
 	return p.tmpl.ExecuteTemplate(w, "page", pageData{Name: p.o.Name, Description: p.o.Description, Links: p.o.Links, S: s, Now: s.GeneratedAt})
 }
 
