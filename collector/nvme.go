@@ -29,11 +29,25 @@ var (
 	nvmeSMARTTimeout = kingpin.Flag("collector.nvme.smart-timeout",
 		"Deadline for reading one controller's SMART log; a controller that does not answer is reported unavailable.").
 		Default("2s").Duration()
+	// nvmeSMARTHelperFD is set by the daemon itself when it re-executes
+	// without capabilities (see nvme_helper.go); never by a user.
+	nvmeSMARTHelperFD = kingpin.Flag("collector.nvme.smart-helper-fd",
+		"Control socket of the SMART keeper started before the daemon dropped its capabilities (set by the daemon).").
+		Hidden().Default("-1").Int()
 )
 
 func init() {
 	registerCollector(nvmeSubsystem, true, func(logger log.Logger) (Collector, error) {
-		return newNVMeCollector(sysFilePath(), *nvmeDevDir, *nvmeSMARTTimeout, logger)
+		c, err := newNVMeCollector(sysFilePath(), *nvmeDevDir, *nvmeSMARTTimeout, logger)
+		if err != nil || *nvmeSMARTHelperFD < 0 {
+			return c, err
+		}
+		h, err := newSMARTHelperClient(*nvmeSMARTHelperFD, logger)
+		if err != nil {
+			return nil, fmt.Errorf("SMART helper: %w", err)
+		}
+		c.readSMART = h.read
+		return c, nil
 	})
 }
 
@@ -42,6 +56,9 @@ type nvmeCollector struct {
 	devDir       string
 	smartTimeout time.Duration
 	logger       log.Logger
+	// readSMART reads a controller's SMART log: in this process (which
+	// needs CAP_SYS_ADMIN), or through the SMART helper.
+	readSMART func(name string, timeout time.Duration) ([]byte, error)
 
 	mu sync.Mutex
 	// inflight marks controllers whose SMART read from an earlier scrape
@@ -86,7 +103,7 @@ func newNVMeCollector(sysRoot, devDir string, smartTimeout time.Duration, logger
 	counter := func(n, help string) typedDesc {
 		return typedDesc{prometheus.NewDesc(name(n), help, dev, nil), prometheus.CounterValue}
 	}
-	return &nvmeCollector{
+	c := &nvmeCollector{
 		classDir:     filepath.Join(sysRoot, "class", "nvme"),
 		devDir:       devDir,
 		smartTimeout: smartTimeout,
@@ -116,7 +133,11 @@ func newNVMeCollector(sysRoot, devDir string, smartTimeout time.Duration, logger
 		errorLogEntries:   counter("error_log_entries_total", "Error information log entries over the life of the controller."),
 		warningTempTime:   counter("warning_temperature_seconds_total", "Time the composite temperature was above the warning threshold, counted in minutes."),
 		criticalTempTime:  counter("critical_temperature_seconds_total", "Time the composite temperature was above the critical threshold, counted in minutes."),
-	}, nil
+	}
+	c.readSMART = func(name string, timeout time.Duration) ([]byte, error) {
+		return readSMARTLog(filepath.Join(devDir, name), timeout)
+	}
+	return c, nil
 }
 
 // smartResult is the outcome of one controller's SMART read.
@@ -208,7 +229,7 @@ func (c *nvmeCollector) startSMARTRead(name string) chan smartResult {
 
 	ch := make(chan smartResult, 1)
 	go func() {
-		b, err := readSMARTLog(filepath.Join(c.devDir, name), c.smartTimeout)
+		b, err := c.readSMART(name, c.smartTimeout)
 		c.mu.Lock()
 		delete(c.inflight, name)
 		c.mu.Unlock()
@@ -333,20 +354,7 @@ func readSMARTLog(path string, timeout time.Duration) ([]byte, error) {
 		return nil, fmt.Errorf("opening %s: %w", path, err)
 	}
 	defer unix.Close(fd)
-	// buf escapes to the heap (it is returned), so its address stays valid
-	// while the kernel writes to it; Go's heap does not move objects.
-	buf := make([]byte, smartLogSize)
-	cmd := smartGetLogCmd(buf, timeout)
-	status, _, errno := unix.Syscall(unix.SYS_IOCTL, uintptr(fd), nvmeIoctlAdminCmd, uintptr(unsafe.Pointer(&cmd)))
-	runtime.KeepAlive(buf)
-	if errno != 0 {
-		return nil, fmt.Errorf("NVMe Get Log Page (SMART) on %s: %w", path, errno)
-	}
-	if status != 0 {
-		// A positive return is the NVMe completion status.
-		return nil, fmt.Errorf("NVMe Get Log Page (SMART) on %s: controller status %#x", path, status)
-	}
-	return buf, nil
+	return smartLogIoctl(fd, path, timeout)
 }
 
 // nvmeController is what the collector reads of a controller in sysfs.
