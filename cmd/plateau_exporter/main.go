@@ -36,6 +36,8 @@ func main() {
 	historyFile := serveCmd.Flag("probe.history-file", "File that keeps each probe op's last results across restarts, for plateau_probe_change_ratio; empty: in memory only. Default: history.json in $STATE_DIRECTORY (set by systemd from the unit's StateDirectory=), else empty.").Default(defaultHistoryFile(os.Getenv)).String()
 
 	workerCmd := app.Command("probe-worker", "Run one probe request from stdin and print its result (used by the daemon).").Hidden()
+	smartHelperCmd := app.Command("smart-helper", "Read NVMe SMART logs with CAP_SYS_ADMIN for the daemon, which keeps no capability (started by the daemon).").Hidden()
+	smartHelperRole := smartHelperCmd.Flag("role", "keeper (starts servers) or server (answers SMART reads).").Required().Enum("keeper", "server")
 	checkCmd := app.Command("check-config", "Validate the configuration and baselines and print what would run on this host.")
 
 	probeCmd := app.Command("probe", "Run the configured probes once now and print each result beside its plateau. Exit status 0: all at or above the warning ratio; 1: one is below; 2: error (for Slurm prolog/epilog and NHC).")
@@ -62,6 +64,9 @@ func main() {
 	var err error
 	switch cmd {
 	case serveCmd.FullCommand():
+		if err = dropPrivileges(logger, *logLevel, *logFormat); err != nil {
+			break
+		}
 		err = serve(logger, serveOptions{
 			configFile:             *configFile,
 			hostname:               host,
@@ -74,6 +79,8 @@ func main() {
 		})
 	case workerCmd.FullCommand():
 		err = runWorker()
+	case smartHelperCmd.FullCommand():
+		err = runSMARTHelper(*smartHelperRole, logger, *logLevel, *logFormat)
 	case checkCmd.FullCommand():
 		err = checkConfig(os.Stdout, *configFile, host)
 	case probeCmd.FullCommand():
