@@ -89,7 +89,11 @@ func (r *commandRunner) run(ctx context.Context, stdin []byte, path string, args
 	display := strings.Join(argv, " ")
 
 	cmd := exec.CommandContext(ctx, argv[0], argv[1:]...)
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	// AmbientCaps stays empty: the command starts with empty ambient and
+	// inheritable sets, because a daemon running as its own user has
+	// dropped every capability before any collector runs
+	// (cmd/plateau_exporter/smarthelper.go), and none is raised here.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, AmbientCaps: nil}
 	// The group is killed while its leader is still unreaped, so the
 	// process group ID cannot have been reused by then.
 	cmd.Cancel = func() error {

@@ -94,7 +94,11 @@ func (w *ProcessRunner) Run(ctx context.Context, req probe.Request) Outcome {
 	stderr.limit = 64 << 10
 	cmd.Stdout = &stdout
 	cmd.Stderr = &stderr
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+	// AmbientCaps stays empty: the worker starts with empty ambient and
+	// inheritable sets, because a daemon running as its own user has
+	// dropped every capability before it schedules a probe
+	// (cmd/plateau_exporter/smarthelper.go), and none is raised here.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL, AmbientCaps: nil}
 	// Output pipes are closed this long after the worker exits even if a
 	// grandchild still holds them, so Wait cannot hang on them.
 	cmd.WaitDelay = time.Second
