@@ -65,6 +65,52 @@ func TestGPFSThroughSudoIntegration(t *testing.T) {
 	compareWithFile(t, newTestRegistry("gpfs", newTestGPFS(t, cfg), nil), file, metricNames(t, file)...)
 }
 
+// The diagnosis commands through sudo: each runs with its fixed command
+// line (the fakes refuse any other) and answers as without sudo.
+func TestGPFSDiagnosisThroughSudoIntegration(t *testing.T) {
+	requireSudo(t)
+	cfg := fakeGPFSDiag(t, 30*time.Second)
+	cfg.sudo, cfg.requestsFile = true, writeRequestFile(t)
+	file := filepath.Join("fixtures", "expected", "gpfs_diag.prom")
+	compareWithFile(t, newTestRegistry("gpfs", newTestGPFS(t, cfg), nil), file, metricNames(t, file)...)
+}
+
+// A hung mmlsdisk run through sudo is killed with its whole process group
+// at its deadline, like mmpmon below, and leaves no process behind.
+func TestGPFSHungMmlsdiskThroughSudoIntegration(t *testing.T) {
+	requireSudo(t)
+	dir := t.TempDir()
+	script, err := os.ReadFile(fixturePath(t, "gpfs", "mmpmon-hang"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	hang := filepath.Join(dir, "mmlsdisk")
+	if err := os.WriteFile(hang, script, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		for _, pid := range processesRunning(hang) {
+			_ = unix.Kill(pid, unix.SIGKILL)
+		}
+	})
+	const timeout = 2 * time.Second
+	cfg := fakeGPFSDiag(t, timeout)
+	cfg.mmlsdiskPath, cfg.sudo, cfg.requestsFile = hang, true, writeRequestFile(t)
+	c := newTestGPFS(t, cfg)
+	start := time.Now()
+	_, err = collectAll(c)
+	elapsed := time.Since(start)
+	if !errors.Is(err, errCommandTimeout) {
+		t.Fatalf("Update error = %v, want mmlsdisk's timeout", err)
+	}
+	if limit := timeout + abandonAfter + 3*time.Second; elapsed > limit {
+		t.Errorf("Update took %s, want under %s", elapsed, limit)
+	}
+	probetest.WaitUntil(t, "every process of the hung mmlsdisk to be gone", 10*time.Second, func() bool {
+		return len(processesRunning(hang)) == 0
+	})
+}
+
 // A signal to sudo is not passed on to a child that cannot catch it, so a
 // hung command run through sudo is only ended by killing its whole process
 // group. The fake is copied to a unique path to find its processes.
