@@ -6,6 +6,8 @@
 #   make rpm       the binary RPM in dist/, rebuilt from that SRPM as a build
 #                  system (mock, Koji) would, without network
 #   make rpmlint   rpmlint on both, with packaging/rpm/plateau_exporter.rpmlintrc
+#   make man       dist/plateau_exporter.1, the man page (the binary's
+#                  --help-man), as the RPM's %build writes and installs it
 #
 # rpmbuild works in a temporary _topdir; only dist/ is written in the tree.
 
@@ -41,7 +43,7 @@ RPMBUILD_FLAGS ?=
 PKG_CHANGELOG_HEAD = $(shell git log -1 --date=format:'%a %b %d %Y' --format='* %ad %an <%ae>' 2>/dev/null)
 PKG_DESCRIBE = $(shell git describe --tags --always --dirty 2>/dev/null)
 
-.PHONY: tarball srpm rpm rpmlint
+.PHONY: tarball srpm rpm rpmlint man
 
 tarball:
 	@test -n "$(RPM_VERSION)" || { echo "cannot tell the version: packaging/version.sh failed"; exit 1; }
@@ -79,6 +81,11 @@ rpm: srpm
 
 rpmlint: rpm
 	$(RPMLINT) -r packaging/rpm/$(PKG_NAME).rpmlintrc $(PKG_SRPM) $(PKG_RPM)
+
+man: build
+	@mkdir -p $(DIST)
+	./$(BINARY) --help-man >$(DIST)/$(PKG_NAME).1.tmp
+	mv $(DIST)/$(PKG_NAME).1.tmp $(DIST)/$(PKG_NAME).1
 
 .PHONY: FORCE
 FORCE:

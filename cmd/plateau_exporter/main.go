@@ -19,6 +19,7 @@ func main() {
 	app.Name = "plateau_exporter"
 	app.Help = "Probes file systems against their characterized plateau and exports the results, with GPFS, InfiniBand, NVMe and NFS counters, for Prometheus."
 	app.Version(version.Print("plateau_exporter"))
+	kingpin.ManPageTemplate = manPageTemplate(kingpin.ManPageTemplate, version.Version, version.BuildDate)
 	app.HelpFlag.Short('h')
 
 	var (
