@@ -689,12 +689,14 @@ type smartHelperClient struct {
 	logger  log.Logger
 	control *net.UnixConn
 
-	mu      sync.Mutex
-	conn    *net.UnixConn // nil while no server runs
-	pid     int
-	nextID  uint32
-	pending map[uint32]chan smartReply
-	wmu     sync.Mutex // one request written at a time, with its deadline
+	mu   sync.Mutex
+	conn *net.UnixConn // nil while no server runs
+	pid  int
+	// keeperPid is the keeper's pid, learnt from a server's socket.
+	keeperPid int
+	nextID    uint32
+	pending   map[uint32]chan smartReply
+	wmu       sync.Mutex // one request written at a time, with its deadline
 
 	closed chan struct{}
 	done   chan struct{}
@@ -763,6 +765,7 @@ func (c *smartHelperClient) supervise() {
 				default:
 					level.Error(c.logger).Log("msg", "SMART helper cannot be restarted; plateau_nvme_smart_available stays 0", "err", err)
 				}
+				c.reapKeeper()
 				return
 			}
 			level.Warn(c.logger).Log("msg", "SMART helper did not start; retrying", "err", err, "retry_in", backoff)
@@ -803,7 +806,10 @@ func (c *smartHelperClient) supervise() {
 // startServer asks the keeper for a server and returns the daemon's end
 // of its socket.
 func (c *smartHelperClient) startServer() (*net.UnixConn, int, error) {
-	deadline := time.Now().Add(keeperStartTimeout)
+	// Longer than the keeper's own wait for a new server, so that the
+	// keeper's answer, even a failure, comes before the deadline and is
+	// not taken for the answer to the next request.
+	deadline := time.Now().Add(keeperStartTimeout + 5*time.Second)
 	_ = c.control.SetDeadline(deadline)
 	if _, err := c.control.Write(encodeKeeperMsg(keeperMsg{op: keeperOpStart})); err != nil {
 		return nil, 0, fmt.Errorf("%w: %v", errKeeperGone, err)
@@ -849,11 +855,39 @@ func (c *smartHelperClient) startServer() (*net.UnixConn, int, error) {
 		closeAll()
 		return nil, 0, fmt.Errorf("SMART keeper's reply carries %d sockets, want 1", len(fds))
 	}
+	// The keeper created the pair, so it is the socket's peer: that is
+	// how the daemon's new image, which inherited the keeper as a child
+	// but not its pid, learns whom to reap.
+	if cred, err := unix.GetsockoptUcred(fds[0], unix.SOL_SOCKET, unix.SO_PEERCRED); err == nil {
+		c.mu.Lock()
+		c.keeperPid = int(cred.Pid)
+		c.mu.Unlock()
+	}
 	conn, err := unixConnFromFD(fds[0], "SMART helper socket")
 	if err != nil {
 		return nil, 0, err
 	}
 	return conn, int(m.pid), nil
+}
+
+// reapKeeper collects the exit status of a keeper that exited, a child of
+// this process since before its re-exec, so that it does not stay a zombie.
+func (c *smartHelperClient) reapKeeper() {
+	c.mu.Lock()
+	pid := c.keeperPid
+	c.mu.Unlock()
+	if pid <= 0 || pid == os.Getpid() {
+		return
+	}
+	// Its control socket is closed, so it is exiting: this wait is short.
+	var ws unix.WaitStatus
+	_, err := unix.Wait4(pid, &ws, 0, nil)
+	for errors.Is(err, unix.EINTR) {
+		_, err = unix.Wait4(pid, &ws, 0, nil)
+	}
+	if err == nil {
+		level.Info(c.logger).Log("msg", "SMART keeper exited", "pid", pid, "status", ws.ExitStatus(), "signal", ws.Signal())
+	}
 }
 
 // readReplies hands each reply on conn to its waiting request until conn
