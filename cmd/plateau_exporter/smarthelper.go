@@ -31,8 +31,17 @@ func dropPrivileges(logger log.Logger, logLevel, logFormat string) error {
 	if err != nil {
 		return fmt.Errorf("reading capabilities: %w", err)
 	}
+	// The marker tells the new image that it is one; it is not passed on
+	// to probe workers and commands.
+	reexecuted := os.Getenv(reexecMarker) != ""
+	os.Unsetenv(reexecMarker)
 	if caps.Empty() {
 		return nil
+	}
+	if reexecuted {
+		// Only file capabilities on the binary give them back across
+		// execve; re-executing again would loop.
+		return exitErr(2, fmt.Errorf("capabilities held after re-executing without them (%s): does the binary carry file capabilities? Remove them (setcap -r); the unit grants CAP_SYS_ADMIN", caps))
 	}
 	args := os.Args
 	logArgs := []string{"--log.level=" + logLevel, "--log.format=" + logFormat}
@@ -49,8 +58,12 @@ func dropPrivileges(logger log.Logger, logLevel, logFormat string) error {
 		args = append(args[:len(args):len(args)], fmt.Sprintf("--collector.nvme.smart-helper-fd=%d", fd))
 	}
 	level.Info(logger).Log("msg", "dropping every capability: re-executing", "capabilities", caps)
-	return privsep.ExecWithout("/proc/self/exe", args, os.Environ())
+	return privsep.ExecWithout("/proc/self/exe", args, append(os.Environ(), reexecMarker+"=1"))
 }
+
+// reexecMarker is set in the environment of the daemon's image without
+// capabilities.
+const reexecMarker = "PLATEAU_EXPORTER_CAPS_DROPPED"
 
 // runSMARTHelper is the hidden smart-helper command.
 func runSMARTHelper(role string, logger log.Logger, logLevel, logFormat string) error {
