@@ -14,8 +14,8 @@ import (
 )
 
 // The scrape benchmark builds a large node at run time: 8 InfiniBand ports,
-// 24 NVMe controllers, 4 GPFS file systems and 40 NFS mounts. Nothing of it
-// is committed.
+// 24 NVMe controllers, 4 GPFS file systems (89 disks) and 40 NFS mounts.
+// Nothing of it is committed.
 
 func benchWrite(b testing.TB, path, content string) {
 	b.Helper()
@@ -126,18 +126,86 @@ func genMountstats(b testing.TB, procRoot string) {
 // commands' other fixtures; it returns the fixture directory.
 func genGPFS(b testing.TB, dir string) {
 	var s strings.Builder
-	for i, fs := range []string{"scratch", "home", "projects", "apps"} {
+	for i, fs := range benchFilesystems() {
 		fmt.Fprintf(&s, "_fs_io_s_ _n_ 10.10.0.21 _nn_ c001 _rc_ 0 _t_ 1717171717 _tu_ 407431 _cl_ hpc.example.org _fs_ %s _d_ 48 "+
 			"_br_ %d _bw_ %d _oc_ 2377656 _cc_ 2201576 _rdc_ 59420404 _wc_ 18874626 _dir_ 40971 _iu_ 544768\n", fs, 205607400434+i, 74839282351+i)
 	}
 	benchWrite(b, filepath.Join(dir, "fs_io_s.txt"), strings.TrimSuffix(s.String(), "\n"))
-	for _, f := range []string{"mmgetstate.txt", "mmhealth.txt"} {
+	genGPFSDiag(b, dir)
+	for _, f := range []string{"mmgetstate.txt", "mmhealth.txt", "mmdiag-waiters.txt", "mmfsadm-verbs.txt"} {
 		data, err := os.ReadFile(filepath.Join("fixtures", "gpfs", f))
 		if err != nil {
 			b.Fatal(err)
 		}
 		benchWrite(b, filepath.Join(dir, f), strings.TrimSuffix(string(data), "\n"))
 	}
+}
+
+// benchFilesystems are the large node's GPFS file systems.
+func benchFilesystems() [4]string { return [...]string{"scratch", "home", "projects", "apps"} }
+
+// benchDisks are the metadata and data disks of each of the large node's
+// file systems, sized after the testbeds of ../shared/reference.md: scratch
+// on 4 HDD arrays with their expansions (64 RAID 6 LUNs) and an SSD
+// metadata module (4 RAID 1 LUNs), projects on the NVMe tier (8 NVMe-oF
+// volumes, metadata on one array), home and apps small.
+func benchDisks() [4][2]int { return [...][2]int{{4, 64}, {2, 6}, {1, 8}, {2, 2}} }
+
+// genGPFSDiag writes what the diagnosis commands' fakes print for the large
+// node: mmlsfs of the 4 file systems, their benchDisks for mmlsdisk, and
+// mmlsqos with 3 pools of 3 classes over the 12 five-second slots of its
+// default minute.
+func genGPFSDiag(b testing.TB, dir string) {
+	var fs strings.Builder
+	fs.WriteString("mmlsfs::HEADER:version:reserved:reserved:deviceName:fieldName:data:remarks:\n")
+	for i, name := range benchFilesystems() {
+		fmt.Fprintf(&fs, "mmlsfs::0:1:::%s:defaultMountPoint:%%2Fgpfs%%2F%s::\n", name, name)
+
+		var disks strings.Builder
+		disks.WriteString("mmlsdisk::HEADER:version:reserved:reserved:nsdName:driverType:sectorSize:failureGroup:metadata:data:status:availability:diskID:storagePool:remarks:numQuorumDisks:readQuorumValue:writeQuorumValue:diskSizeKB:diskUID:thinDiskType:\n")
+		nMeta, nData := benchDisks()[i][0], benchDisks()[i][1]
+		for d := 1; d <= nMeta+nData; d++ {
+			pool, meta, data := "data", "no", "yes"
+			if d <= nMeta {
+				pool, meta, data = "system", "yes", "no"
+			}
+			fmt.Fprintf(&disks, "mmlsdisk::0:1:::%s_nsd%02d:nsd:512:%d:%s:%s:ready:up:%d:%s:desc:3:2:2:117190950912:0A0A001E6650C1%02X::\n",
+				name, d, d%2+1, meta, data, d, pool, d)
+		}
+		benchWrite(b, filepath.Join(dir, "mmlsdisk-"+name+".txt"), strings.TrimSuffix(disks.String(), "\n"))
+
+		var qos strings.Builder
+		qos.WriteString("mmlsqos:status:HEADER:version:reserved:reserved:enabled:throttling:monitoring:fineStatsSecs:idStats:\n" +
+			"mmlsqos:stats:HEADER:version:reserved:reserved:pool:timeEpoch:class:iops:ioql:qsdl:et:MBs:\n" +
+			"mmlsqos:status:0:1:::Yes:Yes:Yes:0:No:\n")
+		for slot := 0; slot < 12; slot++ {
+			for _, pool := range []string{"system", "data", "nvme"} {
+				for _, class := range []string{"misc", "other", "maintenance"} {
+					fmt.Fprintf(&qos, "mmlsqos:stats:0:1:::%s:%d:%s:%d,5:0,85:1,2e-05:5:%d.25:\n", pool, 1717164420+5*slot, class, 800+slot, 100+slot)
+				}
+			}
+		}
+		benchWrite(b, filepath.Join(dir, "mmlsqos-"+name+".txt"), strings.TrimSuffix(qos.String(), "\n"))
+	}
+	benchWrite(b, filepath.Join(dir, "mmlsfs.txt"), strings.TrimSuffix(fs.String(), "\n"))
+}
+
+// genMounts writes /proc/mounts of the large node: its system mounts, the
+// 40 NFS mounts of genMountstats and the 4 GPFS file systems.
+func genMounts(b testing.TB, procRoot string) {
+	var s strings.Builder
+	s.WriteString("sysfs /sys sysfs rw,nosuid,nodev,noexec,relatime 0 0\nproc /proc proc rw,nosuid,nodev,noexec,relatime 0 0\n" +
+		"devtmpfs /dev devtmpfs rw,nosuid,size=4096k,nr_inodes=65536,mode=755 0 0\ntmpfs /dev/shm tmpfs rw,nosuid,nodev 0 0\n" +
+		"tmpfs /run tmpfs rw,nosuid,nodev,size=52428800k,nr_inodes=819200,mode=755 0 0\n/dev/sda2 / ext4 rw,relatime 0 0\n" +
+		"cgroup2 /sys/fs/cgroup cgroup2 rw,nosuid,nodev,noexec,relatime,nsdelegate,memory_recursiveprot 0 0\n")
+	for m := 0; m < 40; m++ {
+		fmt.Fprintf(&s, "nfs%02d.example.org:/export/vol%02d /mnt/vol%02d nfs rw,relatime,vers=3,rsize=1048576,wsize=1048576,namlen=255,hard,proto=tcp,timeo=600,retrans=2,sec=sys,local_lock=none,addr=10.10.1.%d 0 0\n",
+			m%4, m, m, m%4+5)
+	}
+	for _, name := range benchFilesystems() {
+		fmt.Fprintf(&s, "%s /gpfs/%s gpfs rw,relatime 0 0\n", name, name)
+	}
+	benchWrite(b, filepath.Join(procRoot, "4242", "mounts"), strings.TrimSuffix(s.String(), "\n"))
 }
 
 var benchTree = flag.String("bench.tree", "",
@@ -157,7 +225,8 @@ func TestWriteBenchTree(t *testing.T) {
 	gpfsDir := filepath.Join(root, "gpfs")
 	genGPFS(t, gpfsDir)
 	// The fakes answer from the fixture files next to them.
-	for _, f := range []string{"mmpmon", "mmgetstate", "mmhealth", "nsd_ds.txt"} {
+	genMounts(t, filepath.Join(root, "proc"))
+	for _, f := range []string{"mmpmon", "mmgetstate", "mmhealth", "mmdiag", "mmfsadm", "mmlsfs", "mmlsdisk", "mmlsqos", "nsd_ds.txt"} {
 		data, err := os.ReadFile(fixturePath(t, "gpfs", f))
 		if err != nil {
 			t.Fatal(err)
@@ -178,6 +247,7 @@ func BenchmarkScrape(b *testing.B) {
 	genInfiniBand(b, sysRoot)
 	genNVMe(b, sysRoot)
 	genMountstats(b, procRoot)
+	genMounts(b, procRoot)
 	genGPFS(b, gpfsDir)
 	b.Setenv("FAKE_GPFS_FIXTURES", gpfsDir)
 	logger := log.NewNopLogger()
@@ -202,6 +272,17 @@ func BenchmarkScrape(b *testing.B) {
 		timeout:        30 * time.Second,
 		interval:       15 * time.Second,
 		stateInterval:  time.Minute,
+		// The diagnosis commands, with their default intervals; a scrape
+		// also reads the node's mounts.
+		mmdiagPath:      fixturePath(b, "gpfs", "mmdiag"),
+		mmfsadmPath:     fixturePath(b, "gpfs", "mmfsadm"),
+		mmlsfsPath:      fixturePath(b, "gpfs", "mmlsfs"),
+		mmlsdiskPath:    fixturePath(b, "gpfs", "mmlsdisk"),
+		mmlsqosPath:     fixturePath(b, "gpfs", "mmlsqos"),
+		mountsPath:      filepath.Join(procRoot, "self", "mounts"),
+		waitersInterval: time.Minute,
+		disksInterval:   time.Minute,
+		qosInterval:     time.Minute,
 	}, logger)
 	if err != nil {
 		b.Fatal(err)
@@ -237,6 +318,31 @@ func BenchmarkScrape(b *testing.B) {
 	b.Run("infiniband", func(b *testing.B) { gather(b, map[string]Collector{"infiniband": ib}) })
 	b.Run("nvme", func(b *testing.B) { gather(b, map[string]Collector{"nvme": nvme}) })
 	b.Run("nfs", func(b *testing.B) { gather(b, map[string]Collector{"nfs": nfs}) })
+	diagOut := map[string][]byte{}
+	for _, f := range []string{"mmdiag-waiters.txt", "mmlsfs.txt", "mmlsdisk-scratch.txt", "mmlsqos-scratch.txt"} {
+		data, err := os.ReadFile(filepath.Join(gpfsDir, f))
+		if err != nil {
+			b.Fatal(err)
+		}
+		diagOut[f] = data
+	}
+	b.Run("gpfs-diag-parse", func(b *testing.B) {
+		b.ReportAllocs()
+		for i := 0; i < b.N; i++ {
+			if _, err := parseMmdiagWaiters(diagOut["mmdiag-waiters.txt"]); err != nil {
+				b.Fatal(err)
+			}
+			if _, err := parseMmlsfs(diagOut["mmlsfs.txt"]); err != nil {
+				b.Fatal(err)
+			}
+			if d, err := parseMmlsdisk(diagOut["mmlsdisk-scratch.txt"]); err != nil || len(d) != 68 {
+				b.Fatalf("%d disks, %v", len(d), err)
+			}
+			if _, err := parseMmlsqos(diagOut["mmlsqos-scratch.txt"]); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
 	b.Run("gpfs-parse", func(b *testing.B) {
 		b.ReportAllocs()
 		for i := 0; i < b.N; i++ {

@@ -16,6 +16,7 @@ import (
 	"github.com/go-kit/log"
 	"github.com/go-kit/log/level"
 	"github.com/prometheus/client_golang/prometheus"
+	dto "github.com/prometheus/client_model/go"
 )
 
 const gpfsSubsystem = "gpfs"
@@ -75,7 +76,7 @@ var (
 		Default("60s").Duration()
 	gpfsDisksInterval = kingpin.Flag("collector.gpfs.disks-interval",
 		"How often mmlsfs and then mmlsdisk, once per file system, run. A disk goes down or recovers over minutes, "+
-			"and each run is one root command per file system that asks the file system manager, so a minute is the default.").
+			"and each run is one root command per file system (with sudo, a log line each), so a minute is the default.").
 		Default("60s").Duration()
 	gpfsQoSInterval = kingpin.Flag("collector.gpfs.qos-interval",
 		"How often mmlsqos runs for each file system. mmlsqos reports the last 60 seconds by default, so running it more often "+
@@ -215,8 +216,12 @@ type gpfsCollector struct {
 	// per-file-system commands wait for its first run.
 	mmlsfsCmd *gpfsCommand
 	// listed holds the file systems of mmlsfs's last run that listed any.
-	listedMu sync.Mutex
-	listed   []gpfsFilesystem
+	listedMu  sync.Mutex
+	listed    []gpfsFilesystem
+	listedGen uint64
+	// mountsCache keeps the mount state of the last scrape, reused while
+	// /proc/mounts and the mmlsfs list are unchanged.
+	mountsCache gpfsMountsCache
 
 	commands  []*gpfsCommand
 	startOnce sync.Once
@@ -354,17 +359,14 @@ func (c *gpfsCollector) Update(ch chan<- prometheus.Metric) error {
 		if last.notInstalled {
 			continue
 		}
+		// The metrics end with the run's command_success, duration
+		// and last-run timestamp (see refresh).
 		for _, m := range last.metrics {
 			ch <- m
 		}
-		ok := 1.0
 		if last.err != nil {
-			ok = 0
 			errs = append(errs, last.err)
 		}
-		ch <- c.commandSuccess.mustNewConstMetric(ok, cmd.name)
-		ch <- c.commandDuration.mustNewConstMetric(last.duration.Seconds(), cmd.name)
-		ch <- c.commandLastRun.mustNewConstMetric(float64(last.started.UnixNano())/1e9, cmd.name)
 	}
 	if c.cfg.mountsPath != "" {
 		// Read at each scrape: /proc/mounts never waits on a file
@@ -455,9 +457,50 @@ func (c *gpfsCollector) refresh(cmd *gpfsCommand) {
 		cancel()
 	}
 	res.duration = time.Since(res.started)
+	if !res.notInstalled {
+		ok := 1.0
+		if res.err != nil {
+			ok = 0
+		}
+		res.metrics = append(res.metrics,
+			c.commandSuccess.mustNewConstMetric(ok, cmd.name),
+			c.commandDuration.mustNewConstMetric(res.duration.Seconds(), cmd.name),
+			c.commandLastRun.mustNewConstMetric(float64(res.started.UnixNano())/1e9, cmd.name))
+	}
+	freezeMetrics(res.metrics)
 	cmd.mu.Lock()
 	cmd.last = res
 	cmd.mu.Unlock()
+}
+
+// frozenMetric is a metric written out once, when the run that measured it
+// ends, and handed as is to every scrape until the next run: a scrape of a
+// node with hundreds of disks then only copies pointers instead of
+// building each series' value anew. The registry treats what Write hands
+// out as immutable, as it does for client_golang's own constant metrics.
+type frozenMetric struct {
+	desc *prometheus.Desc
+	pb   *dto.Metric
+}
+
+func (m *frozenMetric) Desc() *prometheus.Desc { return m.desc }
+
+func (m *frozenMetric) Write(out *dto.Metric) error {
+	out.Label, out.Gauge, out.Counter, out.Untyped = m.pb.Label, m.pb.Gauge, m.pb.Counter, m.pb.Untyped
+	out.Summary, out.Histogram, out.TimestampMs = m.pb.Summary, m.pb.Histogram, m.pb.TimestampMs
+	return nil
+}
+
+// freezeMetrics replaces each metric of ms by its frozen form; one that
+// fails to write is kept as it is, so the scrape reports its error.
+func freezeMetrics(ms []prometheus.Metric) {
+	for i, m := range ms {
+		pb := &dto.Metric{}
+		if err := m.Write(pb); err != nil {
+			continue
+		}
+		ms[i] = &frozenMetric{desc: m.Desc(), pb: pb}
+	}
 }
 
 // stopContext returns a context that ends when the collector is closed.

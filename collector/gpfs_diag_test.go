@@ -221,10 +221,10 @@ func TestGPFSHungDiagnosisCommands(t *testing.T) {
 					t.Errorf("command_success{command=%q} = %v (present %v), want %v", cmd, got, ok, want)
 				}
 			}
-			if name == "mmlsdisk" && countLines(t, countFile) != 1 {
+			if name == "mmlsdisk" && !strings.Contains(err.Error(), "mmlsdisk: 3 more file systems not asked after that") {
 				// After the first file system's call timed out, the run
 				// asks no other file system: they would hang as well.
-				t.Errorf("the first run started mmlsdisk %d times, want once", countLines(t, countFile))
+				t.Errorf("first Update error = %v, want the other 3 file systems left unasked", err)
 			}
 			probetest.WaitUntil(t, name+" to be started again after the timeout", 30*time.Second, func() bool {
 				return countLines(t, countFile) >= 2

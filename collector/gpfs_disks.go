@@ -151,6 +151,7 @@ func (c *gpfsCollector) mmlsfs(ctx context.Context) ([]prometheus.Metric, error)
 	if len(list) > 0 {
 		c.listedMu.Lock()
 		c.listed = list
+		c.listedGen++
 		c.listedMu.Unlock()
 	}
 	return nil, errors.Join(err, parseErr)
@@ -158,9 +159,16 @@ func (c *gpfsCollector) mmlsfs(ctx context.Context) ([]prometheus.Metric, error)
 
 // listedFilesystems returns the file systems of mmlsfs's last useful run.
 func (c *gpfsCollector) listedFilesystems() []gpfsFilesystem {
+	list, _ := c.listedFilesystemsGen()
+	return list
+}
+
+// listedFilesystemsGen also returns the list's generation, which changes
+// with each run that sets it.
+func (c *gpfsCollector) listedFilesystemsGen() ([]gpfsFilesystem, uint64) {
 	c.listedMu.Lock()
 	defer c.listedMu.Unlock()
-	return c.listed
+	return c.listed, c.listedGen
 }
 
 // filesystems returns the file systems to ask mmlsdisk and mmlsqos about:

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"strings"
+	"sync"
 
 	"github.com/prometheus/client_golang/prometheus"
 )
@@ -74,13 +75,42 @@ func newGPFSMountDescs() gpfsMountDescs {
 	}
 }
 
+// gpfsMountsCache is the mount state of the last scrape and what it was
+// computed from.
+type gpfsMountsCache struct {
+	mu        sync.Mutex
+	data      []byte
+	listedGen uint64
+	metrics   []prometheus.Metric
+}
+
 // mounts sends the mount state of every GPFS file system the node knows:
-// those mounted, and those mmlsfs listed in its last run.
+// those mounted, and those mmlsfs listed in its last run. While neither
+// changed, the last scrape's metrics are sent again.
 func (c *gpfsCollector) mounts(ch chan<- prometheus.Metric) error {
-	mounts, err := readGPFSMounts(c.cfg.mountsPath)
+	data, err := os.ReadFile(c.cfg.mountsPath)
 	if err != nil {
-		return err
+		return fmt.Errorf("reading GPFS mounts: %w", err)
 	}
+	listed, gen := c.listedFilesystemsGen()
+	mc := &c.mountsCache
+	mc.mu.Lock()
+	defer mc.mu.Unlock()
+	if mc.metrics == nil || mc.listedGen != gen || !bytes.Equal(mc.data, data) {
+		mc.metrics = c.mountMetrics(parseGPFSMounts(data), listed)
+		freezeMetrics(mc.metrics)
+		mc.data, mc.listedGen = data, gen
+	}
+	for _, m := range mc.metrics {
+		ch <- m
+	}
+	return nil
+}
+
+// mountMetrics builds the mount state from the mounts and the file systems
+// mmlsfs listed.
+func (c *gpfsCollector) mountMetrics(mounts []gpfsMount, listed []gpfsFilesystem) []prometheus.Metric {
+	ms := []prometheus.Metric{}
 	d := &c.mountDescs
 	mounted := map[string]bool{}
 	seen := map[[2]string]bool{}
@@ -99,10 +129,11 @@ func (c *gpfsCollector) mounts(ch chan<- prometheus.Metric) error {
 		} else {
 			rw = 1
 		}
-		ch <- d.mounted.mustNewConstMetric(rw, key[0], key[1], "rw")
-		ch <- d.mounted.mustNewConstMetric(ro, key[0], key[1], "ro")
+		ms = append(ms,
+			d.mounted.mustNewConstMetric(rw, key[0], key[1], "rw"),
+			d.mounted.mustNewConstMetric(ro, key[0], key[1], "ro"))
 	}
-	for _, f := range c.listedFilesystems() {
+	for _, f := range listed {
 		if mounted[f.name] {
 			continue
 		}
@@ -111,8 +142,9 @@ func (c *gpfsCollector) mounts(ch chan<- prometheus.Metric) error {
 			continue
 		}
 		seen[key] = true
-		ch <- d.mounted.mustNewConstMetric(0, key[0], key[1], "rw")
-		ch <- d.mounted.mustNewConstMetric(0, key[0], key[1], "ro")
+		ms = append(ms,
+			d.mounted.mustNewConstMetric(0, key[0], key[1], "rw"),
+			d.mounted.mustNewConstMetric(0, key[0], key[1], "ro"))
 	}
-	return nil
+	return ms
 }

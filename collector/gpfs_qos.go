@@ -21,7 +21,8 @@ import (
 //
 // mmlsqos reports the last 60 seconds (--seconds) in slots of et seconds,
 // one stats row per pool, class and slot; the newest slot of each pool and
-// class is exported. MBs is in MiB per second, as GPFS counts megabytes.
+// class is exported. MBs is read as MiB per second: GPFS's sizes are
+// binary, and gpfs_exporter reads the column the same way.
 
 // gpfsQoSStat is the newest stats row of one pool and class.
 type gpfsQoSStat struct {
