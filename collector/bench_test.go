@@ -206,6 +206,10 @@ func genMounts(b testing.TB, procRoot string) {
 		fmt.Fprintf(&s, "%s /gpfs/%s gpfs rw,relatime 0 0\n", name, name)
 	}
 	benchWrite(b, filepath.Join(procRoot, "4242", "mounts"), strings.TrimSuffix(s.String(), "\n"))
+	// As on Linux, /proc/mounts is self/mounts (the daemon reads it there).
+	if err := os.Symlink("self/mounts", filepath.Join(procRoot, "mounts")); err != nil {
+		b.Fatal(err)
+	}
 }
 
 var benchTree = flag.String("bench.tree", "",

@@ -262,3 +262,47 @@ func TestNewGPFSCollectorRejectsZeroDiagInterval(t *testing.T) {
 		t.Errorf("a zero mmlsqos interval: %v", err)
 	}
 }
+
+// The mount state follows /proc/mounts from one scrape to the next: an
+// unmounted file system keeps its series at 0, a remount read-only flips
+// the mode.
+func TestGPFSMountStateFollowsMounts(t *testing.T) {
+	mounts := filepath.Join(t.TempDir(), "mounts")
+	write := func(content string) {
+		if err := os.WriteFile(mounts, []byte(content), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	write("scratch /gpfs/scratch gpfs rw,relatime 0 0\nhome /gpfs/home gpfs rw,relatime 0 0\n")
+	cfg := fakeGPFSDiag(t, 30*time.Second)
+	cfg.mountsPath = mounts
+	cfg.nsd, cfg.mmdiagPath, cfg.mmfsadmPath, cfg.mmlsdiskPath, cfg.mmlsqosPath = false, "", "", "", ""
+	reg := newTestRegistry("gpfs", newTestGPFS(t, cfg), nil)
+	const head = `
+# HELP plateau_gpfs_filesystem_mounted Whether the GPFS file system is mounted at the mount point in this mode (/proc/mounts): each mount has a series for mode rw and one for mode ro, 1 for the mode it is mounted in. A file system mmlsfs lists but that is not mounted has both series at 0, with its default mount point from mmlsfs; so max by (filesystem) (plateau_gpfs_filesystem_mounted) == 0 means not mounted, {mode="ro"} == 1 read-only.
+# TYPE plateau_gpfs_filesystem_mounted gauge
+plateau_gpfs_filesystem_mounted{filesystem="archive",mode="ro",mountpoint="/gpfs/archive"} 0
+plateau_gpfs_filesystem_mounted{filesystem="archive",mode="rw",mountpoint="/gpfs/archive"} 0
+plateau_gpfs_filesystem_mounted{filesystem="projects",mode="ro",mountpoint="/gpfs/projects"} 0
+plateau_gpfs_filesystem_mounted{filesystem="projects",mode="rw",mountpoint="/gpfs/projects"} 0
+`
+	for _, step := range []struct{ mounts, want string }{
+		{"", head + `plateau_gpfs_filesystem_mounted{filesystem="home",mode="ro",mountpoint="/gpfs/home"} 0
+plateau_gpfs_filesystem_mounted{filesystem="home",mode="rw",mountpoint="/gpfs/home"} 1
+plateau_gpfs_filesystem_mounted{filesystem="scratch",mode="ro",mountpoint="/gpfs/scratch"} 0
+plateau_gpfs_filesystem_mounted{filesystem="scratch",mode="rw",mountpoint="/gpfs/scratch"} 1
+`},
+		{"scratch /gpfs/scratch gpfs ro,relatime 0 0\n", head + `plateau_gpfs_filesystem_mounted{filesystem="home",mode="ro",mountpoint="/gpfs/home"} 0
+plateau_gpfs_filesystem_mounted{filesystem="home",mode="rw",mountpoint="/gpfs/home"} 0
+plateau_gpfs_filesystem_mounted{filesystem="scratch",mode="ro",mountpoint="/gpfs/scratch"} 1
+plateau_gpfs_filesystem_mounted{filesystem="scratch",mode="rw",mountpoint="/gpfs/scratch"} 0
+`},
+	} {
+		if step.mounts != "" {
+			write(step.mounts)
+		}
+		if err := testutil.GatherAndCompare(reg, strings.NewReader(step.want), "plateau_gpfs_filesystem_mounted"); err != nil {
+			t.Errorf("after mounts %q: %v", step.mounts, err)
+		}
+	}
+}

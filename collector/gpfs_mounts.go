@@ -95,13 +95,14 @@ func (c *gpfsCollector) mounts(ch chan<- prometheus.Metric) error {
 	listed, gen := c.listedFilesystemsGen()
 	mc := &c.mountsCache
 	mc.mu.Lock()
-	defer mc.mu.Unlock()
 	if mc.metrics == nil || mc.listedGen != gen || !bytes.Equal(mc.data, data) {
 		mc.metrics = c.mountMetrics(parseGPFSMounts(data), listed)
 		freezeMetrics(mc.metrics)
 		mc.data, mc.listedGen = data, gen
 	}
-	for _, m := range mc.metrics {
+	ms := mc.metrics
+	mc.mu.Unlock()
+	for _, m := range ms {
 		ch <- m
 	}
 	return nil
