@@ -280,7 +280,7 @@ func FuzzParseMmpmon(f *testing.F) {
 }
 
 func FuzzParseY(f *testing.F) {
-	readFixtures(f, "mmgetstate.txt", "mmhealth.txt")
+	readFixtures(f, "mmgetstate.txt", "mmhealth.txt", "mmdiag-waiters.txt", "mmlsfs.txt", "mmlsdisk-scratch.txt", "mmlsqos-scratch.txt")
 	f.Add([]byte("a:b:HEADER:x:\na:b:1:%3A%zz%4:\n"))
 	f.Fuzz(func(t *testing.T, out []byte) {
 		y, err := parseY(out)
