@@ -24,6 +24,11 @@
 #   BENCH_FS_SIZE     size of the image (default 2G), written in full
 #                     (fallocate, else dd) so that no block of it is
 #                     allocated during a run.
+#   BENCH_REPEAT      runs of each side per round (default 1), interleaved
+#                     in the round's order (A B A B ... or B A B A ...); the
+#                     round keeps each op's best rate of each side ("best of
+#                     N", as noise on a shared machine only ever slows a run
+#                     down).
 #   BENCH_NICE        nice value both run at (default 0). The stat and read
 #                     phases last about 10ms each: on a shared machine one
 #                     time slice of someone else's job inside one of them
@@ -35,6 +40,7 @@ mdtest=$(readlink -f "$1")
 rounds=${2:-5}
 files=${3:-4096}
 nice=${BENCH_NICE:-0}
+repeat=${BENCH_REPEAT:-1}
 [ "$(id -u)" = 0 ] || { echo "needs root (loop device, mount)" >&2; exit 1; }
 [ -x "$mdtest" ] || { echo "$1: not an executable mdtest" >&2; exit 1; }
 for c in mkfs.ext4 losetup mount python3; do command -v $c >/dev/null || { echo "missing $c" >&2; exit 1; }; done
@@ -113,17 +119,32 @@ print(" ".join("%.1f" % rates[k] for k in ("create", "stat", "read", "remove")))
 	rm -rf "$mnt/mdtest/run"
 }
 
+# best A B: each op's higher rate of two "create stat read remove" lines.
+best() {
+	python3 -c 'import sys; a, b = sys.argv[1].split(), sys.argv[2].split(); print(" ".join(max(x, y, key=float) for x, y in zip(a, b)))' "$1" "$2"
+}
+
 results="$work/results"
 for i in $(seq 1 "$rounds"); do
-	if [ $((i % 2)) = 1 ]; then p=$(probe_run); m=$(mdtest_run); else m=$(mdtest_run); p=$(probe_run); fi
+	p="0 0 0 0" m="0 0 0 0"
+	for _ in $(seq 1 "$repeat"); do
+		if [ $((i % 2)) = 1 ]; then
+			p=$(best "$p" "$(probe_run)")
+			m=$(best "$m" "$(mdtest_run)")
+		else
+			m=$(best "$m" "$(mdtest_run)")
+			p=$(best "$p" "$(probe_run)")
+		fi
+	done
 	echo "$i $p $m" | tee -a "$results" >&2
 done
 
-python3 - "$results" "$files" "$rounds" <<'PY'
+python3 - "$results" "$files" "$rounds" "$repeat" <<'PY'
 import statistics, sys
 rows = [list(map(float, l.split())) for l in open(sys.argv[1])]
 ops = ("create", "stat", "read", "remove")
-print(f"metadata probe vs mdtest -F -u -L -z 1 -b 1 -I {sys.argv[2]}, 1 task, empty files, loop ext4, {sys.argv[3]} alternating rounds")
+best = f", each the best of {sys.argv[4]} runs" if sys.argv[4] != "1" else ""
+print(f"metadata probe vs mdtest -F -u -L -z 1 -b 1 -I {sys.argv[2]}, 1 task, empty files, loop ext4, {sys.argv[3]} alternating rounds{best}")
 print(f"{'round':>5} " + " ".join(f"{op + ' probe/s':>14} {op + ' mdtest/s':>15} {'ratio':>6}" for op in ops))
 ratios = {op: [] for op in ops}
 for r in rows:
