@@ -7,6 +7,7 @@ import (
 	"strconv"
 	"strings"
 	"time"
+	"unsafe"
 
 	"golang.org/x/sys/unix"
 
@@ -14,10 +15,13 @@ import (
 )
 
 // metadataWorker is one worker's directory and the names in it, prepared
-// before any phase so that no phase's timing includes building strings.
+// before any phase so that no phase's timing includes building strings:
+// cnames are the names NUL-terminated for the kernel, which unix.Openat
+// and unix.Unlinkat would otherwise allocate and copy on every call.
 type metadataWorker struct {
-	dirfd int
-	names []string
+	dirfd  int
+	names  []string
+	cnames []*byte
 }
 
 // metadataNames returns the names of worker w's files: "f" and the file's
@@ -55,6 +59,7 @@ func runMetadata(ctx context.Context, rc *runContext) error {
 	// The names depend on the worker only through the length of its
 	// number: one list per length (at most three for 256 workers).
 	namesByDigits := map[int][]string{}
+	cnamesByDigits := map[int][]*byte{}
 	defer func() {
 		for _, w := range workers {
 			if w.dirfd > 0 {
@@ -74,9 +79,16 @@ func runMetadata(ctx context.Context, rc *runContext) error {
 		}
 		digits := len(strconv.Itoa(i))
 		if namesByDigits[digits] == nil {
-			namesByDigits[digits] = metadataNames(i, p.Files)
+			names := metadataNames(i, p.Files)
+			cnames := make([]*byte, len(names))
+			for j, n := range names {
+				if cnames[j], err = unix.BytePtrFromString(n); err != nil {
+					return err
+				}
+			}
+			namesByDigits[digits], cnamesByDigits[digits] = names, cnames
 		}
-		workers[i] = metadataWorker{dirfd: fd, names: namesByDigits[digits]}
+		workers[i] = metadataWorker{dirfd: fd, names: namesByDigits[digits], cnames: cnamesByDigits[digits]}
 	}
 	var data []byte
 	if p.FileSize > 0 {
@@ -86,12 +98,14 @@ func runMetadata(ctx context.Context, rc *runContext) error {
 
 	phases := []struct {
 		op string
-		fn func(w *metadataWorker, name string, buf []byte) error
+		fn func(w *metadataWorker, j int, buf []byte) error
 	}{
-		{"create", func(w *metadataWorker, name string, _ []byte) error { return mdCreate(w.dirfd, name, data) }},
-		{"stat", func(w *metadataWorker, name string, _ []byte) error { return mdStat(w.dirfd, name, p.FileSize) }},
-		{"read", func(w *metadataWorker, name string, buf []byte) error { return mdRead(w.dirfd, name, p.FileSize, buf) }},
-		{"remove", func(w *metadataWorker, name string, _ []byte) error { return mdRemove(w.dirfd, name) }},
+		{"create", func(w *metadataWorker, j int, _ []byte) error { return mdCreateAt(w.dirfd, w.cnames[j], data) }},
+		{"stat", func(w *metadataWorker, j int, _ []byte) error { return mdStat(w.dirfd, w.names[j], p.FileSize) }},
+		{"read", func(w *metadataWorker, j int, buf []byte) error {
+			return mdReadAt(w.dirfd, w.cnames[j], p.FileSize, buf)
+		}},
+		{"remove", func(w *metadataWorker, j int, _ []byte) error { return mdRemoveAt(w.dirfd, w.cnames[j]) }},
 	}
 	bufs := make([][]byte, p.Workers)
 	samples := make([][]time.Duration, p.Workers)
@@ -128,7 +142,7 @@ func runMetadata(ctx context.Context, rc *runContext) error {
 					runtime.Gosched()
 				}
 				t := time.Now()
-				if err := ph.fn(w, name, buf); err != nil {
+				if err := ph.fn(w, j, buf); err != nil {
 					return fmt.Errorf("%s d%d/%s: %w", ph.op, i, name, err)
 				}
 				lats = append(lats, time.Since(t))
@@ -156,8 +170,28 @@ func runMetadata(ctx context.Context, rc *runContext) error {
 	return nil
 }
 
+// openat is unix.Openat on a name converted before the phase. It is an
+// ordinary syscall (the runtime releases the P while it blocks), not a raw
+// one: a hung mount must not hold a P, and more workers than Ps must still
+// have their ops in flight at once.
+func openat(dirfd int, name *byte, flags int, mode uint32) (int, error) {
+	fd, _, errno := unix.Syscall6(unix.SYS_OPENAT, uintptr(dirfd), uintptr(unsafe.Pointer(name)), uintptr(flags|unix.O_LARGEFILE), uintptr(mode), 0, 0)
+	if errno != 0 {
+		return -1, errno
+	}
+	return int(fd), nil
+}
+
 func mdCreate(dirfd int, name string, data []byte) error {
-	fd, err := unix.Openat(dirfd, name, unix.O_CREAT|unix.O_EXCL|unix.O_WRONLY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0o600)
+	p, err := unix.BytePtrFromString(name)
+	if err != nil {
+		return err
+	}
+	return mdCreateAt(dirfd, p, data)
+}
+
+func mdCreateAt(dirfd int, name *byte, data []byte) error {
+	fd, err := openat(dirfd, name, unix.O_CREAT|unix.O_EXCL|unix.O_WRONLY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0o600)
 	if err != nil {
 		return err
 	}
@@ -185,11 +219,20 @@ func mdStat(dirfd int, name string, size int64) error {
 	return nil
 }
 
-// mdRead opens the file, reads it to the end and closes it; an empty file
-// is opened and closed only, as mdtest -e 0 does. buf is one byte longer
-// than the file, so a file that grew is caught as well as a short one.
 func mdRead(dirfd int, name string, size int64, buf []byte) error {
-	fd, err := unix.Openat(dirfd, name, unix.O_RDONLY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+	p, err := unix.BytePtrFromString(name)
+	if err != nil {
+		return err
+	}
+	return mdReadAt(dirfd, p, size, buf)
+}
+
+// mdReadAt opens the file, reads it to the end and closes it; an empty
+// file is opened and closed only, as mdtest -e 0 does. buf is one byte
+// longer than the file, so a file that grew is caught as well as a short
+// one.
+func mdReadAt(dirfd int, name *byte, size int64, buf []byte) error {
+	fd, err := openat(dirfd, name, unix.O_RDONLY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
 	if err != nil {
 		return err
 	}
@@ -216,5 +259,16 @@ func mdRead(dirfd int, name string, size int64, buf []byte) error {
 }
 
 func mdRemove(dirfd int, name string) error {
-	return unix.Unlinkat(dirfd, name, 0)
+	p, err := unix.BytePtrFromString(name)
+	if err != nil {
+		return err
+	}
+	return mdRemoveAt(dirfd, p)
+}
+
+func mdRemoveAt(dirfd int, name *byte) error {
+	if _, _, errno := unix.Syscall(unix.SYS_UNLINKAT, uintptr(dirfd), uintptr(unsafe.Pointer(name)), 0); errno != 0 {
+		return errno
+	}
+	return nil
 }
