@@ -13,6 +13,10 @@
 #            committed here.
 #   rounds   default 5; files default 4096 (mdtest -I).
 #
+# On a shared machine (issue 17's numbers, 2 cores at load 2 to 8):
+#   BENCH_REPEAT=3 BENCH_IMG_DIR=/dev/shm BENCH_NICE=-20 \
+#       bench/metadata_vs_mdtest.sh /tmp/ior/src/mdtest 5
+#
 # Environment:
 #   MPIRUN            how to start one mdtest task. Default: Open MPI's
 #                     "mpirun --allow-run-as-root -np 1 --bind-to none"
