@@ -50,6 +50,18 @@ const (
 	madToSigma = 1.4826
 )
 
+// FastRuns runs make the fast statistic, the one that pages: after a
+// sudden drop it is fully down after two runs, where the ChangeRuns mean
+// is halfway. On its own a 2-run mean would page on one wedged run (the
+// run is bounded, but to a factor of two, which moves a 2-run mean by
+// 30%), so the verdict also asks that the last runs are each below the
+// normal (LowRuns): a drop is then at least two runs long, never one.
+const FastRuns = 2
+
+// MaxLowRuns caps Change.LowRuns: the verdict reads only whether it
+// reaches two.
+const MaxLowRuns = ChangeRuns
+
 // Change is the change statistic of a probe op after its latest run.
 type Change struct {
 	// Ratio is the geometric mean of the last ChangeRuns results over
@@ -60,6 +72,11 @@ type Change struct {
 	// median absolute deviation of its logarithm over the normal window,
 	// about its relative standard deviation (0.1 = 10%).
 	Noise float64
+	// FastRatio and FastNoise are the same over the last FastRuns results.
+	FastRatio, FastNoise float64
+	// LowRuns is how many of the latest runs in a row were each below the
+	// median of the NormalRuns runs before it, at most MaxLowRuns.
+	LowRuns int
 }
 
 // ChangeOf computes the statistic from an op's results, oldest first (only
@@ -69,19 +86,37 @@ func ChangeOf(results []float64) (c Change, ok bool) {
 	if len(results) > HistoryRuns {
 		results = results[len(results)-HistoryRuns:]
 	}
-	n := len(results)
-	// Normal window: the runs [start, end) before the last ChangeRuns,
-	// each with the ChangeRuns-1 runs before it for its rolling mean.
-	end := n - ChangeRuns
-	start := max(ChangeRuns-1, end-NormalRuns)
-	if end-start < MinNormalRuns {
-		return Change{}, false
-	}
-	logs := make([]float64, n)
-	for i, v := range results {
+	for _, v := range results {
 		if !(v > 0) || math.IsInf(v, 0) {
 			return Change{}, false
 		}
+	}
+	if c.Ratio, c.Noise, ok = meanChange(results, ChangeRuns); !ok {
+		return Change{}, false
+	}
+	// The fast mean needs fewer runs than the slow one: ok as well.
+	c.FastRatio, c.FastNoise, _ = meanChange(results, FastRuns)
+	c.LowRuns = lowRuns(results)
+	return c, true
+}
+
+// meanChange is the geometric mean of the last runs results over the
+// median of that rolling mean across the NormalRuns runs before them, and
+// the rolling mean's robust spread. results are positive.
+func meanChange(results []float64, runs int) (ratio, noise float64, ok bool) {
+	if keep := NormalRuns + 2*runs - 1; len(results) > keep {
+		results = results[len(results)-keep:]
+	}
+	n := len(results)
+	// Normal window: the runs [start, end) before the last runs, each
+	// with the runs-1 runs before it for its rolling mean.
+	end := n - runs
+	start := max(runs-1, end-NormalRuns)
+	if end-start < MinNormalRuns {
+		return 0, 0, false
+	}
+	logs := make([]float64, n)
+	for i, v := range results {
 		logs[i] = math.Log(v)
 	}
 	center, sigma := medianMAD(logs[start:end])
@@ -90,19 +125,34 @@ func ChangeOf(results []float64) (c Change, ok bool) {
 	for i := range logs {
 		logs[i] = min(hi, max(lo, logs[i]))
 	}
-	mean := func(last int) float64 { // mean of the ChangeRuns logs ending at last
+	mean := func(last int) float64 { // mean of the runs logs ending at last
 		s := 0.0
-		for _, l := range logs[last-ChangeRuns+1 : last+1] {
+		for _, l := range logs[last-runs+1 : last+1] {
 			s += l
 		}
-		return s / ChangeRuns
+		return s / float64(runs)
 	}
 	rolling := make([]float64, 0, end-start)
 	for i := start; i < end; i++ {
 		rolling = append(rolling, mean(i))
 	}
 	normal, noise := medianMAD(rolling)
-	return Change{Ratio: math.Exp(mean(n-1) - normal), Noise: noise}, true
+	return math.Exp(mean(n-1) - normal), noise, true
+}
+
+// lowRuns counts the latest runs in a row that were each below the median
+// of the (up to) NormalRuns runs before it, stopping at MaxLowRuns or
+// where fewer than MinNormalRuns runs came before.
+func lowRuns(results []float64) int {
+	count := 0
+	for last := len(results) - 1; count < MaxLowRuns; last-- {
+		window := results[max(0, last-NormalRuns):max(0, last)]
+		if len(window) < MinNormalRuns || !(results[last] < medianOf(window)) {
+			break
+		}
+		count++
+	}
+	return count
 }
 
 // medianMAD returns the median of xs and madToSigma times their median

@@ -76,6 +76,52 @@ func TestChangeOfOneTerribleRun(t *testing.T) {
 	}
 }
 
+// The fast mean is fully down after FastRuns halved runs, and LowRuns
+// counts them; the slow mean is then only halfway.
+func TestChangeOfFastStatistic(t *testing.T) {
+	var results []float64
+	for i := range HistoryRuns { // ends on a run above the median
+		results = append(results, 1000*(1+0.05*float64((i+2)%3-1)))
+	}
+	c, ok := ChangeOf(results)
+	if !ok || c.LowRuns != 0 || math.Abs(c.FastRatio-1) > 0.06 {
+		t.Fatalf("steady: %+v ok=%v, want fast ratio about 1 and at most one low run", c, ok)
+	}
+	for i := 1; i <= MaxLowRuns+1; i++ {
+		results = append(results, 500)
+		c, _ = ChangeOf(results)
+		if want := min(i, MaxLowRuns); c.LowRuns != want {
+			t.Errorf("after %d halved runs: %d low runs, want %d", i, c.LowRuns, want)
+		}
+		if i == FastRuns && (c.FastRatio > 0.55 || c.Ratio < 0.65) {
+			t.Errorf("after %d halved runs: fast ratio %.3f (want about 0.5), slow %.3f (want about 0.71)", i, c.FastRatio, c.Ratio)
+		}
+	}
+	results = append(results, 1000)
+	if c, _ = ChangeOf(results); c.LowRuns != 0 {
+		t.Errorf("a run back at normal still counts %d low runs", c.LowRuns)
+	}
+}
+
+// One catastrophic run takes the fast mean down (bounded to a factor of
+// two, it moves a 2-run mean by 30%) but is one low run: the verdict,
+// which asks for two, cannot page on it, before or after the next run.
+func TestChangeOfOneTerribleRunIsOneLowRun(t *testing.T) {
+	var results []float64
+	for i := range HistoryRuns - 1 {
+		results = append(results, 1000*(1+0.1*float64(i%3-1)))
+	}
+	results = append(results, 1)
+	c, _ := ChangeOf(results)
+	if c.LowRuns != 1 || c.FastRatio < 0.7 {
+		t.Fatalf("one run 1000x slower: %+v, want one low run and the fast ratio bounded at 0.71", c)
+	}
+	results = append(results, 1050)
+	if c, _ = ChangeOf(results); c.LowRuns != 0 {
+		t.Fatalf("the run after it is normal, yet %d low runs", c.LowRuns)
+	}
+}
+
 func TestCompareRecent(t *testing.T) {
 	key := BaselineKey{Target: "scratch", Probe: "seq", Op: "read"}
 	h := History{

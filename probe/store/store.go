@@ -93,6 +93,14 @@ var (
 	descChangeNoise = prometheus.NewDesc(prometheus.BuildFQName(namespace, "probe", "change_noise_ratio"),
 		fmt.Sprintf("How much that %d-run mean moves on its own: 1.4826 x the median absolute deviation of its natural log over the same %d runs, about its relative standard deviation.",
 			plateau.ChangeRuns, plateau.NormalRuns), probeOpLabels, nil)
+	descChangeFast = prometheus.NewDesc(prometheus.BuildFQName(namespace, "probe", "change_fast_ratio"),
+		fmt.Sprintf("The same as plateau_probe_change_ratio over the op's last %d results: the statistic the sudden-regression verdict pages on, fully down after %d runs of a drop.",
+			plateau.FastRuns, plateau.FastRuns), probeOpLabels, nil)
+	descChangeFastNoise = prometheus.NewDesc(prometheus.BuildFQName(namespace, "probe", "change_fast_noise_ratio"),
+		fmt.Sprintf("How much that %d-run mean moves on its own, as plateau_probe_change_noise_ratio.", plateau.FastRuns), probeOpLabels, nil)
+	descChangeLowRuns = prometheus.NewDesc(prometheus.BuildFQName(namespace, "probe", "change_low_runs"),
+		fmt.Sprintf("How many of the op's latest runs in a row were each below the median of the %d runs before it (at most %d). The verdict asks for 2, so that one slow run never pages.",
+			plateau.NormalRuns, plateau.MaxLowRuns), probeOpLabels, nil)
 	descHistoryLoaded = prometheus.NewDesc(prometheus.BuildFQName(namespace, "probe", "history_last_load_successful"),
 		"1 if the history file of the change ratios (--probe.history-file) was loaded at start, or none is configured; 0 if it could not be read or was corrupt: it was set aside as <file>.corrupt-* and the change ratios start anew.", nil, nil)
 	descHistoryWriteErrors = prometheus.NewDesc(prometheus.BuildFQName(namespace, "probe", "history_write_errors_total"),
@@ -453,7 +461,7 @@ func (s *Store) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{descSuccess, descLastRun, descLastSuccess, descDuration, descInterval, descInProgress, descInfo,
 		descThroughput, descOpsRate, descLatency, descRuns, descErrors, descSkips, descIOBytes, descHung, descAbandoned,
 		descBaselineBytes, descBaselineOps, descRatio, descModeMismatch, descThreshold,
-		descChange, descChangeNoise, descHistoryLoaded, descHistoryWriteErrors} {
+		descChange, descChangeNoise, descChangeFast, descChangeFastNoise, descChangeLowRuns, descHistoryLoaded, descHistoryWriteErrors} {
 		ch <- d
 	}
 }
@@ -517,6 +525,9 @@ func (s *Store) Collect(ch chan<- prometheus.Metric) {
 					if c, ok := plateau.ChangeOf(s.history[k].Results); ok {
 						gauge(descChange, c.Ratio, append(l, op.Op)...)
 						gauge(descChangeNoise, c.Noise, append(l, op.Op)...)
+						gauge(descChangeFast, c.FastRatio, append(l, op.Op)...)
+						gauge(descChangeFastNoise, c.FastNoise, append(l, op.Op)...)
+						gauge(descChangeLowRuns, float64(c.LowRuns), append(l, op.Op)...)
 					}
 				}
 			}

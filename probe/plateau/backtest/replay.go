@@ -370,6 +370,7 @@ func writtenMetrics() []string {
 		"plateau_probe_throughput_bytes_per_second", "plateau_baseline_throughput_bytes_per_second",
 		"plateau_probe_operations_per_second", "plateau_baseline_operations_per_second",
 		"plateau_probe_ratio", "plateau_probe_change_ratio", "plateau_probe_change_noise_ratio",
+		"plateau_probe_change_fast_ratio", "plateau_probe_change_fast_noise_ratio", "plateau_probe_change_low_runs",
 		"plateau_alert_threshold_ratio", "plateau_probe_hung", "plateau_probe_abandoned_workers", "up",
 	}
 }
@@ -642,6 +643,9 @@ func writeCase(ctx context.Context, db storage.AppendableV2, s prepared, c repla
 		{ls: base("plateau_probe_ratio", "op", s.op), value: func(j int) (float64, bool) { return c.values[j] / s.baseline, true }},
 		{ls: base("plateau_probe_change_ratio", "op", s.op), value: func(j int) (float64, bool) { return histories[j].Ratio, hasChange[j] }},
 		{ls: base("plateau_probe_change_noise_ratio", "op", s.op), value: func(j int) (float64, bool) { return histories[j].Noise, hasChange[j] }},
+		{ls: base("plateau_probe_change_fast_ratio", "op", s.op), value: func(j int) (float64, bool) { return histories[j].FastRatio, hasChange[j] }},
+		{ls: base("plateau_probe_change_fast_noise_ratio", "op", s.op), value: func(j int) (float64, bool) { return histories[j].FastNoise, hasChange[j] }},
+		{ls: base("plateau_probe_change_low_runs", "op", s.op), value: func(j int) (float64, bool) { return float64(histories[j].LowRuns), hasChange[j] }},
 		{ls: labels.FromStrings("__name__", "plateau_alert_threshold_ratio", "job", "backtest", "instance", c.id, "target", c.id, "probe", "probe", "severity", "warning"), value: constant(probe.DefaultWarningRatio)},
 		{ls: labels.FromStrings("__name__", "plateau_alert_threshold_ratio", "job", "backtest", "instance", c.id, "target", c.id, "probe", "probe", "severity", "critical"), value: constant(probe.DefaultCriticalRatio)},
 		{ls: labels.FromStrings("__name__", "plateau_probe_hung", "job", "backtest", "instance", c.id, "target", c.id), value: constant(0)},
