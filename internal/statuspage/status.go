@@ -152,6 +152,12 @@ type OpStatus struct {
 	// _change_noise_ratio.
 	ChangeRatio *float64 `json:"change_ratio"`
 	ChangeNoise *float64 `json:"change_noise"`
+	// ChangeFastRatio, ChangeFastNoise and ChangeLowRuns are
+	// plateau_probe_change_fast_ratio, _fast_noise_ratio and _low_runs,
+	// what the page mostly reads.
+	ChangeFastRatio *float64 `json:"change_fast_ratio"`
+	ChangeFastNoise *float64 `json:"change_fast_noise"`
+	ChangeLowRuns   *int     `json:"change_low_runs"`
 	// HistoryUnit is the unit of History, the kind's (a hand-written
 	// baseline may use another); History is the op's last successful
 	// results, oldest first.
@@ -296,6 +302,9 @@ func probeStatus(kind, name string, snap *store.ProbeSnapshot) ProbeStatus {
 		}
 		if o.HasChange {
 			op.ChangeRatio, op.ChangeNoise = floatPtr(o.Change.Ratio), floatPtr(o.Change.Noise)
+			op.ChangeFastRatio, op.ChangeFastNoise = floatPtr(o.Change.FastRatio), floatPtr(o.Change.FastNoise)
+			low := o.Change.LowRuns
+			op.ChangeLowRuns = &low
 		}
 		ps.Ops = append(ps.Ops, op)
 	}

@@ -143,7 +143,7 @@ func TestStatusJSONShowsResultBesidePlateau(t *testing.T) {
 		"target":     {"name", "path", "configured", "warning_ratio", "critical_ratio", "hung", "abandoned_workers", "probes"},
 		"probe":      {"name", "kind", "params", "interval_seconds", "in_progress", "verdict", "note", "last_run", "last_success_at", "next_run_at", "ops", "runs", "errors", "skips"},
 		"last_run":   {"start", "end", "duration_seconds", "success", "reason", "error", "direct", "engine"},
-		"op":         {"op", "unit", "value", "baseline", "baseline_spread", "ratio", "verdict", "note", "change_ratio", "change_noise", "history_unit", "history"},
+		"op":         {"op", "unit", "value", "baseline", "baseline_spread", "ratio", "verdict", "note", "change_ratio", "change_noise", "change_fast_ratio", "change_fast_noise", "change_low_runs", "history_unit", "history"},
 		"collectors": {"name", "scraped", "success", "duration_seconds", "at"},
 	}
 	target := raw["targets"].([]any)[0].(map[string]any)
@@ -249,6 +249,9 @@ func TestStatusJSONShowsChangeRatioOfTheStore(t *testing.T) {
 		m, ok := gaugeOf(t, f.store, "plateau_probe_change_ratio", o.Op)
 		if !ok || o.ChangeRatio == nil || *o.ChangeRatio != m || o.ChangeNoise == nil {
 			t.Fatalf("op %s: status change %v, plateau_probe_change_ratio %v (exported %v)", o.Op, o.ChangeRatio, m, ok)
+		}
+		if o.ChangeFastRatio == nil || o.ChangeLowRuns == nil || *o.ChangeLowRuns < 2 {
+			t.Errorf("op %s: fast change %v, low runs %v after halving, want both, at least 2 low runs", o.Op, o.ChangeFastRatio, o.ChangeLowRuns)
 		}
 		if math.Abs(*o.ChangeRatio-0.5) > 0.01 {
 			t.Errorf("op %s: change ratio %v after halving, want 0.5", o.Op, *o.ChangeRatio)
