@@ -54,7 +54,10 @@ type Baseline struct {
 // Baselines is the parsed baselines file.
 type Baselines struct {
 	Entries map[BaselineKey]*Baseline
-	Source  string
+	// MinSizes is each probe's smallest good size (characterize
+	// --size-sweep), kept beside its op entries; nil when none is.
+	MinSizes map[ProbeKey]MinSize
+	Source   string
 }
 
 // NewBaselines returns an empty set.

@@ -43,9 +43,15 @@ func LoadBaselines(path string) (*Baselines, error) {
 //	      host: node001
 //	      measured_at: 2026-11-30T10:00:00Z
 //	      method: characterize --runs 5
+//	      min_file_size: 16MiB
 //	      ops:
 //	        write: {bytes_per_second: 1.2e9, spread: 0.03, runs: 5}
 //	        read: {bytes_per_second: 2.1e9, spread: 0.02, runs: 5}
+//
+// min_file_size (sequential), min_segment_size (shared_file), min_files
+// (metadata) or min_duration (random) is the smallest size that measured
+// the plateau on this target, written by characterize --size-sweep; only
+// the probe kind's own key is accepted, in the config's syntax for it.
 func ParseBaselines(data []byte, source string) (*Baselines, error) {
 	doc, err := yamlfield.Parse(data, source)
 	if err != nil {
@@ -80,9 +86,20 @@ func ParseBaselines(data []byte, source string) (*Baselines, error) {
 func (p *baselinesDecoder) probe(out *Baselines, target, name string, n *yaml.Node) {
 	field := "targets." + target + "." + name
 	common := Baseline{}
-	var opsNode *yaml.Node
+	var opsNode, sizeNode *yaml.Node
+	sizeKey := ""
 	p.Mapping(n, field, func(key string, k, v *yaml.Node) {
 		f := field + "." + key
+		if isMinSizeKey(key) {
+			// Checked against the kind once every key is read: the kind
+			// may come after it.
+			if sizeNode != nil {
+				p.Errorf(k, f, "give one smallest good size, not %s and %s", sizeKey, key)
+				return
+			}
+			sizeNode, sizeKey = v, key
+			return
+		}
 		switch key {
 		case "kind":
 			common.Kind = p.Str(v, f)
@@ -129,6 +146,9 @@ func (p *baselinesDecoder) probe(out *Baselines, target, name string, n *yaml.No
 		p.Errorf(n, field+".ops", "at least one op is required")
 		return
 	}
+	if sizeNode != nil {
+		p.minSize(out, target, name, common.Kind, sizeKey, sizeNode, field+"."+sizeKey)
+	}
 	p.Mapping(opsNode, field+".ops", func(op string, k, v *yaml.Node) {
 		f := field + ".ops." + op
 		if !slices.Contains(probe.OpsOf(common.Kind), op) {
@@ -160,6 +180,25 @@ func (p *baselinesDecoder) probe(out *Baselines, target, name string, n *yaml.No
 		}
 		out.Entries[BaselineKey{target, name, op}] = &e
 	})
+}
+
+// minSize reads a probe's min_<key>: the key must be its kind's, and the
+// value one the config accepts for that key.
+func (p *baselinesDecoder) minSize(out *Baselines, target, name, kind, key string, v *yaml.Node, field string) {
+	if want := MinSizeKey(kind); key != want {
+		p.Errorf(v, field, "does not apply to kind %s (its smallest good size is %s)", kind, want)
+		return
+	}
+	s, ok := p.Scalar(v, field)
+	if !ok {
+		return
+	}
+	size, err := ParseProbeSize(kind, s)
+	if err != nil {
+		p.Errorf(v, field, "%v", err)
+		return
+	}
+	out.SetMinSize(target, name, MinSize{Kind: kind, Key: SizeKey(kind), Value: size, Line: v.Line})
 }
 
 // Marshal renders the baselines in the file format, sorted, with a header.
@@ -215,6 +254,9 @@ func (b *Baselines) Marshal() []byte {
 		}
 		if first.Method != "" {
 			fmt.Fprintf(&sb, "      method: %q\n", first.Method)
+		}
+		if m, ok := b.MinSizes[ProbeKey{pk.target, pk.probe}]; ok && m.Kind == first.Kind {
+			fmt.Fprintf(&sb, "      %s: %s\n", MinSizeKey(m.Kind), m)
 		}
 		sb.WriteString("      ops:\n")
 		order := probe.OpsOf(first.Kind)

@@ -102,6 +102,12 @@ func FuzzParseBaselines(f *testing.F) {
 	for _, at := range []string{"2026-12-01 08:52:31+00:00", "2001-12-14 21:59:43.10 -5", "2002-12-14", "2001-12-14t21:59:43.10-05:00", "2026-02-30"} {
 		f.Add([]byte("targets: {t: {s: {kind: random, measured_at: " + at + ", ops: {read: {operations_per_second: 3e9, spread: 1e-05}}}}}\n"))
 	}
+	// Each kind's smallest good size (characterize --size-sweep), and one
+	// given to the wrong kind.
+	for kind, size := range map[string]string{"sequential": "min_file_size: 16MiB", "shared_file": "min_segment_size: 8MiB", "metadata": "min_files: 256", "random": "min_duration: 1.5s", "metadata ": "min_duration: 2s"} {
+		op := probe.OpsOf(strings.TrimSpace(kind))[0]
+		f.Add([]byte("targets: {t: {s: {kind: " + strings.TrimSpace(kind) + ", " + size + ", ops: {" + op + ": {operations_per_second: 1}}}}}\n"))
+	}
 	f.Fuzz(func(t *testing.T, data []byte) {
 		b, err := ParseBaselines(data, "fuzz.yml")
 		if err != nil {
@@ -113,6 +119,14 @@ func FuzzParseBaselines(f *testing.F) {
 		}
 		if len(again.Entries) != len(b.Entries) {
 			t.Fatalf("round trip changed %d entries into %d", len(b.Entries), len(again.Entries))
+		}
+		if len(again.MinSizes) != len(b.MinSizes) {
+			t.Fatalf("round trip changed %d smallest good sizes into %d", len(b.MinSizes), len(again.MinSizes))
+		}
+		for k, m := range b.MinSizes {
+			if again.MinSizes[k].Value != m.Value {
+				t.Fatalf("round trip changed %s/%s's %s from %s to %s", k.Target, k.Probe, m.Key, m, again.MinSizes[k])
+			}
 		}
 	})
 }

@@ -1,0 +1,244 @@
+package plateau
+
+import (
+	"context"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/plateau-exporter/plateau_exporter/internal/probefixture"
+	"github.com/plateau-exporter/plateau_exporter/probe"
+)
+
+// synthetic answers a run with a rate that approaches plateau as the size
+// grows: a fixed start-up cost (overhead, in units of the size) spread
+// over the run, as a real probe's open, fsync and first blocks are.
+func synthetic(plateau, overhead float64, reqs *[]probe.Request) func(context.Context, probe.Request) *probe.Result {
+	return func(_ context.Context, req probe.Request) *probe.Result {
+		*reqs = append(*reqs, req)
+		p := req.Probe
+		size := float64(SizeOf(&p))
+		rate := plateau * size / (size + overhead)
+		res := &probe.Result{Target: req.Target, Probe: p.Name, Kind: p.Kind, Engine: probe.EngineSync}
+		for _, op := range probe.OpsOf(p.Kind) {
+			// One second of work at rate: the value is rate in the
+			// kind's unit.
+			res.Ops = append(res.Ops, probe.OpResult{Op: op, Bytes: int64(rate), Operations: int64(rate), Seconds: 1})
+		}
+		return res
+	}
+}
+
+func TestSizeLadderDoublesToEightTimesConfigured(t *testing.T) {
+	seq := probefixture.SmallSeq("s") // 1MiB in 256KiB blocks
+	seq.FileSize = 4 << 20
+	got := SizeLadder(&seq)
+	want := []int64{1 << 20, 2 << 20, 4 << 20, 8 << 20, 16 << 20, 32 << 20}
+	if len(got) != len(want) {
+		t.Fatalf("ladder %v, want %v", got, want)
+	}
+	for i := range want {
+		if got[i] != want[i] {
+			t.Fatalf("ladder %v, want %v", got, want)
+		}
+	}
+	// A block larger than the start rounds the start up to one block.
+	seq.BlockSize, seq.FileSize = 3<<20, 3<<20
+	if l := SizeLadder(&seq); l[0] != 3<<20 || l[len(l)-1] != 24<<20 || l[len(l)-1]%seq.BlockSize != 0 {
+		t.Errorf("ladder with 3MiB blocks = %v", l)
+	}
+	md := probe.ProbeConfig{Kind: probe.KindMetadata, Workers: 1, Files: 4}
+	if l := SizeLadder(&md); l[0] != minSweepFiles || len(l) != sizeSteps+1 {
+		t.Errorf("a probe below the start still gets %d sizes to judge one, got %v", sizeSteps+1, l)
+	}
+	rnd := probe.ProbeConfig{Kind: probe.KindRandom, FileSize: 1 << 20, BlockSize: 4096, QueueDepth: 1, Duration: time.Second, Timeout: 5 * time.Second}
+	l := SizeLadder(&rnd)
+	if time.Duration(l[0]) != minSweepDuration || time.Duration(l[len(l)-1]) != 8*time.Second {
+		t.Errorf("random ladder = %v", l)
+	}
+	// Every size of the ladder is a valid probe: the timeout grows with
+	// the duration.
+	for _, s := range l {
+		v := WithSize(&rnd, s)
+		if 2*v.Duration >= v.Timeout-probe.SelfDeadlineMargin(v.Timeout) {
+			t.Errorf("duration %s does not fit timeout %s", v.Duration, v.Timeout)
+		}
+	}
+}
+
+func TestSizeSweepFindsSmallestGoodSizeAndItsCost(t *testing.T) {
+	p := probefixture.SmallSeq("s")
+	p.Workers, p.FileSize, p.Interval = 1, 8<<20, 30*time.Second
+	target := &probe.Target{Name: "t", Path: t.TempDir(), Probes: []*probe.ProbeConfig{&p}}
+	ref := ProbeRef{Target: target, Probe: &p}
+	var reqs []probe.Request
+	// Overhead 0.25MiB: 1MiB reads 0.80 of the plateau and 8MiB 0.97, so
+	// 1MiB is off by 18%; 2MiB (0.89 vs 16MiB's 0.985) by 10%; 4MiB (0.94
+	// vs 0.992) by 5.3%; 8MiB (0.970 vs 0.996) by 2.6%: 8MiB is the first
+	// good size.
+	c := &Characterizer{Run: synthetic(1e9, 0.25*(1<<20), &reqs), Hostname: "node1", Now: func() time.Time { return characterizeTime }}
+	s := SizeSweeper{Runs: 3}
+	c.Plan(nil)
+	planned := c.PlanSizes(s, []ProbeRef{ref})
+	sw, err := c.SweepSizes(context.Background(), s, ref)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if planned != len(reqs) || len(reqs) != 3*len(SizeLadder(&p)) {
+		t.Fatalf("planned %d runs, ran %d, ladder %v", planned, len(reqs), SizeLadder(&p))
+	}
+	for _, r := range reqs {
+		if r.Probe.Workers != 1 || r.Probe.BlockSize != p.BlockSize || r.Probe.Interval != p.Interval {
+			t.Fatalf("a step changed more than file_size: %+v", r.Probe)
+		}
+	}
+	got, ok := sw.Result()
+	if !ok || got.Value != 8<<20 || got.Key != "file_size" || got.String() != "8MiB" {
+		t.Fatalf("smallest good size = %+v (%v)", got, ok)
+	}
+	i := sw.Smallest()
+	st := sw.Steps[i]
+	v := WithSize(&p, st.Size)
+	if st.BytesPerRun != probe.BytesPerRun(v) || st.HourlyIO != probe.BytesPerRun(v)*120 {
+		t.Errorf("cost of the chosen size: %d per run, %d per hour; want %d and 120 runs' worth", st.BytesPerRun, st.HourlyIO, probe.BytesPerRun(v))
+	}
+	for j := range sw.Steps {
+		jd := sw.Judge(j)
+		if jd.Judged != (j+sizeSteps < len(sw.Steps)) {
+			t.Errorf("step %d judged=%v with %d steps", j, jd.Judged, len(sw.Steps))
+		}
+		if jd.Judged && jd.Good != (j >= i) {
+			t.Errorf("step %d (%s) good=%v, ratios %v", j, probe.FormatSize(sw.Steps[j].Size), jd.Good, jd.Ratio)
+		}
+	}
+}
+
+// A rate that never settles (each doubling gains 10%) has no good size.
+func TestSizeSweepWithoutPlateau(t *testing.T) {
+	p := probe.ProbeConfig{Name: "md", Kind: probe.KindMetadata, Workers: 1, Files: 32, Interval: time.Minute, Timeout: 30 * time.Second}
+	target := &probe.Target{Name: "t", Path: t.TempDir(), Probes: []*probe.ProbeConfig{&p}}
+	grow := func(_ context.Context, req probe.Request) *probe.Result {
+		res := &probe.Result{Kind: req.Probe.Kind}
+		n := int64(1000)
+		for f := req.Probe.Files; f > 16; f /= 2 {
+			n = n * 11 / 10
+		}
+		for _, op := range probe.OpsOf(req.Probe.Kind) {
+			res.Ops = append(res.Ops, probe.OpResult{Op: op, Operations: n, Seconds: 1})
+		}
+		return res
+	}
+	c := &Characterizer{Run: grow}
+	sw, err := c.SweepSizes(context.Background(), SizeSweeper{Runs: 1}, ProbeRef{target, &p})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := sw.Result(); ok {
+		t.Fatalf("a rate that grows 10%% per doubling has no good size; got %+v", sw.Steps)
+	}
+}
+
+func TestSizeSweepBoundsIO(t *testing.T) {
+	p := probefixture.SmallSeq("s")
+	p.Workers, p.FileSize = 1, 8<<20 // ladder 1MiB ... 64MiB
+	target := &probe.Target{Name: "t", Path: t.TempDir()}
+	ref := ProbeRef{Target: target, Probe: &p}
+	// 3 runs of 2 × size each: 1, 2, 4, 8MiB cost 6 × 15MiB = 90MiB; the
+	// 16MiB step would bring it to 186MiB.
+	plan, err := SizeSweeper{Runs: 3, MaxIO: 100 << 20}.Plan(ref)
+	if err != nil || len(plan.Sizes) != 4 || plan.TotalIO != 90<<20 || !strings.Contains(plan.Capped, "--size-sweep.max-io") {
+		t.Fatalf("plan %+v, %v", plan, err)
+	}
+	// The target's budget bounds it too, and is named.
+	target.MaxBytesPerHour = 100 << 20
+	if plan, err := (SizeSweeper{Runs: 3, MaxIO: 1 << 30}).Plan(ref); err != nil || len(plan.Sizes) != 4 || !strings.Contains(plan.Capped, "max_bytes_per_hour") {
+		t.Fatalf("budget-bound plan %+v, %v", plan, err)
+	}
+	// Below 4 sizes nothing can be judged: refused, with the reason.
+	target.MaxBytesPerHour = 0
+	if _, err := (SizeSweeper{Runs: 3, MaxIO: 50 << 20}).Plan(ref); err == nil || !strings.Contains(err.Error(), "refused") || !strings.Contains(err.Error(), "max-io") {
+		t.Fatalf("want a refusal, got %v", err)
+	}
+	// Room above min_free_ratio drops the sizes that would not fit.
+	room := func(*probe.Target) (int64, error) { return 20 << 20, nil }
+	if plan, err := (SizeSweeper{Runs: 3, Room: room}).Plan(ref); err != nil || plan.Sizes[len(plan.Sizes)-1] != 16<<20 || !strings.Contains(plan.Capped, "min_free_ratio") {
+		t.Fatalf("room-bound plan %+v, %v", plan, err)
+	}
+}
+
+// A run skipped for min_free_ratio stops the sweep and says why; the
+// steps before it are kept.
+func TestSizeSweepStopsOnSkip(t *testing.T) {
+	p := probefixture.SmallSeq("s")
+	target := &probe.Target{Name: "t", Path: t.TempDir()}
+	var reqs []probe.Request
+	ok := synthetic(1e9, 1, &reqs)
+	c := &Characterizer{Run: func(ctx context.Context, req probe.Request) *probe.Result {
+		if req.Probe.FileSize >= 4<<20 {
+			return &probe.Result{Skipped: probe.SkipMinFree, Error: "3.0% free is below min_free_ratio 5.0%"}
+		}
+		return ok(ctx, req)
+	}}
+	sw, err := c.SweepSizes(context.Background(), SizeSweeper{Runs: 2}, ProbeRef{target, &p})
+	if err == nil || !strings.Contains(err.Error(), "min_free") || !strings.Contains(err.Error(), "file_size=4MiB") {
+		t.Fatalf("err = %v", err)
+	}
+	if sw == nil || len(sw.Steps) != 2 {
+		t.Fatalf("steps before the skip: %+v", sw)
+	}
+}
+
+func TestMinSizeInBaselinesFile(t *testing.T) {
+	text := probefixture.BaselinesYAML + "" // s is sequential, md metadata
+	text = strings.Replace(text, "      method: \"characterize --runs 5\"\n", "      method: \"characterize --runs 5\"\n      min_file_size: 4MiB\n", 1)
+	text = strings.Replace(text, "      kind: metadata\n", "      kind: metadata\n      min_files: 256\n", 1)
+	b, err := ParseBaselines([]byte(text), "b.yml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	seq := probefixture.SmallSeq("s") // 1MiB
+	if m, ok := b.MinSizeFor("t", &seq); !ok || m.Value != 4<<20 || m.Line != 11 {
+		t.Fatalf("min_file_size = %+v (%v)", m, ok)
+	}
+	if w := b.BelowMinSize("t", &seq); !strings.Contains(w, "file_size 1MiB is below 4MiB") {
+		t.Errorf("warning = %q", w)
+	}
+	seq.FileSize = 4 << 20
+	if w := b.BelowMinSize("t", &seq); w != "" {
+		t.Errorf("a probe at the smallest good size warned: %q", w)
+	}
+	again, err := ParseBaselines(b.Marshal(), "again.yml")
+	if err != nil {
+		t.Fatalf("%v\n%s", err, b.Marshal())
+	}
+	if len(again.MinSizes) != 2 || again.MinSizes[ProbeKey{"t", "md"}].Value != 256 || again.MinSizes[ProbeKey{"t", "s"}].Value != 4<<20 {
+		t.Fatalf("round trip: %+v\n%s", again.MinSizes, b.Marshal())
+	}
+	// Characterizing the probe again keeps its size.
+	m := &Measured{Target: "t", Probe: &seq, Entries: map[string]*Baseline{"write": {Kind: probe.KindSequential, Unit: probe.UnitBytesPerSecond, Value: 1}}}
+	again.Replace(m)
+	if _, ok := again.MinSizeFor("t", &seq); !ok {
+		t.Error("Replace dropped the probe's smallest good size")
+	}
+	rnd := &Baselines{Entries: map[BaselineKey]*Baseline{{"t", "r", "read"}: {Kind: probe.KindRandom, Unit: probe.UnitOpsPerSecond, Value: 1}}}
+	rnd.SetMinSize("t", "r", MinSize{Kind: probe.KindRandom, Key: "duration", Value: int64(1500 * time.Millisecond)})
+	if !strings.Contains(string(rnd.Marshal()), "min_duration: 1.5s\n") {
+		t.Errorf("random's size written as:\n%s", rnd.Marshal())
+	}
+}
+
+func TestBadMinSizeNamesLineAndField(t *testing.T) {
+	for _, tc := range []struct{ yaml, want string }{
+		{"targets:\n  t:\n    s:\n      kind: sequential\n      min_files: 10\n      ops:\n        write: {bytes_per_second: 1}\n", "b.yml:5: targets.t.s.min_files: does not apply to kind sequential (its smallest good size is min_file_size)"},
+		{"targets:\n  t:\n    s:\n      min_file_size: big\n      kind: sequential\n      ops:\n        write: {bytes_per_second: 1}\n", "b.yml:4: targets.t.s.min_file_size: "},
+		{"targets:\n  t:\n    s:\n      kind: metadata\n      min_files: -3\n      ops:\n        create: {operations_per_second: 1}\n", "b.yml:5: targets.t.s.min_files: must be a positive number of files"},
+		{"targets:\n  t:\n    s:\n      kind: random\n      min_duration: 0s\n      ops:\n        read: {operations_per_second: 1}\n", "b.yml:5: targets.t.s.min_duration: must be a positive duration"},
+		{"targets:\n  t:\n    s:\n      kind: shared_file\n      min_segment_size: 0\n      ops:\n        write: {bytes_per_second: 1}\n", "b.yml:5: targets.t.s.min_segment_size: must be a positive size"},
+		{"targets:\n  t:\n    s:\n      kind: sequential\n      min_size: 1MiB\n      ops:\n        write: {bytes_per_second: 1}\n", "b.yml:5: targets.t.s.min_size: unknown key"},
+		{"targets:\n  t:\n    s:\n      kind: random\n      min_duration: [1s]\n      ops:\n        read: {operations_per_second: 1}\n", "b.yml:5: targets.t.s.min_duration: "},
+	} {
+		if _, err := ParseBaselines([]byte(tc.yaml), "b.yml"); err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("got %v, want %q", err, tc.want)
+		}
+	}
+}
