@@ -85,11 +85,18 @@ func variableQueryText(v map[string]any) string {
 	return ""
 }
 
+// siteRulesFile stands for the rule file a site writes beside ours: the
+// series rules.yml may read without recording them itself (the aggregate
+// plateau of a file system, plateau:filesystem_plateau_bytes_per_second).
+const siteRulesFile = "testdata/site_rules.yml"
+
 func recordedNames(t *testing.T) map[string]bool {
 	t.Helper()
 	out := map[string]bool{}
-	for _, r := range loadRules(t, rulesFile) {
-		out[r.Record] = true
+	for _, f := range []string{rulesFile, siteRulesFile} {
+		for _, r := range loadRules(t, f) {
+			out[r.Record] = true
+		}
 	}
 	return out
 }
@@ -187,8 +194,9 @@ func checkSelectors(expr parser.Expr, exported exposition, recorded, used map[st
 }
 
 // metricTokenRE finds metric-like words in prose: names of exported series
-// (plateau_...) and recorded series (level:metric:operations).
-var metricTokenRE = regexp.MustCompile(`[a-z_]*:?plateau_[a-z0-9_]+(?::[a-z0-9_]+)?`)
+// (plateau_...) and recorded series (level:metric:operations, and a site's
+// plateau:filesystem_plateau_...).
+var metricTokenRE = regexp.MustCompile(`(?:[a-z_]*:)?[a-z_]*plateau_[a-z0-9_]+(?::[a-z0-9_]+)?`)
 
 // TestProseNamesExportedMetrics extends the drift test to what the on-call
 // reads: the metric names quoted in alert descriptions and in RUNBOOK.md

@@ -130,7 +130,11 @@ func TestDashboardQueriesReturnData(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	evaluateOnExportedSeries(t, promtool, queries, []string{rules})
+	site, err := filepath.Abs(siteRulesFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	evaluateOnExportedSeries(t, promtool, queries, []string{rules, site})
 }
 
 // TestRuleExpressionsMatchExportedSeries does for the rules what the
@@ -150,7 +154,11 @@ func TestRuleExpressionsMatchExportedSeries(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	evaluateOnExportedSeries(t, promtool, queries, []string{rules})
+	site, err := filepath.Abs(siteRulesFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	evaluateOnExportedSeries(t, promtool, queries, []string{rules, site})
 }
 
 // evaluateOnExportedSeries runs each query, in its bool form (dataQuery),
