@@ -651,3 +651,86 @@ func matchesAll(t *testing.T, matchers []string, a alertLabels) bool {
 	}
 	return true
 }
+
+// TestCauseAlertsInhibitTheProbeAlertsTheyExplain checks the inhibitions
+// of the causes (alertmanager.yml): a critical cause alert of a node (a
+// GPFS file system gone, RDMA down, disks down) holds the probe alerts of
+// that node, so the page names the cause; a warning cause holds nothing;
+// nothing reaches another node; and a busy file system
+// (PlateauFileSystemContention) holds the node pages of its target, not
+// another target's. The promtool cases of tests/causes.yml show each
+// cause alert firing beside the probe alert it explains.
+func TestCauseAlertsInhibitTheProbeAlertsTheyExplain(t *testing.T) {
+	data, err := os.ReadFile(alertmanagerFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var cfg alertmanagerConfig
+	if err := yaml.Unmarshal(data, &cfg); err != nil {
+		t.Fatalf("%s: %v", alertmanagerFile, err)
+	}
+	probe := func(alert, severity, instance, target string) alertLabels {
+		return alertLabels{"alertname": alert, "severity": severity, "job": "plateau", "instance": instance,
+			"target": target, "probe": "seq", "kind": "sequential", "op": "read"}
+	}
+	cause := func(alert, severity, instance string, extra ...string) alertLabels {
+		a := alertLabels{"alertname": alert, "severity": severity, "job": "plateau", "instance": instance}
+		for i := 0; i+1 < len(extra); i += 2 {
+			a[extra[i]] = extra[i+1]
+		}
+		return a
+	}
+	page := probe("PlateauProbeRegression", "critical", "node01:9731", "scratch")
+	warning := probe("PlateauProbeBelowPlateau", "warning", "node01:9731", "scratch")
+	failing := probe("PlateauProbeFailing", "warning", "node01:9731", "scratch")
+	delete(failing, "op")
+	otherNode := probe("PlateauProbeRegression", "critical", "node02:9731", "scratch")
+	fsPage := alertLabels{"alertname": "PlateauFileSystemRegression", "severity": "critical", "job": "plateau", "target": "scratch"}
+	unmounted := cause("PlateauGPFSFileSystemNotMounted", "critical", "node01:9731", "filesystem", "scratch", "state", "not mounted")
+	rdma := cause("PlateauGPFSRDMADown", "critical", "node01:9731")
+	disks := cause("PlateauGPFSDisksDown", "critical", "node01:9731", "filesystem", "scratch")
+	waiters := cause("PlateauGPFSLongWaiters", "warning", "node01:9731")
+	busy := alertLabels{"alertname": "PlateauFileSystemContention", "severity": "warning", "job": "plateau", "target": "scratch"}
+	cases := []struct {
+		name           string
+		source, target alertLabels
+		inhibited      bool
+	}{
+		{"an unmounted file system holds its node's page", unmounted, page, true},
+		{"an unmounted file system holds its node's chronic warning", unmounted, warning, true},
+		{"an unmounted file system holds its node's failing probe", unmounted, failing, true},
+		{"an unmounted file system leaves another node's page", unmounted, otherNode, false},
+		{"an unmounted file system leaves the file-system page", unmounted, fsPage, false},
+		{"RDMA down holds its node's page", rdma, page, true},
+		{"RDMA down holds its node's chronic warning", rdma, warning, true},
+		{"RDMA down leaves its node's failing probe", rdma, failing, false},
+		{"RDMA down leaves another node's page", rdma, otherNode, false},
+		{"disks down hold their node's page", disks, page, true},
+		{"disks down leave another node's page", disks, otherNode, false},
+		{"long waiters, a warning, leave the page", waiters, page, false},
+		{"a busy file system holds its node pages", busy, page, true},
+		{"a busy file system holds another node's page of it", busy, otherNode, true},
+		{"a busy file system holds its chronic warnings", busy, warning, true},
+		{"a busy file system leaves another target's page", busy, probe("PlateauProbeRegression", "critical", "node01:9731", "home"), false},
+		{"a probe page leaves the cause alert", page, rdma, false},
+	}
+	for _, c := range cases {
+		if got := inhibits(t, cfg, c.source, c.target); got != c.inhibited {
+			t.Errorf("%s: %s inhibits %s: %v, want %v", c.name, c.source["alertname"], c.target["alertname"], got, c.inhibited)
+		}
+	}
+}
+
+// TestCauseAlertsFireBeforeTheNodePage keeps what those inhibitions rely
+// on: an alert that holds the node pages fires before them, so the on-call
+// gets the cause, not the symptom first.
+func TestCauseAlertsFireBeforeTheNodePage(t *testing.T) {
+	node := alertNamed(t, "PlateauProbeRegression")
+	nodeFor := ruleDuration(t, node, node.For)
+	for _, name := range []string{"PlateauGPFSFileSystemNotMounted", "PlateauGPFSRDMADown", "PlateauGPFSDisksDown", "PlateauFileSystemContention"} {
+		r := alertNamed(t, name)
+		if d := ruleDuration(t, r, r.For); d >= nodeFor {
+			t.Errorf("%s: for %s is not shorter than PlateauProbeRegression's %s: the node page would notify before the cause that inhibits it", name, r.For, node.For)
+		}
+	}
+}
