@@ -172,10 +172,11 @@ func HourlyIO(p *probe.ProbeConfig) int64 {
 }
 
 // SizeLadder is the sizes a sweep of the probe tries: from the smallest
-// (1 MiB rounded up to a block, 16 files, 125ms) doubling up to SizeFactor
-// times the configured size, so that the configured size is itself judged.
-// Data sizes stay multiples of block_size, and files within the config's
-// limit.
+// (1 MiB rounded up to a block, 16 files, 125ms) doubling up to SizeFactor²
+// times the configured size, so that sizes up to SizeFactor times the
+// configured one can be judged: a probe configured too small finds its
+// good size above. SizeSweeper.Plan cuts the ladder to its bounds. Data
+// sizes stay multiples of block_size, and files within the config's limit.
 func SizeLadder(p *probe.ProbeConfig) []int64 {
 	var start int64
 	switch p.Kind {
@@ -191,7 +192,7 @@ func SizeLadder(p *probe.ProbeConfig) []int64 {
 	default:
 		return nil
 	}
-	top := max(SizeFactor*SizeOf(p), start<<sizeSteps)
+	top := max(SizeFactor*SizeFactor*SizeOf(p), start<<sizeSteps)
 	if p.Kind == probe.KindMetadata {
 		top = min(top, 1<<20)
 	}
@@ -297,6 +298,20 @@ type SizeSweeper struct {
 	// not fit are dropped. The worker skips any run below min_free_ratio
 	// as well, which stops the sweep.
 	Room func(t *probe.Target) (int64, error)
+	// MaxTime bounds the planned phase time of one probe's sweep where a
+	// run's length is set by the config (the random probe: 2 × duration
+	// per run), 0 for no bound. Its I/O per run does not grow with the
+	// duration, so MaxIO does not bound it.
+	MaxTime time.Duration
+}
+
+// plannedTime is how long a run's measured phases last by the config, 0
+// where the storage's speed decides.
+func plannedTime(p *probe.ProbeConfig) time.Duration {
+	if p.Kind == probe.KindRandom {
+		return 2 * p.Duration
+	}
+	return 0
 }
 
 func (s SizeSweeper) runs() int {
@@ -337,10 +352,15 @@ func (s SizeSweeper) Plan(ref ProbeRef) (SizePlan, error) {
 	}
 	runs := int64(s.runs())
 	var plan SizePlan
+	var planned time.Duration
 	for _, size := range ladder {
 		v := WithSize(p, size)
 		cost := runs * probe.BytesPerRun(v)
+		took := time.Duration(runs) * plannedTime(v)
 		switch {
+		case s.MaxTime > 0 && planned+took > s.MaxTime:
+			plan.Capped = fmt.Sprintf("%s=%s would bring the sweep's planned time to %s, over --size-sweep.max-time %s", SizeKey(p.Kind), FormatProbeSize(p.Kind, size),
+				planned+took, s.MaxTime)
 		case limit > 0 && plan.TotalIO+cost > limit:
 			plan.Capped = fmt.Sprintf("%s=%s would bring the sweep's I/O to %s, over %s (%s)", SizeKey(p.Kind), FormatProbeSize(p.Kind, size),
 				probe.FormatSize(plan.TotalIO+cost), limitName, probe.FormatSize(limit))
@@ -353,6 +373,7 @@ func (s SizeSweeper) Plan(ref ProbeRef) (SizePlan, error) {
 		}
 		plan.Sizes = append(plan.Sizes, size)
 		plan.TotalIO += cost
+		planned += took
 	}
 	if len(plan.Sizes) <= sizeSteps {
 		return plan, fmt.Errorf("%s/%s: size sweep refused: %s, and judging even the smallest size needs the %d sizes up to %dx it", t.Name, p.Name, plan.Capped, sizeSteps+1, SizeFactor)
@@ -453,6 +474,9 @@ type ProbeKey struct{ Target, Probe string }
 // Result is the smallest good size the sweep found, or false when no
 // judged size was good.
 func (s *SizeSweep) Result() (MinSize, bool) {
+	if s == nil {
+		return MinSize{}, false
+	}
 	i := s.Smallest()
 	if i < 0 {
 		return MinSize{}, false

@@ -29,11 +29,11 @@ func synthetic(plateau, overhead float64, reqs *[]probe.Request) func(context.Co
 	}
 }
 
-func TestSizeLadderDoublesToEightTimesConfigured(t *testing.T) {
+func TestSizeLadderDoublesTo64TimesConfigured(t *testing.T) {
 	seq := probefixture.SmallSeq("s") // 1MiB in 256KiB blocks
 	seq.FileSize = 4 << 20
 	got := SizeLadder(&seq)
-	want := []int64{1 << 20, 2 << 20, 4 << 20, 8 << 20, 16 << 20, 32 << 20}
+	want := []int64{1 << 20, 2 << 20, 4 << 20, 8 << 20, 16 << 20, 32 << 20, 64 << 20, 128 << 20, 256 << 20}
 	if len(got) != len(want) {
 		t.Fatalf("ladder %v, want %v", got, want)
 	}
@@ -44,16 +44,16 @@ func TestSizeLadderDoublesToEightTimesConfigured(t *testing.T) {
 	}
 	// A block larger than the start rounds the start up to one block.
 	seq.BlockSize, seq.FileSize = 3<<20, 3<<20
-	if l := SizeLadder(&seq); l[0] != 3<<20 || l[len(l)-1] != 24<<20 || l[len(l)-1]%seq.BlockSize != 0 {
+	if l := SizeLadder(&seq); l[0] != 3<<20 || l[len(l)-1] != 192<<20 || l[len(l)-1]%seq.BlockSize != 0 {
 		t.Errorf("ladder with 3MiB blocks = %v", l)
 	}
-	md := probe.ProbeConfig{Kind: probe.KindMetadata, Workers: 1, Files: 4}
+	md := probe.ProbeConfig{Kind: probe.KindMetadata, Workers: 1, Files: 1}
 	if l := SizeLadder(&md); l[0] != minSweepFiles || len(l) != sizeSteps+1 {
 		t.Errorf("a probe below the start still gets %d sizes to judge one, got %v", sizeSteps+1, l)
 	}
 	rnd := probe.ProbeConfig{Kind: probe.KindRandom, FileSize: 1 << 20, BlockSize: 4096, QueueDepth: 1, Duration: time.Second, Timeout: 5 * time.Second}
 	l := SizeLadder(&rnd)
-	if time.Duration(l[0]) != minSweepDuration || time.Duration(l[len(l)-1]) != 8*time.Second {
+	if time.Duration(l[0]) != minSweepDuration || time.Duration(l[len(l)-1]) != 64*time.Second {
 		t.Errorf("random ladder = %v", l)
 	}
 	// Every size of the ladder is a valid probe: the timeout grows with
@@ -140,7 +140,7 @@ func TestSizeSweepWithoutPlateau(t *testing.T) {
 
 func TestSizeSweepBoundsIO(t *testing.T) {
 	p := probefixture.SmallSeq("s")
-	p.Workers, p.FileSize = 1, 8<<20 // ladder 1MiB ... 64MiB
+	p.Workers, p.FileSize = 1, 8<<20 // ladder 1MiB ... 512MiB
 	target := &probe.Target{Name: "t", Path: t.TempDir()}
 	ref := ProbeRef{Target: target, Probe: &p}
 	// 3 runs of 2 × size each: 1, 2, 4, 8MiB cost 6 × 15MiB = 90MiB; the
@@ -163,6 +163,12 @@ func TestSizeSweepBoundsIO(t *testing.T) {
 	room := func(*probe.Target) (int64, error) { return 20 << 20, nil }
 	if plan, err := (SizeSweeper{Runs: 3, Room: room}).Plan(ref); err != nil || plan.Sizes[len(plan.Sizes)-1] != 16<<20 || !strings.Contains(plan.Capped, "min_free_ratio") {
 		t.Fatalf("room-bound plan %+v, %v", plan, err)
+	}
+	// A random probe's sweep is bounded by its planned time: 3 runs of
+	// 2 × 125ms, 250ms, 500ms, 1s take 11.25s; 2s would add 12s.
+	rnd := probe.ProbeConfig{Name: "r", Kind: probe.KindRandom, FileSize: 1 << 20, BlockSize: 4096, QueueDepth: 1, Duration: time.Second, Timeout: 5 * time.Second}
+	if plan, err := (SizeSweeper{Runs: 3, MaxTime: 20 * time.Second}).Plan(ProbeRef{target, &rnd}); err != nil || len(plan.Sizes) != 4 || !strings.Contains(plan.Capped, "max-time") {
+		t.Fatalf("time-bound plan %+v, %v", plan, err)
 	}
 }
 
