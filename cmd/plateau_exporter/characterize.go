@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"os"
 	"os/signal"
 	"path/filepath"
@@ -38,6 +39,13 @@ type characterizeOptions struct {
 	maxWorkers    int
 	maxQueueDepth int
 	sweepRuns     int
+	// sizeSweep runs each probe at doubling sizes to find the smallest
+	// that measures the plateau; sizeRuns runs per size, sizeMaxIO bounds
+	// one probe's sweep.
+	sizeSweep     bool
+	sizeRuns      int
+	sizeMaxIO     string
+	sizeMaxTime   time.Duration
 	outputDir     string
 	baselinesFile string
 	// historyFile is the daemon's history of recent runs, to show how they
@@ -65,6 +73,10 @@ func characterizeCommand(app *kingpin.Application) (*kingpin.CmdClause, func(log
 	// depth 16 per thread, so the default sweeps to four times that.
 	cmd.Flag("max-queue-depth", "Highest queue depth a random probe's sweep tries; levels are the powers of two up to it.").Default("64").IntVar(&o.maxQueueDepth)
 	cmd.Flag("sweep-runs", "Runs per sweep step; the step's value is their median.").Default("3").IntVar(&o.sweepRuns)
+	cmd.Flag("size-sweep", "Also run each probe at doubling sizes (file_size for sequential, segment_size for shared_file, files for metadata, duration for random) from a small one up to 64x the configured one (within --size-sweep.max-io, --size-sweep.max-time and the room above min_free_ratio), report the smallest whose every op is within 5% of its value at 8x that size, with its I/O per hour at the probe's interval, and write it to the baselines file (min_file_size, ...), which check-config then warns below.").BoolVar(&o.sizeSweep)
+	cmd.Flag("size-sweep.runs", "Runs per size of a size sweep; the size's value is their median.").Default(strconv.Itoa(plateau.DefaultSizeSweepRuns)).IntVar(&o.sizeRuns)
+	cmd.Flag("size-sweep.max-io", "Most I/O one probe's size sweep may do (by each run's planned bytes); larger sizes are left out, and a probe whose four smallest sizes do not fit is not swept. A target's max_bytes_per_hour bounds it too.").Default("8GiB").StringVar(&o.sizeMaxIO)
+	cmd.Flag("size-sweep.max-time", "Most time a random probe's size sweep may plan for its runs' phases (2 x duration per run); longer durations are left out.").Default("10m").DurationVar(&o.sizeMaxTime)
 	cmd.Flag("output-dir", "Directory for the sweep's SVG and CSV files. Default: the baselines file's directory.").StringVar(&o.outputDir)
 	cmd.Flag("baselines-file", "Baselines file to write. Default: the config's baselines_file.").StringVar(&o.baselinesFile)
 	cmd.Flag("history-file", "The daemon's history of recent runs (its --probe.history-file), to print how they compared with the old and the new plateau. Default: $STATE_DIRECTORY/history.json when set.").Default(defaultHistoryFile(os.Getenv)).StringVar(&o.historyFile)
@@ -90,6 +102,16 @@ func runCharacterize(w io.Writer, logger log.Logger, o characterizeOptions) erro
 		return exitErr(2, fmt.Errorf("--max-workers must be at least 1, got %d", o.maxWorkers))
 	case o.sweep && o.maxQueueDepth < 1:
 		return exitErr(2, fmt.Errorf("--max-queue-depth must be at least 1, got %d", o.maxQueueDepth))
+	case o.sizeSweep && o.sizeRuns < 1:
+		return exitErr(2, fmt.Errorf("--size-sweep.runs must be at least 1, got %d", o.sizeRuns))
+	}
+	sizer := plateau.SizeSweeper{Runs: o.sizeRuns, Room: roomAboveMinFree, MaxTime: o.sizeMaxTime}
+	if o.sizeSweep {
+		maxIO, err := probe.ParseSize(o.sizeMaxIO)
+		if err != nil || maxIO <= 0 {
+			return exitErr(2, fmt.Errorf("--size-sweep.max-io: want a positive size such as 16GiB, got %q", o.sizeMaxIO))
+		}
+		sizer.MaxIO = maxIO
 	}
 	cfg, err := loadConfig(o.configFile)
 	if err != nil {
@@ -154,15 +176,27 @@ func runCharacterize(w io.Writer, logger log.Logger, o characterizeOptions) erro
 	if o.sweep {
 		what += fmt.Sprintf(", then a sweep up to %d workers (queue depth %d for random probes) with %d run(s) per step", o.maxWorkers, o.maxQueueDepth, o.sweepRuns)
 	}
+	if o.sizeSweep {
+		total += c.PlanSizes(sizer, refs)
+		what += fmt.Sprintf(", then a size sweep with %d run(s) per size", o.sizeRuns)
+	}
 	prog.printf("characterizing %d probe(s) on %s: %s; %d runs in all\n", len(refs), o.hostname, what, total)
 	prog.begin(total)
 	defer prog.finish()
 
+	// characterized are the probes whose baselines this run wrote: only
+	// those are size-swept, as only those are swept.
+	characterized := map[plateau.ProbeKey]bool{}
 	report := plateau.Session{
 		Baselines: baselines, Path: path, OutDir: outDir, Sweep: o.sweep,
 		OnNotCharacterized: func(err error) { prog.printf("not characterized: %v\n", err) },
 		OnNothingWritten:   func(path string) { prog.printf("no probe could be characterized; %s is left as it was\n", path) },
 		OnWritten: func(path, backup string, changes []plateau.BaselineChange) {
+			for _, ch := range changes {
+				if ch.New != nil {
+					characterized[plateau.ProbeKey{Target: ch.Key.Target, Probe: ch.Key.Probe}] = true
+				}
+			}
 			var sb strings.Builder
 			fmt.Fprintf(&sb, "\nwrote %s", path)
 			if backup != "" {
@@ -190,10 +224,155 @@ func runCharacterize(w io.Writer, logger log.Logger, o characterizeOptions) erro
 			prog.printf("%s", sb.String())
 		},
 	}
-	if err := c.Characterize(ctx, refs, report); err != nil {
+	err = c.Characterize(ctx, refs, report)
+	if o.sizeSweep {
+		err = errors.Join(err, sizeSweeps(ctx, c, sizer, refs, characterized, baselines, path, prog))
+	}
+	if err != nil {
 		return exitErr(2, err)
 	}
 	return nil
+}
+
+// sizeSweeps runs the size sweep of each characterized probe, prints its
+// table and writes the smallest good sizes to the baselines file.
+func sizeSweeps(ctx context.Context, c *plateau.Characterizer, sizer plateau.SizeSweeper, refs []plateau.ProbeRef, characterized map[plateau.ProbeKey]bool, baselines *plateau.Baselines, path string, prog *progress) error {
+	var errs []error
+	changed := false
+	for _, ref := range refs {
+		key := plateau.ProbeKey{Target: ref.Target.Name, Probe: ref.Probe.Name}
+		if !characterized[key] {
+			c.SkipSizeSweep(sizer, ref)
+			prog.printf("\nno size sweep of %s/%s: its baseline runs failed\n", key.Target, key.Probe)
+			continue
+		}
+		sw, err := c.SweepSizes(ctx, sizer, ref)
+		var sb strings.Builder
+		if sw != nil && len(sw.Steps) > 0 {
+			printSizeSweep(&sb, sw, ref.Target)
+		}
+		switch m, ok := sw.Result(); {
+		case err != nil:
+			fmt.Fprintf(&sb, "\nsize sweep incomplete: %v\n", err)
+			errs = append(errs, err)
+		case ok:
+			baselines.SetMinSize(key.Target, key.Probe, m)
+			changed = true
+		default:
+			// A size on file from an earlier sweep no longer holds.
+			if _, had := baselines.MinSizes[key]; had {
+				delete(baselines.MinSizes, key)
+				changed = true
+				fmt.Fprintf(&sb, "the %s on file for it was removed\n", plateau.MinSizeKey(ref.Probe.Kind))
+			}
+		}
+		prog.printf("%s", sb.String())
+	}
+	if changed {
+		backup, err := baselines.Write(path)
+		if err != nil {
+			return errors.Join(append(errs, fmt.Errorf("write baselines: %w", err))...)
+		}
+		kept := ""
+		if backup != "" {
+			kept = fmt.Sprintf(" (the previous file is kept as %s)", backup)
+		}
+		prog.printf("\nwrote the smallest good sizes to %s%s\n", path, kept)
+	}
+	if len(errs) > 0 {
+		return fmt.Errorf("%w: %w", plateau.ErrIncomplete, errors.Join(errs...))
+	}
+	return nil
+}
+
+// printSizeSweep shows each size of a size sweep with its ops' medians,
+// its I/O per run and per hour at the probe's interval, and whether it
+// measured the plateau.
+func printSizeSweep(w io.Writer, sw *plateau.SizeSweep, t *probe.Target) {
+	size := func(v int64) string { return plateau.FormatProbeSize(sw.Kind, v) }
+	first, last := sw.Steps[0].Size, sw.Steps[len(sw.Steps)-1].Size
+	fmt.Fprintf(w, "\nsize sweep of %s/%s (%s): %s %s to %s, doubling, median of %d run(s) per size; a size is good when every op is within %.0f%% of its value at %dx the size\n",
+		sw.Target, sw.Probe, sw.Params, sw.Key, size(first), size(last), sw.Runs, 100*plateau.SizeTolerance, plateau.SizeFactor)
+	if sw.Capped != "" {
+		fmt.Fprintf(w, "(capped: %s)\n", sw.Capped)
+	}
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	head := []string{strings.ToUpper(sw.Key)}
+	for _, op := range sw.Ops {
+		head = append(head, strings.ToUpper(op))
+	}
+	head = append(head, "I/O PER RUN", "I/O PER HOUR", "MOVED PER RUN", "GOOD")
+	fmt.Fprintln(tw, strings.Join(head, "\t"))
+	best := sw.Smallest()
+	for i, st := range sw.Steps {
+		row := []string{size(st.Size)}
+		for _, op := range sw.Ops {
+			row = append(row, humanRate(st.Median(op), sw.Unit))
+		}
+		good := "-"
+		switch j := sw.Judge(i); {
+		case !j.Judged:
+			good = fmt.Sprintf("- (no %s step)", size(plateau.SizeFactor*st.Size))
+		case j.Good:
+			good = "yes"
+			if i == best {
+				good = "yes, smallest"
+			}
+		default:
+			var off []string
+			for _, op := range sw.Ops {
+				if r := j.Ratio[op]; math.Abs(r-1) > plateau.SizeTolerance {
+					off = append(off, fmt.Sprintf("%s %.2f", op, r))
+				}
+			}
+			good = fmt.Sprintf("no (%s of %s)", strings.Join(off, ", "), size(plateau.SizeFactor*st.Size))
+		}
+		row = append(row, probe.FormatSize(st.BytesPerRun), probe.FormatSize(st.HourlyIO), formatIO(st.Moved), good)
+		fmt.Fprintln(tw, strings.Join(row, "\t"))
+	}
+	tw.Flush()
+	if sw.Kind == probe.KindRandom {
+		fmt.Fprintf(w, "(random: I/O PER RUN is what the budget reserves before a run, the kept file; MOVED PER RUN is what the runs moved)\n")
+	}
+	m, ok := sw.Result()
+	if !ok {
+		why := "the end of the ladder"
+		if sw.Capped != "" {
+			why = "the cap above"
+		}
+		fmt.Fprintf(w, "smallest good %s: none up to %s, the largest size with an %dx step before %s; the probe's results still change with its size there\n", sw.Key, size(last/plateau.SizeFactor), plateau.SizeFactor, why)
+		return
+	}
+	st := sw.Steps[best]
+	fmt.Fprintf(w, "smallest good %s: %s, %s of I/O per hour at the %s interval", sw.Key, m, probe.FormatSize(st.HourlyIO), sw.Interval)
+	for _, c := range sw.Steps {
+		if c.Size == sw.Configured {
+			fmt.Fprintf(w, " (the configured %s: %s per hour)", size(sw.Configured), probe.FormatSize(c.HourlyIO))
+		}
+	}
+	fmt.Fprintln(w)
+	switch {
+	case sw.Configured < m.Value:
+		fmt.Fprintf(w, "the configured %s=%s is below it: its results read the probe's start-up more than the storage\n", sw.Key, size(sw.Configured))
+	case sw.Configured > m.Value:
+		fmt.Fprintf(w, "the configured %s=%s could shrink to %s; if you change it, characterize again\n", sw.Key, size(sw.Configured), m)
+	}
+	if t.MaxBytesPerHour > 0 && st.HourlyIO > t.MaxBytesPerHour {
+		fmt.Fprintf(w, "note: that is over the target's max_bytes_per_hour %s\n", probe.FormatSize(t.MaxBytesPerHour))
+	}
+}
+
+// roomAboveMinFree is how many bytes the target's file system can take
+// and keep its min_free_ratio free.
+func roomAboveMinFree(t *probe.Target) (int64, error) {
+	var st unix.Statfs_t
+	if err := unix.Statfs(t.Path, &st); err != nil {
+		return 0, err
+	}
+	bsize := uint64(st.Bsize)
+	avail := float64(st.Bavail * bsize)
+	keep := t.MinFreeRatio * float64(st.Blocks*bsize)
+	return int64(max(0, avail-keep)), nil
 }
 
 // printChanges shows each op's old and new baseline and the change.
