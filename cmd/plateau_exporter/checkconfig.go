@@ -16,7 +16,10 @@ import (
 
 // checkConfig validates the config and baselines and prints each probe
 // with its slot on this host, the I/O it puts on the file system per hour,
-// and whether every op has a baseline.
+// and whether every op has a baseline; then the I/O per hour of each
+// target and of the whole config, and a warning for each probe smaller
+// than the smallest size that measured the plateau on its target (the
+// min_<key> characterize --size-sweep wrote to the baselines file).
 func checkConfig(w io.Writer, name, hostname string) error {
 	cfg, err := loadConfig(name)
 	if err != nil {
@@ -41,25 +44,69 @@ func checkConfig(w io.Writer, name, hostname string) error {
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "TARGET\tPROBE\tKIND\tINTERVAL\tTIMEOUT\tSLOT OFFSET\tNEXT RUN\tI/O PER HOUR\tBASELINE")
 	now := time.Now()
+	var warnings []string
+	var totals []string
+	var all int64
+	random := false
 	for _, t := range cfg.Targets {
+		var target int64
 		for _, p := range t.Probes {
 			offset := time.Duration(0)
 			if p.Splay {
 				offset = schedule.SlotOffset(hostname, t.Name, p.Name, p.Interval)
 			}
-			perHour := float64(probe.BytesPerRun(p)) * float64(time.Hour) / float64(p.Interval)
+			perHour := plateau.HourlyIO(p)
+			target += perHour
+			random = random || p.Kind == probe.KindRandom
 			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", t.Name, p.Name, p.Kind, p.Interval, p.Timeout,
-				offset.Round(time.Millisecond), schedule.NextSlot(now, offset, p.Interval).Format(time.RFC3339), probe.FormatSize(int64(perHour)),
+				offset.Round(time.Millisecond), schedule.NextSlot(now, offset, p.Interval).Format(time.RFC3339), formatIO(perHour),
 				baselineStatus(baselines, t, p))
+			if w := baselines.BelowMinSize(t.Name, p); w != "" {
+				warnings = append(warnings, fmt.Sprintf("warning: %s/%s: %s", t.Name, p.Name, w))
+			}
 		}
+		all += target
+		line := fmt.Sprintf("target %s: %s of I/O per hour", t.Name, formatIO(target))
+		switch {
+		case t.MaxBytesPerHour > 0 && target > t.MaxBytesPerHour:
+			line += fmt.Sprintf(", over its max_bytes_per_hour %s: probes will be skipped (reason=budget)", probe.FormatSize(t.MaxBytesPerHour))
+		case t.MaxBytesPerHour > 0:
+			line += fmt.Sprintf(" (max_bytes_per_hour %s)", probe.FormatSize(t.MaxBytesPerHour))
+		}
+		totals = append(totals, line)
 	}
 	if err := tw.Flush(); err != nil {
 		return err
+	}
+	fmt.Fprintln(w)
+	for _, l := range totals {
+		fmt.Fprintln(w, l)
+	}
+	fmt.Fprintf(w, "all targets: %s of I/O per hour\n", formatIO(all))
+	if random {
+		fmt.Fprintln(w, "(a random probe counts its kept file per run, what the budget reserves before it; it moves what the storage does in 2 x duration, which the budget charges after the run)")
+	}
+	for _, l := range warnings {
+		fmt.Fprintln(w, l)
 	}
 	if berr != nil {
 		return exitErr(2, berr)
 	}
 	return nil
+}
+
+// formatIO renders an amount of I/O: exactly when a binary unit divides
+// it (as the config writes sizes), else in GiB or MiB with one decimal.
+func formatIO(b int64) string {
+	switch s := probe.FormatSize(b); {
+	case b >= 1<<30 && b%(1<<30) != 0:
+		return fmt.Sprintf("%.1fGiB", float64(b)/(1<<30))
+	case b == 0 || strings.HasSuffix(s, "iB"):
+		return s
+	case b >= 1<<20:
+		return fmt.Sprintf("%.1fMiB", float64(b)/(1<<20))
+	}
+	return fmt.Sprintf("%.1fKiB", float64(b)/(1<<10))
 }
 
 // baselineStatus says whether every op of a probe has a usable baseline.
