@@ -16,18 +16,40 @@ func TestEmbeddedDefaultIsValidAndLight(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(cfg.Targets) != 1 || len(cfg.Targets[0].Probes) != 1 {
-		t.Fatalf("want one target with one probe, got %+v", cfg.Targets)
+	if len(cfg.Targets) != 1 {
+		t.Fatalf("want one target, got %+v", cfg.Targets)
 	}
-	tg, p := cfg.Targets[0], cfg.Targets[0].Probes[0]
+	tg := cfg.Targets[0]
 	if !strings.HasPrefix(tg.Path, os.TempDir()) || !tg.CreatePath {
 		t.Errorf("default target should be a creatable dir in %s, got %q", os.TempDir(), tg.Path)
 	}
-	if p.Kind != KindSequential || p.FileSize != 64<<20 || p.BlockSize != 4<<20 || p.Interval != 30*time.Second {
-		t.Errorf("default probe = %+v, want sequential 64MiB in 4MiB blocks every 30s", p)
+	// A newcomer sees every kind, and its first result within a minute:
+	// a probe's first slot comes within one interval of the start.
+	kinds := map[string]bool{}
+	var perHour float64
+	for _, p := range tg.Probes {
+		kinds[p.Kind] = true
+		if p.Interval > time.Minute {
+			t.Errorf("probe %s runs every %s: its first result could take longer than a minute", p.Name, p.Interval)
+		}
+		if p.Timeout >= p.Interval {
+			t.Errorf("probe %s: timeout %s must be shorter than interval %s", p.Name, p.Timeout, p.Interval)
+		}
+		perHour += float64(BytesPerRun(p)) * float64(time.Hour) / float64(p.Interval)
 	}
-	if p.Timeout >= p.Interval {
-		t.Errorf("timeout %s must be shorter than interval %s", p.Timeout, p.Interval)
+	for _, k := range KindNames() {
+		if !kinds[k] {
+			t.Errorf("the embedded default has no %s probe", k)
+		}
+	}
+	// Under 1 GiB an hour in all by the planned bytes, and the random
+	// probe's storage-dependent bytes are held to the same 1 GiB by the
+	// target's budget.
+	if perHour >= 1<<30 {
+		t.Errorf("the embedded default plans %.0f MiB of I/O per hour, want under 1 GiB", perHour/(1<<20))
+	}
+	if tg.MaxBytesPerHour <= 0 || tg.MaxBytesPerHour > 1<<30 {
+		t.Errorf("max_bytes_per_hour = %d, want at most 1GiB so the random probe's real I/O stays under it too", tg.MaxBytesPerHour)
 	}
 }
 
