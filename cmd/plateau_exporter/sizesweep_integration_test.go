@@ -26,15 +26,21 @@ func TestIntegrationSizeSweepOnLoopExt4(t *testing.T) {
 	}
 	// Backed by RAM, written in full before mkfs (MountLoopIn: not sparse,
 	// and not fallocated either, whose unwritten extents the first writes
-	// would convert inside the timing), throttled so the device has a
-	// plateau of the test's choosing, as the characterize test does. The
-	// cleanups unmount and detach it whatever happens.
+	// would convert inside the timing), and throttled to 40 MB/s both ways,
+	// so the device has a plateau that no load on the machine moves. The
+	// cleanups unmount and detach it whatever happens. Measured here: the
+	// throttle lets the first few MiB of a run through at the RAM's speed
+	// (GiB/s up to 4MiB files), and from 8MiB on every size reads 37.8 to
+	// 39.3 MiB/s, so the sweep has a small size that misses the plateau and
+	// larger ones that reach it. Unthrottled, the RAM device moved by 2-4x
+	// between runs on a loaded two-core machine and no size was within 5%
+	// of 8x it.
 	loop := probetest.MountLoopIn(t, probetest.MemoryDir(t), "ext4", 1<<30)
 	cg := probetest.NewIOCgroup(t, loop.DevNum)
-	if err := cg.ThrottleRead(400e6); err != nil {
+	if err := cg.ThrottleRead(40e6); err != nil {
 		t.Fatal(err)
 	}
-	if err := cg.ThrottleWrite(400e6); err != nil {
+	if err := cg.ThrottleWrite(40e6); err != nil {
 		t.Fatal(err)
 	}
 	cg.Enter(t)
@@ -63,46 +69,21 @@ baselines_file: %s
 		t.Fatal(err)
 	}
 
-	// 1 GiB of I/O at most: 3 runs of 2 × (1 ... 64MiB) is 762MiB, and
-	// 128MiB would bring it to 1.5GiB, so the ladder is capped there and
-	// says so; sizes up to 8MiB are judged against 8x them.
-	out, stderr, code := runBinary(t, "--config.file", cfg, "--probe.hostname", "node1", "characterize", "--runs", "1", "--run-spacing", "0s",
-		"--size-sweep", "--size-sweep.max-io", "1GiB")
-	t.Logf("characterize --size-sweep:\n%s", out)
-	if code == 2 && strings.Contains(out, "size sweep incomplete") {
-		t.Fatalf("size sweep incomplete:\n%s\n%s", out, stderr)
-	}
-	if !strings.Contains(out, "capped: file_size=128MiB would bring the sweep's I/O to 1530MiB, over --size-sweep.max-io (1GiB)") {
-		t.Errorf("the sweep does not say where --size-sweep.max-io capped it:\n%s", out)
-	}
 	p := &probe.ProbeConfig{Kind: probe.KindSequential, Workers: 1, FileSize: 4 << 20, BlockSize: 1 << 20, Interval: interval, Timeout: 8 * time.Second}
-	swept := map[int64]bool{}
-	row := regexp.MustCompile(`(?m)^(\d+MiB)\s+\S+ \S+\s+\S+ \S+\s+(\S+)\s+(\S+)\s+(\S+)\s+(.*)$`)
-	rows := row.FindAllStringSubmatch(out, -1)
-	if len(rows) != 7 {
-		t.Fatalf("want one table row per size 1MiB ... 64MiB, got %d:\n%s", len(rows), out)
+	// A burst of other I/O on the machine can still land in one size's
+	// runs; a second sweep is allowed before the test gives up on finding
+	// a size, as the characterize test allows a second characterization.
+	var out string
+	var summary []string
+	for attempt := 1; attempt <= 2 && summary == nil; attempt++ {
+		out = sizeSweepOnce(t, cfg, p, interval)
+		summary = regexp.MustCompile(`smallest good file_size: (\S+), (\S+) of I/O per hour at the 10s interval`).FindStringSubmatch(out)
+		if summary == nil {
+			t.Logf("attempt %d found no good size", attempt)
+		}
 	}
-	for i, r := range rows {
-		size, err := probe.ParseSize(r[1])
-		if err != nil || size != int64(1<<20)<<i {
-			t.Fatalf("row %d is size %q, want %s", i, r[1], probe.FormatSize(int64(1<<20)<<i))
-		}
-		swept[size] = true
-		v := plateau.WithSize(p, size)
-		perRun, _ := probe.ParseSize(r[2])
-		perHour, _ := probe.ParseSize(r[3])
-		moved, _ := probe.ParseSize(r[4])
-		// The cost columns are BytesPerRun at the size, times the runs an
-		// hour at the configured interval; a sequential run moves exactly
-		// what it plans.
-		if perRun != probe.BytesPerRun(v) || perHour != probe.BytesPerRun(v)*int64(time.Hour/interval) || moved != perRun {
-			t.Errorf("size %s: per run %s, per hour %s, moved %s; want %s, %s and the per-run bytes", r[1], r[2], r[3], r[4],
-				probe.FormatSize(probe.BytesPerRun(v)), probe.FormatSize(probe.BytesPerRun(v)*360))
-		}
-		// Sizes without an 8x step are not judged.
-		if judged := !strings.HasPrefix(r[5], "- (no "); judged != (i+3 < len(rows)) {
-			t.Errorf("size %s judged=%v (%s)", r[1], judged, r[5])
-		}
+	if summary == nil {
+		t.Fatalf("two size sweeps of a throttled device found no size within 5%% of 8x it:\n%s", out)
 	}
 
 	// What was written is one of the swept, judged sizes, and the summary
@@ -111,20 +92,9 @@ baselines_file: %s
 	if err != nil {
 		t.Fatal(err)
 	}
-	summary := regexp.MustCompile(`smallest good file_size: (\S+), (\S+) of I/O per hour at the 10s interval`).FindStringSubmatch(out)
 	m, ok := b.MinSizeFor("loop", &probe.ProbeConfig{Name: "seq", Kind: probe.KindSequential})
-	if summary == nil {
-		// No size within 5% of 8x it: the device did not settle, which a
-		// loaded machine may cause. The file must then hold no size and the
-		// report must say so; the cost relations above still held.
-		if ok || !strings.Contains(out, "smallest good file_size: none up to 8MiB") {
-			t.Fatalf("no size found, yet the baselines hold %+v (%v) or the report does not say so:\n%s", m, ok, out)
-		}
-		t.Logf("no good size on this run: the device's results still changed with the size")
-		return
-	}
-	if !ok || m.String() != summary[1] || !swept[m.Value] || m.Value > 8<<20 {
-		t.Fatalf("baselines hold min_file_size %+v (%v); the report chose %s among %v", m, ok, summary[1], swept)
+	if !ok || m.String() != summary[1] || m.Value < 1<<20 || m.Value > 16<<20 || m.Value&(m.Value-1) != 0 {
+		t.Fatalf("baselines hold min_file_size %+v (%v); the report chose %s, want one of the judged sizes 1MiB ... 16MiB", m, ok, summary[1])
 	}
 	perHour, _ := probe.ParseSize(summary[2])
 	if want := probe.BytesPerRun(plateau.WithSize(p, m.Value)) * int64(time.Hour/interval); perHour != want {
@@ -156,7 +126,7 @@ baselines_file: %s
 			t.Fatalf("check-config exited %d:\n%s\n%s", code, out, stderr)
 		}
 		warned := strings.Contains(out, "warning: loop/seq: file_size "+probe.FormatSize(tc.size)+" is below "+m.String())
-		hourly := probe.FormatSize(2 * tc.size * 360)
+		hourly := formatIO(2 * tc.size * 360)
 		if warned != tc.warn || !strings.Contains(out, "target loop: "+hourly+" of I/O per hour") || !strings.Contains(out, "all targets: "+hourly+" of I/O per hour") {
 			t.Errorf("file_size %s: warned=%v, want %v, and hourly I/O %s:\n%s", probe.FormatSize(tc.size), warned, tc.warn, hourly, out)
 		}
@@ -170,4 +140,51 @@ func mustRead(t *testing.T, path string) []byte {
 		t.Fatal(err)
 	}
 	return data
+}
+
+// sizeSweepOnce runs characterize --size-sweep on the config's one
+// sequential probe p (file_size 4MiB) and checks its table against what it
+// ran: the sizes, their costs and which were judged. At most 2GiB of I/O:
+// 3 runs of 2 × (1 ... 128MiB) is 1530MiB, and 256MiB would bring it to
+// 3066MiB, so the ladder (to 64 × 4MiB) is capped there and says so; sizes
+// up to 16MiB are judged against 8x them.
+func sizeSweepOnce(t *testing.T, cfg string, p *probe.ProbeConfig, interval time.Duration) string {
+	t.Helper()
+	out, stderr, code := runBinary(t, "--config.file", cfg, "--probe.hostname", "node1", "characterize", "--runs", "1", "--run-spacing", "0s",
+		"--size-sweep", "--size-sweep.max-io", "2GiB")
+	t.Logf("characterize --size-sweep:\n%s", out)
+	if code != 0 {
+		t.Fatalf("characterize --size-sweep exited %d:\n%s\n%s", code, out, stderr)
+	}
+	if !strings.Contains(out, "capped: file_size=256MiB would bring the sweep's I/O to 3066MiB, over --size-sweep.max-io (2GiB)") {
+		t.Errorf("the sweep does not say where --size-sweep.max-io capped it:\n%s", out)
+	}
+	row := regexp.MustCompile(`(?m)^(\d+MiB)\s+\S+ \S+\s+\S+ \S+\s+(\S+)\s+(\S+)\s+(\S+)\s+(.*)$`)
+	rows := row.FindAllStringSubmatch(out, -1)
+	if len(rows) != 8 {
+		t.Fatalf("want one table row per size 1MiB ... 128MiB, got %d:\n%s", len(rows), out)
+	}
+	for i, r := range rows {
+		size, err := probe.ParseSize(r[1])
+		if err != nil || size != int64(1<<20)<<i {
+			t.Fatalf("row %d is size %q, want %s", i, r[1], probe.FormatSize(int64(1<<20)<<i))
+		}
+		v := plateau.WithSize(p, size)
+		perRun, _ := probe.ParseSize(r[2])
+		perHour, _ := probe.ParseSize(r[3])
+		moved, _ := probe.ParseSize(r[4])
+		// The cost columns are BytesPerRun at the size, times the runs an
+		// hour at the configured interval; a sequential run moves exactly
+		// what it plans.
+		runsPerHour := int64(time.Hour / interval)
+		if perRun != probe.BytesPerRun(v) || perHour != probe.BytesPerRun(v)*runsPerHour || moved != perRun {
+			t.Errorf("size %s: per run %s, per hour %s, moved %s; want %s, %s and the per-run bytes", r[1], r[2], r[3], r[4],
+				probe.FormatSize(probe.BytesPerRun(v)), probe.FormatSize(probe.BytesPerRun(v)*runsPerHour))
+		}
+		// Sizes without an 8x step are not judged.
+		if judged := !strings.HasPrefix(r[5], "- (no "); judged != (i+3 < len(rows)) {
+			t.Errorf("size %s judged=%v (%s)", r[1], judged, r[5])
+		}
+	}
+	return out
 }
