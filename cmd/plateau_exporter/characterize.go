@@ -491,6 +491,16 @@ func printSweep(w io.Writer, sw *plateau.Sweep, maxWorkers, maxQueueDepth int) {
 	}
 }
 
+// stepString is s.String(), with a size sweep's level written as the
+// config writes its key (file_size=8MiB, duration=500ms) rather than in
+// bytes or nanoseconds.
+func stepString(s plateau.Step) string {
+	if s.Variable != "" && s.Variable == plateau.SizeKey(s.Kind) {
+		return fmt.Sprintf("%s/%s %s=%s run %d/%d", s.Target, s.Probe, s.Variable, plateau.FormatProbeSize(s.Kind, int64(s.Level)), s.Run, s.Runs)
+	}
+	return s.String()
+}
+
 // terminalWidth is the width of the terminal f is, or 0 when it is not a
 // terminal. A terminal that reports no size counts as 80 columns.
 func terminalWidth(f *os.File) int {
@@ -592,7 +602,7 @@ func (p *progress) done(s plateau.Step, res *probe.Result) {
 		p.draw()
 		return
 	}
-	kv := []any{"msg", "characterize run finished", "step", fmt.Sprintf("%d/%d", s.Index, s.Total), "run", s.String(),
+	kv := []any{"msg", "characterize run finished", "step", fmt.Sprintf("%d/%d", s.Index, s.Total), "run", stepString(s),
 		"took", took.Round(time.Millisecond), "elapsed", formatElapsed(now.Sub(p.began)), "eta", p.eta(now)}
 	if res != nil && !res.OK() {
 		reason := res.Reason
@@ -633,7 +643,7 @@ func (p *progress) draw() {
 	now := p.now()
 	index, what := p.last, "waiting"
 	if p.cur != nil {
-		index, what = p.cur.Index, p.cur.String()
+		index, what = p.cur.Index, stepString(*p.cur)
 	}
 	line := fmt.Sprintf("[%d/%d] %s  elapsed %s  ETA %s", index, p.total, what, formatElapsed(now.Sub(p.began)), p.eta(now))
 	// A line longer than the terminal wraps, and \r then redraws only its
