@@ -95,14 +95,14 @@ func checkConfig(w io.Writer, name, hostname string) error {
 	return nil
 }
 
-// formatIO renders an amount of I/O: exactly when a binary unit divides
-// it (as the config writes sizes), else in GiB or MiB with one decimal.
+// formatIO renders an amount of I/O: exactly in whole MiB or GiB (as the
+// config writes sizes) below 1GiB or in whole GiB, else with one decimal.
 func formatIO(b int64) string {
-	switch s := probe.FormatSize(b); {
-	case b >= 1<<30 && b%(1<<30) != 0:
+	switch {
+	case b == 0, b%(1<<30) == 0, b < 1<<30 && b%(1<<20) == 0, b < 1<<20 && b%(1<<10) == 0:
+		return probe.FormatSize(b)
+	case b >= 1<<30:
 		return fmt.Sprintf("%.1fGiB", float64(b)/(1<<30))
-	case b == 0 || strings.HasSuffix(s, "iB"):
-		return s
 	case b >= 1<<20:
 		return fmt.Sprintf("%.1fMiB", float64(b)/(1<<20))
 	}
