@@ -310,8 +310,8 @@ func TestOverviewAndProbeDashboardsShowWhatTheIssueAsks(t *testing.T) {
 			{"timeseries", "histogram_quantile(0.99, sum by (le, target, probe, op) (rate(plateau_probe_latency_seconds_bucket"},
 			// The two verdicts of issue 14: the change ratio beside its
 			// page threshold, the 6h median beside the warning threshold.
-			{"timeseries", "plateau_probe_change_ratio"},
-			{"timeseries", "plateau_probe_change_noise_ratio"},
+			{"timeseries", "plateau_probe_change_fast_ratio"},
+			{"timeseries", "plateau_probe_change_fast_noise_ratio"},
 			{"timeseries", "instance_target_probe_op:plateau_probe_ratio:median6h"},
 		},
 	}

@@ -568,8 +568,9 @@ type probeRun struct {
 	Seconds float64
 	Ratio   map[string]float64 // to the baseline, by op
 	Rate    map[string]float64 // bytes per second, by op
-	// Change and Noise are plateau_probe_change_ratio and
-	// plateau_probe_change_noise_ratio after the run, by op; empty until
+	// Change and Noise are plateau_probe_change_fast_ratio and
+	// plateau_probe_change_fast_noise_ratio (what the page reads) after the
+	// run, by op; empty until
 	// the probe has the runs for them.
 	Change map[string]float64
 	Noise  map[string]float64
@@ -742,9 +743,9 @@ func scrapeRun(metricsURL string) (*probeRun, error) {
 		}
 		run.Ratio[op] = r
 		run.Rate[op], _ = value("plateau_probe_throughput_bytes_per_second", l)
-		if c, ok := value("plateau_probe_change_ratio", l); ok {
+		if c, ok := value("plateau_probe_change_fast_ratio", l); ok {
 			run.Change[op] = c
-			run.Noise[op], _ = value("plateau_probe_change_noise_ratio", l)
+			run.Noise[op], _ = value("plateau_probe_change_fast_noise_ratio", l)
 		}
 	}
 	return run, nil

@@ -396,14 +396,14 @@ func ruleDuration(t *testing.T, r rule, s string) time.Duration {
 }
 
 const (
-	changeRatioMetric = "plateau_probe_change_ratio"
-	changeNoiseMetric = "plateau_probe_change_noise_ratio"
+	changeRatioMetric = "plateau_probe_change_fast_ratio"
+	changeNoiseMetric = "plateau_probe_change_fast_noise_ratio"
 	regressionRecord  = "instance_target_probe_op:plateau_probe_regression:bool"
 )
 
 // pageThreshold reads the sudden-regression verdict of rules.yml, a
-// comparison of plateau_probe_change_ratio with a threshold computed from
-// plateau_probe_change_noise_ratio, and returns that threshold as a
+// comparison of plateau_probe_change_fast_ratio with a threshold computed
+// from plateau_probe_change_fast_noise_ratio, and returns that threshold as a
 // function of the noise.
 func pageThreshold(t *testing.T) func(noise float64) (float64, error) {
 	t.Helper()
@@ -463,7 +463,7 @@ func selects(e parser.Expr, name string) bool {
 }
 
 // evalNoiseFunction evaluates a PromQL expression of numbers and one
-// series, plateau_probe_change_noise_ratio (whatever its matchers), for
+// series, plateau_probe_change_fast_noise_ratio (whatever its matchers), for
 // one value of that series. It knows the arithmetic and the functions a
 // threshold is written with; anything else is an error, for the test to
 // learn.
