@@ -1,0 +1,437 @@
+// Command fleetgen writes synthetic OpenMetrics text for a fleet of
+// plateau_exporter nodes, for bench/fleet_rules.sh: every series that the
+// rules of dashboards/rules.yml and dashboards/alerts.yml read, with the
+// labels the daemon and a Prometheus scrape give them (job, instance,
+// target, probe, kind, op), for nodes node0001..nodeNNNN.
+//
+// The probes are those of packaging/plateau.yml: its active target "local"
+// (seq, md) and its GPFS example "scratch" (seq, shared, rand, md, md4k),
+// 7 probes and 20 probe ops per node. Most nodes are normal; a few are in
+// sudden regression, below their plateau, failing, or show a cause (a
+// file system unmounted, RDMA down, long waiters, a busy node, a slow
+// InfiniBand port, QoS maintenance), so that every rule has something to
+// find.
+//
+// Samples are written every -step up to -end (unix seconds). Only the
+// series that the rules read over a range get the whole history: the
+// probe ratio and the last-success timestamp (-history, 6h ranges),
+// the day-long "had it within a day" series (-long), and the counters read
+// by rate or increase (65m). Every other series, read only at the
+// evaluation instant, gets -short of history: an instant selector reads
+// one sample, so older samples would only make the backfill longer.
+//
+// The output goes to one file per -block window (aligned as promtool
+// aligns its blocks), so that each `promtool tsdb create-blocks-from
+// openmetrics` run parses only the samples of its own block: promtool
+// parses its whole input once for every block it writes.
+package main
+
+import (
+	"bufio"
+	"flag"
+	"fmt"
+	"hash/fnv"
+	"math"
+	"os"
+	"path/filepath"
+	"strconv"
+	"time"
+)
+
+const probeInterval = 900 // seconds, the default 15m
+
+type probeDef struct {
+	target, name, kind string
+	ops                []string
+	baseline           float64 // bytes/s (or ops/s for metadata) of every op
+	runBytes           float64 // bytes a run moves per op
+}
+
+var probes = []probeDef{
+	{"local", "seq", "sequential", []string{"write", "read"}, 1.2e9, 16 << 20},
+	{"local", "md", "metadata", []string{"create", "stat", "read", "remove"}, 8000, 4096},
+	{"scratch", "seq", "sequential", []string{"write", "read"}, 2.5e9, 256 << 20},
+	{"scratch", "shared", "shared_file", []string{"write", "read"}, 5e9, 256 << 20},
+	{"scratch", "rand", "random", []string{"read", "write"}, 2e8, 1 << 30},
+	{"scratch", "md", "metadata", []string{"create", "stat", "read", "remove"}, 20000, 4096},
+	{"scratch", "md4k", "metadata", []string{"create", "stat", "read", "remove"}, 9000, 4 << 20},
+}
+
+var gpfsFilesystems = []string{"scratch", "home"}
+
+type node struct {
+	i    int
+	inst string
+	// What is wrong with it, if anything.
+	regress, chronic, failing, unmounted, rdmaDown, waiters, busy, ibSlow, ibErrors, qosMaint bool
+}
+
+func newNode(i int) node {
+	n := node{i: i, inst: fmt.Sprintf("node%04d:9731", i)}
+	n.regress = i%97 == 0     // ~1%: sudden regression on scratch, last 75 minutes
+	n.chronic = i%211 == 0    // below plateau for the whole history (scratch md)
+	n.failing = i%503 == 0    // scratch rand fails since 3h
+	n.unmounted = i%1000 == 7 // scratch gone 30 minutes ago
+	n.rdmaDown = i%1000 == 13
+	n.waiters = i%1000 == 21
+	n.busy = i%300 == 5
+	n.ibSlow = i%1000 == 33
+	n.ibErrors = i%1000 == 41
+	n.qosMaint = i%50 == 0
+	return n
+}
+
+// uni is a deterministic number in [-1, 1) from its keys.
+func uni(keys ...any) float64 {
+	h := fnv.New64a()
+	fmt.Fprint(h, keys...)
+	return float64(h.Sum64()>>11)/float64(1<<53)*2 - 1
+}
+
+func offset(n node, p probeDef) int64 {
+	h := fnv.New64a()
+	fmt.Fprintf(h, "%d/%s/%s", n.i, p.target, p.name)
+	return int64(h.Sum64() % probeInterval)
+}
+
+// series is one time series: its text up to the value, the first
+// timestamp it has, and its value at a time.
+type series struct {
+	prefix string
+	from   int64
+	value  func(t int64) float64
+}
+
+type gen struct {
+	end, step                     int64
+	history, long, counter, short int64
+	epoch                         int64 // where counters start from
+}
+
+func labels(name string, kv ...string) string {
+	s := name + "{"
+	for i := 0; i+1 < len(kv); i += 2 {
+		if i > 0 {
+			s += ","
+		}
+		s += kv[i] + "=" + strconv.Quote(kv[i+1])
+	}
+	return s + "} "
+}
+
+func constant(v float64) func(int64) float64 { return func(int64) float64 { return v } }
+
+// nodeSeries lists every series of one node.
+func (g gen) nodeSeries(n node) []series {
+	var out []series
+	add := func(from int64, v func(int64) float64, name string, kv ...string) {
+		kv = append([]string{"instance", n.inst, "job", "plateau"}, kv...)
+		out = append(out, series{labels(name, kv...), from, v})
+	}
+	hist, long, ctr, short := g.end-g.history, g.end-g.long, g.end-g.counter, g.end-g.short
+	end := g.end
+
+	add(short, constant(1), "up")
+	for _, p := range probes {
+		p := p
+		off := offset(n, p)
+		run := func(t int64) int64 { return floorDiv(t-off, probeInterval) }
+		runTime := func(k int64) int64 { return off + k*probeInterval }
+		failing := n.failing && p.target == "scratch" && p.name == "rand"
+		failSince := end - 3*3600
+		ratio := func(op string, k int64) float64 {
+			base := 1 + 0.03*uni(n.i, p.target, p.name, op)
+			v := base * (1 + 0.04*uni(n.i, p.target, p.name, op, k))
+			if p.target == "scratch" && n.regress && runTime(k) >= end-75*60 {
+				v *= 0.45
+			}
+			if p.target == "scratch" && p.name == "md" && n.chronic {
+				v *= 0.7
+			}
+			return v
+		}
+		normal := func(op string) float64 { return 1 + 0.03*uni(n.i, p.target, p.name, op) }
+		pk := []string{"kind", p.kind, "probe", p.name, "target", p.target}
+		lastSuccess := func(t int64) float64 {
+			k := run(t)
+			if failing && runTime(k) >= failSince {
+				k = floorDiv(failSince-off, probeInterval)
+			}
+			return float64(runTime(k))
+		}
+		success := func(t int64) float64 {
+			if failing && runTime(run(t)) >= failSince {
+				return 0
+			}
+			return 1
+		}
+		add(hist, lastSuccess, "plateau_probe_last_success_timestamp_seconds", pk...)
+		add(short, func(t int64) float64 { return float64(runTime(run(t))) }, "plateau_probe_last_run_timestamp_seconds", pk...)
+		add(short, success, "plateau_probe_success", pk...)
+		add(short, constant(probeInterval), "plateau_probe_interval_seconds", pk...)
+		add(short, constant(0), "plateau_baseline_io_mode_mismatch", pk...)
+		runs0 := run(g.epoch)
+		for _, result := range []string{"success", "failure", "timeout", "skipped"} {
+			result := result
+			add(short, func(t int64) float64 {
+				k := run(t) - runs0
+				fails := int64(0)
+				if failing && runTime(run(t)) >= failSince {
+					fails = run(t) - floorDiv(failSince-off, probeInterval) + 1
+				}
+				switch result {
+				case "success":
+					return float64(k - fails)
+				case "failure":
+					return float64(fails)
+				}
+				return 0
+			}, "plateau_probe_runs_total", "kind", p.kind, "probe", p.name, "result", result, "target", p.target)
+		}
+		for sev, v := range map[string]float64{"warning": 0.8, "critical": 0.5} {
+			add(short, constant(v), "plateau_alert_threshold_ratio", "probe", p.name, "severity", sev, "target", p.target)
+		}
+		for _, op := range p.ops {
+			op := op
+			ok := []string{"kind", p.kind, "op", op, "probe", p.name, "target", p.target}
+			add(hist, func(t int64) float64 { return ratio(op, run(t)) }, "plateau_probe_ratio", ok...)
+			// The change statistics, roughly as the daemon computes them:
+			// the means of the last four and two runs against the normal,
+			// and how many runs in a row were low.
+			mean := func(t int64, runs int64) float64 {
+				k, s := run(t), 0.0
+				for j := int64(0); j < runs; j++ {
+					s += math.Log(ratio(op, k-j))
+				}
+				return math.Exp(s/float64(runs)) / normal(op)
+			}
+			add(short, func(t int64) float64 { return mean(t, 4) }, "plateau_probe_change_ratio", ok...)
+			add(short, func(t int64) float64 { return mean(t, 2) }, "plateau_probe_change_fast_ratio", ok...)
+			add(short, constant(0.03+0.01*uni(n.i, p.name, op, "noise")), "plateau_probe_change_noise_ratio", ok...)
+			add(short, constant(0.045+0.01*uni(n.i, p.name, op, "fastnoise")), "plateau_probe_change_fast_noise_ratio", ok...)
+			add(short, func(t int64) float64 {
+				k, low := run(t), 0
+				for low < 30 && ratio(op, k-int64(low)) < 0.9*normal(op) {
+					low++
+				}
+				return float64(low)
+			}, "plateau_probe_change_low_runs", ok...)
+			add(ctr, func(t int64) float64 { return float64(run(t)-runs0) * p.runBytes }, "plateau_probe_io_bytes_total", ok...)
+			if p.kind == "metadata" {
+				add(short, constant(p.baseline), "plateau_baseline_operations_per_second", ok...)
+			} else {
+				add(short, constant(p.baseline), "plateau_baseline_throughput_bytes_per_second", ok...)
+			}
+		}
+	}
+	for _, tg := range []string{"local", "scratch"} {
+		add(short, constant(0), "plateau_probe_hung", "target", tg)
+		add(short, constant(0), "plateau_probe_abandoned_workers", "target", tg)
+	}
+
+	// GPFS.
+	for _, fs := range gpfsFilesystems {
+		fs := fs
+		mounted := func(t int64) float64 {
+			if fs == "scratch" && n.unmounted && t >= end-30*60 {
+				return 0
+			}
+			return 1
+		}
+		for _, mode := range []string{"rw", "ro"} {
+			mode := mode
+			add(long, func(t int64) float64 {
+				if mode == "rw" {
+					return mounted(t)
+				}
+				return 0
+			}, "plateau_gpfs_filesystem_mounted", "filesystem", fs, "mode", mode, "mountpoint", "/gpfs/"+fs)
+		}
+		add(short, constant(0), "plateau_gpfs_disks_not_up", "filesystem", fs)
+		add(short, constant(0), "plateau_gpfs_disks_not_ready", "filesystem", fs)
+		qos := 0.0
+		if fs == "scratch" {
+			qos = 1
+		}
+		add(short, constant(qos), "plateau_gpfs_qos_enabled", "filesystem", fs)
+		readRate := 2e7 * (1 + uni(n.i, fs, "r"))
+		if fs == "home" {
+			readRate /= 20
+		}
+		writeRate := readRate / 3
+		for _, d := range []struct {
+			name string
+			rate float64
+		}{{"plateau_gpfs_fs_read_bytes_total", readRate}, {"plateau_gpfs_fs_write_bytes_total", writeRate}} {
+			d := d
+			add(ctr, func(t int64) float64 {
+				v := d.rate * float64(t-g.epoch)
+				if n.busy && fs == "scratch" && t > end-40*60 {
+					v += 2e9 * float64(t-(end-40*60))
+				}
+				return math.Floor(v)
+			}, d.name, "cluster", "hpc.example.org", "filesystem", fs)
+		}
+	}
+	maint := 0.0
+	if n.qosMaint {
+		maint = 1500
+	}
+	add(short, constant(maint), "plateau_gpfs_qos_iops", "class", "maintenance", "filesystem", "scratch", "pool", "data")
+	add(short, constant(800), "plateau_gpfs_qos_iops", "class", "other", "filesystem", "scratch", "pool", "data")
+	add(long, func(t int64) float64 {
+		if n.rdmaDown && t >= end-30*60 {
+			return 0
+		}
+		return 1
+	}, "plateau_gpfs_verbs_rdma_started")
+	longest, ioWaiters := 0.02, 0.0
+	if n.waiters {
+		longest, ioWaiters = 120, 3
+	}
+	add(short, constant(longest), "plateau_gpfs_waiter_longest_seconds")
+	for _, rc := range []string{"io", "network", "other", "rebuild", "token"} {
+		v := 0.0
+		if rc == "io" {
+			v = ioWaiters
+		}
+		add(short, constant(v), "plateau_gpfs_waiters", "reason_class", rc)
+	}
+	for _, st := range []string{"active", "arbitrating", "down", "unknown", "unresponsive"} {
+		v := 0.0
+		if st == "active" {
+			v = 1
+		}
+		add(short, constant(v), "plateau_gpfs_state", "state", st)
+	}
+	statuses := []string{"CHECKING", "DEGRADED", "DEPEND", "DISABLED", "FAILED", "HEALTHY", "STARTING", "STOPPED", "SUSPENDED", "TIPS", "UNKNOWN"}
+	entity := fmt.Sprintf("node%04d", n.i)
+	for _, ce := range [][2]string{{"NODE", entity}, {"GPFS", entity}, {"NETWORK", entity}, {"FILESYSTEM", "scratch"}, {"FILESYSTEM", "home"}} {
+		for _, st := range statuses {
+			v := 0.0
+			if st == "HEALTHY" {
+				v = 1
+			}
+			add(short, constant(v), "plateau_gpfs_health_status", "component", ce[0], "entity", ce[1], "status", st)
+		}
+	}
+
+	// InfiniBand: one HDR port.
+	ib := []string{"device", "mlx5_0", "port", "1"}
+	add(short, constant(4), "plateau_infiniband_port_state_id", ib...)
+	add(long, constant(5), "plateau_infiniband_port_physical_state_id", ib...)
+	add(long, func(t int64) float64 {
+		if n.ibSlow && t >= end-30*60 {
+			return 6.25e9
+		}
+		return 1.25e10
+	}, "plateau_infiniband_port_rate_bytes_per_second", ib...)
+	for _, c := range []string{"symbol_errors", "link_error_recovery", "link_downed", "errors_received",
+		"local_link_integrity_errors", "excessive_buffer_overrun_errors", "receive_remote_physical_errors"} {
+		c := c
+		add(ctr, func(t int64) float64 {
+			if c == "symbol_errors" && n.ibErrors && t > end-3600 {
+				return float64(3 + (t-(end-3600))/60)
+			}
+			return 3
+		}, "plateau_infiniband_port_"+c+"_total", ib...)
+	}
+
+	// NVMe: two local drives.
+	for _, dev := range []string{"nvme0", "nvme1"} {
+		d := []string{"device", dev}
+		add(short, constant(0), "plateau_nvme_critical_warning", d...)
+		add(short, constant(1), "plateau_nvme_available_spare_ratio", d...)
+		add(short, constant(0.1), "plateau_nvme_available_spare_threshold_ratio", d...)
+		add(short, constant(0.04), "plateau_nvme_percentage_used_ratio", d...)
+		add(ctr, constant(0), "plateau_nvme_media_errors_total", d...)
+	}
+
+	for _, c := range []string{"gpfs", "infiniband", "nfs", "nvme"} {
+		add(short, constant(1), "plateau_scrape_collector_success", "collector", c)
+	}
+	add(short, constant(1), "plateau_config_last_reload_successful")
+	add(short, constant(1), "plateau_baselines_last_load_successful")
+	return out
+}
+
+func floorDiv(a, b int64) int64 {
+	q := a / b
+	if a%b != 0 && (a < 0) != (b < 0) {
+		q--
+	}
+	return q
+}
+
+func main() {
+	nodes := flag.Int("nodes", 5000, "nodes node0001..nodeNNNN")
+	end := flag.Int64("end", time.Now().Unix(), "timestamp of the last sample, unix seconds")
+	step := flag.Duration("step", time.Minute, "scrape interval of the synthetic data")
+	history := flag.Duration("history", 6*time.Hour+15*time.Minute, "history of the series read over 6h ranges")
+	long := flag.Duration("long", 0, "history of the series read over 1d ranges (default -history)")
+	short := flag.Duration("short", 10*time.Minute, "history of the series read only at the instant")
+	block := flag.Duration("block", 2*time.Hour, "promtool's block duration: one output file per block window")
+	outDir := flag.String("out", ".", "directory of the output files")
+	flag.Parse()
+	if *long == 0 {
+		*long = *history
+	}
+	g := gen{end: *end, step: int64(step.Seconds()), history: int64(history.Seconds()), long: int64(long.Seconds()),
+		counter: 65 * 60, short: int64(short.Seconds())}
+	g.epoch = g.end - 30*86400
+	st, err := g.write(*nodes, int64(block.Seconds()), *outDir)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "fleetgen:", err)
+		os.Exit(1)
+	}
+	fmt.Printf("nodes=%d series=%d samples=%d files=%d\n", *nodes, st.series, st.samples, st.files)
+}
+
+type stats struct{ series, samples, files int64 }
+
+func (g gen) write(nodes int, block int64, dir string) (stats, error) {
+	var st stats
+	all := make([][]series, nodes)
+	first := g.end
+	for i := range all {
+		all[i] = g.nodeSeries(newNode(i + 1))
+		for _, s := range all[i] {
+			first = min(first, s.from)
+		}
+	}
+	st.series = int64(len(all) * len(all[0]))
+	// Samples sit on multiples of step, ending at end.
+	at := func(t int64) int64 { return g.end - floorDiv(g.end-t, g.step)*g.step }
+	for w := floorDiv(first*1000, block*1000) * block; w <= g.end; w += block {
+		name := filepath.Join(dir, fmt.Sprintf("fleet-%d.om", w))
+		f, err := os.Create(name)
+		if err != nil {
+			return st, err
+		}
+		bw := bufio.NewWriterSize(f, 1<<20)
+		var buf []byte
+		for _, ss := range all {
+			for _, s := range ss {
+				from := max(s.from, w)
+				for t := at(from); t < w+block && t <= g.end; t += g.step {
+					buf = append(buf[:0], s.prefix...)
+					buf = strconv.AppendFloat(buf, s.value(t), 'g', -1, 64)
+					buf = append(buf, ' ')
+					buf = strconv.AppendInt(buf, t, 10)
+					buf = append(buf, '\n')
+					bw.Write(buf)
+					st.samples++
+				}
+			}
+		}
+		bw.WriteString("# EOF\n")
+		if err := bw.Flush(); err != nil {
+			return st, err
+		}
+		if err := f.Close(); err != nil {
+			return st, err
+		}
+		st.files++
+	}
+	return st, nil
+}
