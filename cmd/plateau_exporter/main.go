@@ -25,7 +25,7 @@ func main() {
 	var (
 		logLevel   = app.Flag("log.level", "Only log messages with the given severity or above: debug, info, warn, error.").Default("info").Enum("debug", "info", "warn", "error")
 		logFormat  = app.Flag("log.format", "Output format of log messages: logfmt or json.").Default("logfmt").Enum("logfmt", "json")
-		configFile = app.Flag("config.file", "Probe configuration file. Default: "+defaultConfigFile+" if it exists, else the embedded default (a small probe in the OS temp directory).").String()
+		configFile = app.Flag("config.file", "Probe configuration file. Default: "+defaultConfigFile+" if it exists, else the embedded default (a light probe of each kind in the OS temp directory).").String()
 		hostname   = app.Flag("probe.hostname", "Name of the per-host probe directory under each target path. Default: the host name.").String()
 	)
 
