@@ -210,20 +210,27 @@ type alertmanagerConfig struct {
 
 var matcherRE = regexp.MustCompile(`^\s*([a-zA-Z_][a-zA-Z0-9_]*)\s*(=~|!~|!=|=)\s*("(?:[^"\\]|\\.)*")\s*$`)
 
-// TestInhibitRulesNameExistingAlerts keeps alertmanager.yml in step with
-// alerts.yml: an inhibition of a renamed alert would silently stop working.
-// amtool checks the syntax (TestAmtoolCheckConfig); this checks the names.
-func TestInhibitRulesNameExistingAlerts(t *testing.T) {
+// loadAlertmanagerConfig reads the inhibitions of alertmanager.yml. Not
+// strict: the file is a whole Alertmanager configuration, of which only
+// the inhibitions matter to these tests.
+func loadAlertmanagerConfig(t *testing.T) alertmanagerConfig {
+	t.Helper()
 	data, err := os.ReadFile(alertmanagerFile)
 	if err != nil {
 		t.Fatal(err)
 	}
-	// Not strict: the file is a whole Alertmanager configuration, of which
-	// only the inhibitions matter here.
 	var cfg alertmanagerConfig
 	if err := yaml.Unmarshal(data, &cfg); err != nil {
 		t.Fatalf("%s: %v", alertmanagerFile, err)
 	}
+	return cfg
+}
+
+// TestInhibitRulesNameExistingAlerts keeps alertmanager.yml in step with
+// alerts.yml: an inhibition of a renamed alert would silently stop working.
+// amtool checks the syntax (TestAmtoolCheckConfig); this checks the names.
+func TestInhibitRulesNameExistingAlerts(t *testing.T) {
+	cfg := loadAlertmanagerConfig(t)
 	if len(cfg.InhibitRules) == 0 {
 		t.Fatalf("%s has no inhibit_rules", alertmanagerFile)
 	}
@@ -543,14 +550,7 @@ type alertLabels map[string]string
 // chronic warning of the same op, a hung mount explains the rest of its
 // node's probe alerts, and none of it reaches across file systems or nodes.
 func TestInhibitionsKeepOneProblemOnePage(t *testing.T) {
-	data, err := os.ReadFile(alertmanagerFile)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var cfg alertmanagerConfig
-	if err := yaml.Unmarshal(data, &cfg); err != nil {
-		t.Fatalf("%s: %v", alertmanagerFile, err)
-	}
+	cfg := loadAlertmanagerConfig(t)
 	node := func(alert, severity, instance, target, op string) alertLabels {
 		return alertLabels{"alertname": alert, "severity": severity, "job": "plateau", "instance": instance,
 			"target": target, "probe": "seq", "kind": "sequential", "op": op}
@@ -661,14 +661,7 @@ func matchesAll(t *testing.T, matchers []string, a alertLabels) bool {
 // another target's. The promtool cases of tests/causes.yml show each
 // cause alert firing beside the probe alert it explains.
 func TestCauseAlertsInhibitTheProbeAlertsTheyExplain(t *testing.T) {
-	data, err := os.ReadFile(alertmanagerFile)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var cfg alertmanagerConfig
-	if err := yaml.Unmarshal(data, &cfg); err != nil {
-		t.Fatalf("%s: %v", alertmanagerFile, err)
-	}
+	cfg := loadAlertmanagerConfig(t)
 	probe := func(alert, severity, instance, target string) alertLabels {
 		return alertLabels{"alertname": alert, "severity": severity, "job": "plateau", "instance": instance,
 			"target": target, "probe": "seq", "kind": "sequential", "op": "read"}
