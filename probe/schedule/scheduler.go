@@ -15,6 +15,7 @@ import (
 	"github.com/go-kit/log/level"
 
 	"github.com/plateau-exporter/plateau_exporter/probe"
+	"github.com/plateau-exporter/plateau_exporter/probe/iocount"
 	"github.com/plateau-exporter/plateau_exporter/probe/worker"
 )
 
@@ -33,12 +34,22 @@ type Reporter interface {
 	SetAbandoned(target string, workers int)
 }
 
+// ConcurrentReporter is a Reporter that is also told, just before Record of
+// a successful run, the node's own I/O on the target's file system during
+// that run (ok false when no counters applied).
+type ConcurrentReporter interface {
+	RecordConcurrent(target, probe string, rate iocount.Rate, ok bool)
+}
+
 // Options are what a Scheduler needs.
 type Options struct {
 	Logger   log.Logger
 	Hostname string
 	Runner   worker.Runner
 	Reporter Reporter
+	// IOCounters samples the node's byte counters of a target's file
+	// system before and after each run; nil samples none.
+	IOCounters iocount.Counters
 }
 
 // Scheduler runs the configured probes in their slots. It holds one loop
@@ -49,6 +60,7 @@ type Scheduler struct {
 	hostname string
 	runner   worker.Runner
 	reporter Reporter
+	counters iocount.Counters
 	now      func() time.Time
 
 	mu      sync.Mutex
@@ -84,7 +96,7 @@ type ioMode struct {
 func New(o Options) *Scheduler {
 	ctx, cancel := context.WithCancel(context.Background())
 	return &Scheduler{
-		logger: o.Logger, hostname: o.Hostname, runner: o.Runner, reporter: o.Reporter, now: time.Now,
+		logger: o.Logger, hostname: o.Hostname, runner: o.Runner, reporter: o.Reporter, counters: o.IOCounters, now: time.Now,
 		guards: map[string]*targetGuard{}, runCtx: ctx, runCancel: cancel,
 	}
 }
@@ -220,7 +232,9 @@ func (s *Scheduler) runSlot(ctx context.Context, logger log.Logger, t *probe.Tar
 	}
 
 	s.reporter.SetInProgress(t.Name, p.Name, true)
+	before, sampled := s.sample(t.Path)
 	out := s.runner.Run(s.runCtx, probe.NewRequest(t, p, s.hostname))
+	after, sampledAfter := s.sample(t.Path)
 	s.reporter.SetInProgress(t.Name, p.Name, false)
 	moved := int64(0)
 	for _, op := range out.Result.Ops {
@@ -251,10 +265,47 @@ func (s *Scheduler) runSlot(ctx context.Context, logger log.Logger, t *probe.Tar
 		}
 		level.Debug(logger).Log(kv...)
 	}
+	if cr, ok := s.reporter.(ConcurrentReporter); ok && r.OK() && !out.TimedOut {
+		pr, pw := probeBytes(r)
+		rate, ok := iocount.Rate{}, false
+		if sampled && sampledAfter {
+			rate, ok = iocount.Concurrent(before, after, pr, pw)
+		}
+		cr.RecordConcurrent(t.Name, p.Name, rate, ok)
+	}
 	s.reporter.Record(r, out.TimedOut)
 	if out.Stuck != nil {
 		g.abandon(s.reporter, out.Stuck)
 	}
+}
+
+// sample reads the node's byte counters of the file system under path.
+// It reads /proc files (or values in memory) only, never the path itself,
+// so it does not block on a hung mount.
+func (s *Scheduler) sample(path string) (iocount.Sample, bool) {
+	if s.counters == nil {
+		return iocount.Sample{}, false
+	}
+	return s.counters.Sample(path)
+}
+
+// probeBytes is what a run read and wrote itself: its read op's bytes are
+// reads; those of write, create (metadata files with data) and prealloc
+// (the random probe's file) are writes; stat and remove move no data.
+func probeBytes(r *probe.Result) (read, write uint64) {
+	for _, op := range r.Ops {
+		if op.Bytes <= 0 {
+			continue
+		}
+		switch op.Op {
+		case "read":
+			read += uint64(op.Bytes)
+		case "stat", "remove":
+		default:
+			write += uint64(op.Bytes)
+		}
+	}
+	return read, write
 }
 
 func round1(v float64) float64 { return float64(int64(v*10+0.5)) / 10 }

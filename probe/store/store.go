@@ -23,6 +23,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/plateau-exporter/plateau_exporter/probe"
+	"github.com/plateau-exporter/plateau_exporter/probe/iocount"
 	"github.com/plateau-exporter/plateau_exporter/probe/plateau"
 )
 
@@ -72,6 +73,8 @@ var (
 		"Skipped runs of the probe by reason: overlap, target_busy, target_hung, min_free, budget.", append(probeLabels[:3:3], "reason"), nil)
 	descIOBytes = prometheus.NewDesc(prometheus.BuildFQName(namespace, "probe", "io_bytes_total"),
 		"Bytes the probe's runs moved to or from the file system, by op: the load plateau_exporter itself puts on storage.", probeOpLabels, nil)
+	descConcurrent = prometheus.NewDesc(prometheus.BuildFQName(namespace, "probe", "concurrent_bytes_per_second"),
+		"Bytes per second this node moved on the probed file system during the last successful run apart from the probe's own, by op (read, write): a slow run on a node busy with its own jobs' I/O. From /proc/diskstats for a local block device (the whole partition), /proc/self/mountstats for NFS (bytes to and from the server), and for GPFS mmpmon fs_io_s as the gpfs collector last read it in the background: its resolution is --collector.gpfs.interval, coarse for runs shorter than that and absent when no new answer came during the run. Absent when no source applies (tmpfs, overlay, FUSE) or while the probe fails.", probeOpLabels, nil)
 	descHung = prometheus.NewDesc(prometheus.BuildFQName(namespace, "probe", "hung"),
 		"1 while a worker of the target ignores SIGKILL (stuck on the file system); no probe starts on the target until it exits.", []string{"target"}, nil)
 	descAbandoned = prometheus.NewDesc(prometheus.BuildFQName(namespace, "probe", "abandoned_workers"),
@@ -130,6 +133,11 @@ type probeState struct {
 	ioBytes     map[string]float64
 	latency     map[string]*probe.LatencyHistogram
 	plateau     plateau.Plateau
+	// pendingConcurrent is the node's own I/O during the run being
+	// recorded (RecordConcurrent comes just before Record); concurrent is
+	// that of lastSuccess, nil when no counters applied.
+	pendingConcurrent *iocount.Rate
+	concurrent        *iocount.Rate
 }
 
 type targetState struct {
@@ -313,6 +321,20 @@ func (s *Store) RecordSkip(target, probe, reason string) {
 	}
 }
 
+// RecordConcurrent keeps the node's own I/O on the target's file system
+// during the run that Record is told about next; ok is false when no
+// counters applied.
+func (s *Store) RecordConcurrent(target, probe string, rate iocount.Rate, ok bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if st := s.state(target, probe); st != nil {
+		st.pendingConcurrent = nil
+		if ok {
+			st.pendingConcurrent = &rate
+		}
+	}
+}
+
 // Record stores the result of a run; timedOut is set when its worker was
 // killed at the timeout. After a successful run the history file is
 // written, outside the lock.
@@ -332,6 +354,8 @@ func (s *Store) record(r *probe.Result, timedOut bool) (uint64, plateau.History)
 		return 0, nil // the probe was removed by a reload while it ran
 	}
 	success := false
+	pending := st.pendingConcurrent
+	st.pendingConcurrent = nil
 	switch {
 	case r.Skipped != "":
 		st.runs[ResultSkipped]++
@@ -349,6 +373,7 @@ func (s *Store) record(r *probe.Result, timedOut bool) (uint64, plateau.History)
 		success = true
 		st.runs[ResultSuccess]++
 		st.lastSuccess = r
+		st.concurrent = pending
 		for _, op := range r.Ops {
 			if op.Latency == nil {
 				continue
@@ -459,7 +484,7 @@ func (s *Store) SetAbandoned(target string, workers int) {
 // Describe implements prometheus.Collector.
 func (s *Store) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{descSuccess, descLastRun, descLastSuccess, descDuration, descInterval, descInProgress, descInfo,
-		descThroughput, descOpsRate, descLatency, descRuns, descErrors, descSkips, descIOBytes, descHung, descAbandoned,
+		descThroughput, descOpsRate, descConcurrent, descLatency, descRuns, descErrors, descSkips, descIOBytes, descHung, descAbandoned,
 		descBaselineBytes, descBaselineOps, descRatio, descModeMismatch, descThreshold,
 		descChange, descChangeNoise, descChangeFast, descChangeFastNoise, descChangeLowRuns, descHistoryLoaded, descHistoryWriteErrors} {
 		ch <- d
@@ -514,6 +539,10 @@ func (s *Store) Collect(ch chan<- prometheus.Metric) {
 				for _, op := range ls.Ops {
 					gauge(descThroughput, op.BytesPerSecond(), append(l, op.Op)...)
 					gauge(descOpsRate, op.OperationsPerSecond(), append(l, op.Op)...)
+				}
+				if c := st.concurrent; c != nil {
+					gauge(descConcurrent, c.Read, append(l, "read")...)
+					gauge(descConcurrent, c.Write, append(l, "write")...)
 				}
 				for _, v := range st.plateau.Compare(ls) {
 					if v.HasRatio {
