@@ -26,6 +26,7 @@ import (
 	"github.com/plateau-exporter/plateau_exporter/collector"
 	"github.com/plateau-exporter/plateau_exporter/internal/statuspage"
 	"github.com/plateau-exporter/plateau_exporter/probe"
+	"github.com/plateau-exporter/plateau_exporter/probe/iocount"
 	"github.com/plateau-exporter/plateau_exporter/probe/plateau"
 	"github.com/plateau-exporter/plateau_exporter/probe/schedule"
 	"github.com/plateau-exporter/plateau_exporter/probe/store"
@@ -207,7 +208,11 @@ func serve(logger log.Logger, o serveOptions) error {
 	// Configure, which keeps the entries of the configured probes.
 	results := store.Open(store.Options{HistoryFile: o.historyFile, Logger: logger})
 	runner := &worker.ProcessRunner{Command: worker.DefaultCommand(), Logger: logger}
-	scheduler := schedule.New(schedule.Options{Logger: logger, Hostname: o.hostname, Runner: runner, Reporter: results})
+	// The node's own I/O during each run, from /proc and, for GPFS, from
+	// the gpfs collector's background mmpmon answers: the method value is
+	// the adapter, so that probe/ never imports collector.
+	ioCounters := &iocount.Proc{GPFS: counters.GPFSFSBytes}
+	scheduler := schedule.New(schedule.Options{Logger: logger, Hostname: o.hostname, Runner: runner, Reporter: results, IOCounters: ioCounters})
 
 	reloadSuccess := prometheus.NewGauge(prometheus.GaugeOpts{
 		Name: "plateau_config_last_reload_successful",
@@ -301,6 +306,9 @@ func serve(logger log.Logger, o serveOptions) error {
 // exporter-toolkit's landing page and keeps its links) and /status.json to
 // the daemon's state. Each request takes a snapshot of the store, which
 // never waits for a probe, and the collectors' state at the last scrape.
+// The store takes the node's concurrent I/O that the scheduler measures.
+var _ schedule.ConcurrentReporter = (*store.Store)(nil)
+
 func newStatusPage(o serveOptions, rl *reloader, results *store.Store, counters *collector.Tracked) (*statuspage.Page, error) {
 	nextRun := func(t *probe.Target, p *probe.ProbeConfig, now time.Time) time.Time {
 		offset := time.Duration(0)
