@@ -8,6 +8,7 @@ package collector
 import (
 	"errors"
 	"fmt"
+	"io"
 	"sort"
 	"sync"
 	"time"
@@ -146,6 +147,22 @@ func NewRegistry(logger log.Logger, filters ...string) (*Registry, error) {
 // to run a collector through the same success/duration accounting.
 func NewRegistryFrom(logger log.Logger, collectors map[string]Collector) *Registry {
 	return &Registry{collectors: collectors, logger: logger}
+}
+
+// Close stops the collectors that run in the background (the GPFS
+// commands' loops) and waits for them. Without it a registry that is
+// dropped keeps running commands: in a test binary, into the environment
+// of whatever test runs next.
+func (r *Registry) Close() error {
+	var errs []error
+	for name, c := range r.collectors {
+		if cl, ok := c.(io.Closer); ok {
+			if err := cl.Close(); err != nil {
+				errs = append(errs, fmt.Errorf("collector %s: %w", name, err))
+			}
+		}
+	}
+	return errors.Join(errs...)
 }
 
 // Enabled lists the collectors this registry runs, sorted.

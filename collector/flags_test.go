@@ -34,6 +34,9 @@ func TestCollectorsFromFlags(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// Its GPFS loops run every 15s with the flags' defaults; left running,
+	// they would start mmpmon into a later test's FAKE_GPFS_REQUESTLOG.
+	t.Cleanup(func() { r.Close() })
 	if got := strings.Join(r.Enabled(), ","); got != "gpfs,infiniband,nfs,nvme" {
 		t.Fatalf("enabled by default: %s", got)
 	}
