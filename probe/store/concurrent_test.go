@@ -1,12 +1,14 @@
 package store
 
 import (
+	"os"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
+	"github.com/plateau-exporter/plateau_exporter/internal/probefixture"
 	"github.com/plateau-exporter/plateau_exporter/probe"
 	"github.com/plateau-exporter/plateau_exporter/probe/iocount"
 )
@@ -14,36 +16,44 @@ import (
 // The node's own I/O is exported beside the last successful run, and only
 // while the probe's last run succeeded, as its throughput is.
 func TestStoreExportsConcurrentIO(t *testing.T) {
-	s, _ := storeWithProbe()
+	// Named as the e2e test's probe is, so that the dashboards' tests can
+	// join this output with the golden /metrics' baselines.
+	p := probefixture.SmallSeq("seq")
+	s := New()
+	s.Configure(&probe.Config{Targets: []*probe.Target{{Name: "e2e", Probes: []*probe.ProbeConfig{&p}}}}, nil)
 	const name = "plateau_probe_concurrent_bytes_per_second"
 	end := time.Unix(1_700_000_000, 0)
 	ok := func() *probe.Result {
-		return &probe.Result{Target: "t", Probe: "s", Kind: probe.KindSequential, Start: end.Add(-time.Second), End: end, Engine: "sync",
+		return &probe.Result{Target: "e2e", Probe: "seq", Kind: probe.KindSequential, Start: end.Add(-time.Second), End: end, Engine: "sync",
 			Ops: []probe.OpResult{{Op: "write", Bytes: 1000, Operations: 10, Seconds: 2}}}
 	}
 	count := func() int { return testutil.CollectAndCount(s, name) }
 
-	s.RecordConcurrent("t", "s", iocount.Rate{}, false)
+	s.RecordConcurrent("e2e", "seq", iocount.Rate{}, false)
 	s.Record(ok(), false)
 	if n := count(); n != 0 {
 		t.Fatalf("%d series of %s when no counters applied, want none", n, name)
 	}
 
-	s.RecordConcurrent("t", "s", iocount.Rate{Read: 1.5e6, Write: 0, Source: iocount.SourceDiskstats}, true)
+	s.RecordConcurrent("e2e", "seq", iocount.Rate{Read: 1.5e6, Write: 0, Source: iocount.SourceDiskstats}, true)
 	s.Record(ok(), false)
-	want := `
-# HELP plateau_probe_concurrent_bytes_per_second ` + helpOf(t, name) + `
-# TYPE plateau_probe_concurrent_bytes_per_second gauge
-plateau_probe_concurrent_bytes_per_second{kind="sequential",op="read",probe="s",target="t"} 1.5e+06
-plateau_probe_concurrent_bytes_per_second{kind="sequential",op="write",probe="s",target="t"} 0
-`
-	if err := testutil.CollectAndCompare(s, strings.NewReader(want), name); err != nil {
+	// The expected output is a file, so that the dashboards' drift test
+	// knows the metric: the golden /metrics has it only on machines whose
+	// temporary directory is on a block device.
+	want, err := os.ReadFile("testdata/concurrent.prom")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(want), "# HELP "+name+" "+helpOf(t, name)+"\n") {
+		t.Fatalf("testdata/concurrent.prom has another HELP than %s's: update it", name)
+	}
+	if err := testutil.CollectAndCompare(s, strings.NewReader(string(want)), name); err != nil {
 		t.Fatal(err)
 	}
 
 	// A failed run hides it; the rate told for a run is never carried to
 	// the next one.
-	s.Record(&probe.Result{Target: "t", Probe: "s", Kind: probe.KindSequential, Start: end, End: end, Reason: probe.ReasonEIO}, false)
+	s.Record(&probe.Result{Target: "e2e", Probe: "seq", Kind: probe.KindSequential, Start: end, End: end, Reason: probe.ReasonEIO}, false)
 	if n := count(); n != 0 {
 		t.Fatalf("%d series of %s while the probe fails, want none", n, name)
 	}
