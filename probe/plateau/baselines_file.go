@@ -146,6 +146,12 @@ func (p *baselinesDecoder) probe(out *Baselines, target, name string, n *yaml.No
 		p.Errorf(n, field+".ops", "at least one op is required")
 		return
 	}
+	// "ops: {}" is as empty as no ops: a probe with nothing to compare
+	// would vanish on the next write, taking its smallest good size along.
+	if opsNode.Kind == yaml.MappingNode && len(opsNode.Content) == 0 {
+		p.Errorf(opsNode, field+".ops", "at least one op is required")
+		return
+	}
 	if sizeNode != nil {
 		p.minSize(out, target, name, common.Kind, sizeKey, sizeNode, field+"."+sizeKey)
 	}
