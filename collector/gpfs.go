@@ -84,6 +84,16 @@ var (
 		Default("60s").Duration()
 )
 
+// gpfsGauge declares a gauge of the gpfs collector, plateau_gpfs_<name>.
+func gpfsGauge(name, help string, labels []string) typedDesc {
+	return typedDesc{prometheus.NewDesc(prometheus.BuildFQName(namespace, gpfsSubsystem, name), help, labels, nil), prometheus.GaugeValue}
+}
+
+// gpfsCounter declares a counter of the gpfs collector, plateau_gpfs_<name>.
+func gpfsCounter(name, help string, labels []string) typedDesc {
+	return typedDesc{prometheus.NewDesc(prometheus.BuildFQName(namespace, gpfsSubsystem, name), help, labels, nil), prometheus.CounterValue}
+}
+
 func init() {
 	registerCollector(gpfsSubsystem, true, func(logger log.Logger) (Collector, error) {
 		return newGPFSCollector(gpfsConfig{
@@ -245,13 +255,9 @@ func newGPFSCollector(cfg gpfsConfig, logger log.Logger) (*gpfsCollector, error)
 		return nil, err
 	}
 	fsLabels := []string{"cluster", "filesystem"}
-	fsDesc := func(name, help string) typedDesc {
-		return typedDesc{prometheus.NewDesc(prometheus.BuildFQName(namespace, gpfsSubsystem, name), help, fsLabels, nil), prometheus.CounterValue}
-	}
+	fsDesc := func(name, help string) typedDesc { return gpfsCounter(name, help, fsLabels) }
 	nsdLabels := []string{"nsd", "op"}
-	nsdDesc := func(name, help string) typedDesc {
-		return typedDesc{prometheus.NewDesc(prometheus.BuildFQName(namespace, gpfsSubsystem, name), help, nsdLabels, nil), prometheus.CounterValue}
-	}
+	nsdDesc := func(name, help string) typedDesc { return gpfsCounter(name, help, nsdLabels) }
 	c := &gpfsCollector{
 		cfg:      cfg,
 		requests: requests,
@@ -263,24 +269,24 @@ func newGPFSCollector(cfg gpfsConfig, logger log.Logger) (*gpfsCollector, error)
 		nsdWait:  nsdDesc("nsd_wait_seconds_total", "Total time the disk took to serve this NSD server's requests (mmpmon nsd_ds _tw_), in seconds."),
 		nsdQueue: nsdDesc("nsd_queue_seconds_total", "Total time requests spent queued plus served on this NSD server (mmpmon nsd_ds _qt_), in seconds."),
 
-		mmpmonRC: typedDesc{prometheus.NewDesc(prometheus.BuildFQName(namespace, gpfsSubsystem, "mmpmon_return_code"),
+		mmpmonRC: gpfsGauge("mmpmon_return_code",
 			"Highest _rc_ mmpmon returned for the request in its last run; 0 means every response succeeded.",
-			[]string{"request"}, nil), prometheus.GaugeValue},
-		commandSuccess: typedDesc{prometheus.NewDesc(prometheus.BuildFQName(namespace, gpfsSubsystem, "command_success"),
+			[]string{"request"}),
+		commandSuccess: gpfsGauge("command_success",
 			"1 if the last run of the GPFS command succeeded and its output was parsed, 0 otherwise.",
-			[]string{"command"}, nil), prometheus.GaugeValue},
-		commandDuration: typedDesc{prometheus.NewDesc(prometheus.BuildFQName(namespace, gpfsSubsystem, "command_duration_seconds"),
+			[]string{"command"}),
+		commandDuration: gpfsGauge("command_duration_seconds",
 			"How long the last run of the GPFS command took, in seconds.",
-			[]string{"command"}, nil), prometheus.GaugeValue},
-		commandLastRun: typedDesc{prometheus.NewDesc(prometheus.BuildFQName(namespace, gpfsSubsystem, "command_last_run_timestamp_seconds"),
+			[]string{"command"}),
+		commandLastRun: gpfsGauge("command_last_run_timestamp_seconds",
 			"When the last run of the GPFS command started, whose results this scrape exports (Unix time).",
-			[]string{"command"}, nil), prometheus.GaugeValue},
-		state: typedDesc{prometheus.NewDesc(prometheus.BuildFQName(namespace, gpfsSubsystem, "state"),
+			[]string{"command"}),
+		state: gpfsGauge("state",
 			"GPFS daemon state on this node from mmgetstate: 1 for the current state, 0 for the others.",
-			[]string{"state"}, nil), prometheus.GaugeValue},
-		health: typedDesc{prometheus.NewDesc(prometheus.BuildFQName(namespace, gpfsSubsystem, "health_status"),
+			[]string{"state"}),
+		health: gpfsGauge("health_status",
 			"Health of a component entity from 'mmhealth node show': 1 for the current status, 0 for the others.",
-			[]string{"component", "entity", "status"}, nil), prometheus.GaugeValue},
+			[]string{"component", "entity", "status"}),
 	}
 	c.fs[fsReadBytes] = fsDesc("fs_read_bytes_total", "Bytes read by this node from the file system, from disk and cache (mmpmon fs_io_s _br_).")
 	c.fs[fsWriteBytes] = fsDesc("fs_write_bytes_total", "Bytes written by this node to the file system, to disk and cache (mmpmon fs_io_s _bw_).")

@@ -121,17 +121,14 @@ type gpfsDiskDescs struct {
 
 func newGPFSDiskDescs() gpfsDiskDescs {
 	labels := []string{"filesystem", "disk", "pool", "failure_group"}
-	gauge := func(name, help string, labels []string) typedDesc {
-		return typedDesc{prometheus.NewDesc(prometheus.BuildFQName(namespace, gpfsSubsystem, name), help, labels, nil), prometheus.GaugeValue}
-	}
 	return gpfsDiskDescs{
-		up: gauge("disk_up",
+		up: gpfsGauge("disk_up",
 			"1 if the disk's availability is up (mmlsdisk), 0 if it is down, recovering or unrecovered.", labels),
-		ready: gauge("disk_ready",
+		ready: gpfsGauge("disk_ready",
 			"1 if the disk's status is ready (mmlsdisk), 0 if it is suspended, being emptied, replacing or in another state.", labels),
-		notUp: gauge("disks_not_up",
+		notUp: gpfsGauge("disks_not_up",
 			"Disks of the file system whose availability is not up (mmlsdisk); absent when mmlsdisk failed for it.", []string{"filesystem"}),
-		notReady: gauge("disks_not_ready",
+		notReady: gpfsGauge("disks_not_ready",
 			"Disks of the file system whose status is not ready (mmlsdisk); absent when mmlsdisk failed for it.", []string{"filesystem"}),
 	}
 }

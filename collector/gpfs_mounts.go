@@ -66,12 +66,12 @@ type gpfsMountDescs struct {
 
 func newGPFSMountDescs() gpfsMountDescs {
 	return gpfsMountDescs{
-		mounted: typedDesc{prometheus.NewDesc(prometheus.BuildFQName(namespace, gpfsSubsystem, "filesystem_mounted"),
+		mounted: gpfsGauge("filesystem_mounted",
 			"Whether the GPFS file system is mounted at the mount point in this mode (/proc/mounts): each mount has a series "+
 				"for mode rw and one for mode ro, 1 for the mode it is mounted in. A file system mmlsfs lists but that is not "+
 				"mounted has both series at 0, with its default mount point from mmlsfs; so "+
 				"max by (filesystem) (plateau_gpfs_filesystem_mounted) == 0 means not mounted, {mode=\"ro\"} == 1 read-only.",
-			[]string{"filesystem", "mountpoint", "mode"}, nil), prometheus.GaugeValue},
+			[]string{"filesystem", "mountpoint", "mode"}),
 	}
 }
 

@@ -109,15 +109,12 @@ type gpfsQoSDescs struct {
 
 func newGPFSQoSDescs() gpfsQoSDescs {
 	labels := []string{"filesystem", "pool", "class"}
-	gauge := func(name, help string, labels []string) typedDesc {
-		return typedDesc{prometheus.NewDesc(prometheus.BuildFQName(namespace, gpfsSubsystem, name), help, labels, nil), prometheus.GaugeValue}
-	}
 	return gpfsQoSDescs{
-		iops: gauge("qos_iops",
+		iops: gpfsGauge("qos_iops",
 			"I/O operations per second of the QoS class in the storage pool, over the newest interval mmlsqos reports.", labels),
-		bytes: gauge("qos_bytes_per_second",
+		bytes: gpfsGauge("qos_bytes_per_second",
 			"Bytes per second of the QoS class in the storage pool, over the newest interval mmlsqos reports (its MBs, in MiB/s).", labels),
-		enabled: gauge("qos_enabled",
+		enabled: gpfsGauge("qos_enabled",
 			"1 if QoS throttling is enabled on the file system (mmlsqos status: enabled and throttling), 0 if QoS is off or only monitors.",
 			[]string{"filesystem"}),
 	}

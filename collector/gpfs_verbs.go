@@ -50,10 +50,10 @@ type gpfsVerbsDescs struct {
 
 func newGPFSVerbsDescs() gpfsVerbsDescs {
 	return gpfsVerbsDescs{
-		started: typedDesc{prometheus.NewDesc(prometheus.BuildFQName(namespace, gpfsSubsystem, "verbs_rdma_started"),
+		started: gpfsGauge("verbs_rdma_started",
 			"1 if the GPFS daemon's RDMA (verbs) transport is started ('mmfsadm test verbs status' says started), 0 otherwise: "+
 				"then GPFS moves data over TCP.",
-			nil, nil), prometheus.GaugeValue},
+			nil),
 	}
 }
 

@@ -139,15 +139,15 @@ type gpfsWaiterDescs struct {
 
 func newGPFSWaiterDescs() gpfsWaiterDescs {
 	return gpfsWaiterDescs{
-		waiters: typedDesc{prometheus.NewDesc(prometheus.BuildFQName(namespace, gpfsSubsystem, "waiters"),
+		waiters: gpfsGauge("waiters",
 			"Threads of the GPFS daemon waiting now (mmdiag --waiters), by a class derived from the waiter's thread and reason: "+
 				"rebuild (rebuild, recovery, restripe), token (token and lock traffic), io (disk and NSD I/O), "+
 				"network (RDMA, RPC, sockets), other. Every class is exported, 0 when no waiter has it; "+
 				"threads that always wait (EventsExporterSenderThread, FsckClientReaperThread) are not counted.",
-			[]string{"reason_class"}, nil), prometheus.GaugeValue},
-		longest: typedDesc{prometheus.NewDesc(prometheus.BuildFQName(namespace, gpfsSubsystem, "waiter_longest_seconds"),
+			[]string{"reason_class"}),
+		longest: gpfsGauge("waiter_longest_seconds",
 			"How long the longest-waiting counted thread of the GPFS daemon has waited (mmdiag --waiters), in seconds; 0 when none waits.",
-			nil, nil), prometheus.GaugeValue},
+			nil),
 	}
 }
 
