@@ -14,10 +14,10 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
-	dto "github.com/prometheus/client_model/go"
 
 	"github.com/plateau-exporter/plateau_exporter/collector"
 	"github.com/plateau-exporter/plateau_exporter/internal/probefixture"
+	"github.com/plateau-exporter/plateau_exporter/internal/probetest"
 	"github.com/plateau-exporter/plateau_exporter/probe"
 	"github.com/plateau-exporter/plateau_exporter/probe/plateau"
 	"github.com/plateau-exporter/plateau_exporter/probe/store"
@@ -87,35 +87,12 @@ func get(t *testing.T, h http.Handler, path string) (*http.Response, []byte) {
 	return resp, body
 }
 
-// gaugeOf is the value of one series of a metric the store exports.
+// gaugeOf is the value of the op's series of a metric the store exports,
+// and whether there is one (no exported ratio is ever -1).
 func gaugeOf(t *testing.T, c prometheus.Collector, name, op string) (float64, bool) {
 	t.Helper()
-	reg := prometheus.NewPedanticRegistry()
-	reg.MustRegister(c)
-	mfs, err := reg.Gather()
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, mf := range mfs {
-		if mf.GetName() != name {
-			continue
-		}
-		for _, m := range mf.Metric {
-			if labelOf(m, "op") == op {
-				return m.GetGauge().GetValue(), true
-			}
-		}
-	}
-	return 0, false
-}
-
-func labelOf(m *dto.Metric, name string) string {
-	for _, l := range m.Label {
-		if l.GetName() == name {
-			return l.GetValue()
-		}
-	}
-	return ""
+	v := probetest.MetricValue(t, c, name, map[string]string{"op": op})
+	return v, v != -1
 }
 
 // /status.json of a store fed with a run and a baseline: every field a
