@@ -36,7 +36,7 @@ type outsideDir struct {
 func newOutsideDir(t *testing.T) *outsideDir {
 	t.Helper()
 	o := &outsideDir{path: t.TempDir()}
-	for _, n := range []string{"precious", "w0.dat", "shared.dat", "random.dat", "f0", "d0"} {
+	for _, n := range []string{"precious", "w0.dat", "shared.dat", "random.dat", "f0", "f00000000000000000", "d0"} {
 		o.sentinels = append(o.sentinels, newSentinel(t, filepath.Join(o.path, n), []byte("outside data: "+n)))
 	}
 	o.seal(t)
@@ -150,7 +150,7 @@ func TestDaemonHostileProbeDirectories(t *testing.T) {
 	// Planted links inside a probe directory that is the daemon's own, at
 	// every name the probes generate or reuse.
 	mkdir(t, pd("planted"), 0o700)
-	for _, n := range []string{"w0.dat", "shared.dat", "random.dat", "f0", "d0"} {
+	for _, n := range []string{"w0.dat", "shared.dat", "random.dat", "f0", "f00000000000000000", "d0"} {
 		symlink(t, out.file(n), filepath.Join(pd("planted"), n))
 	}
 	// A run directory of a killed run, and the keep directory of a probe
@@ -300,7 +300,7 @@ func TestDaemonHostileProbeDirectories(t *testing.T) {
 	// What was planted inside the daemon's own directory: links at its
 	// top level are not its names and stay; swept names are unlinked, not
 	// followed; kept files that were links are replaced by its own.
-	for _, n := range []string{"w0.dat", "shared.dat", "random.dat", "f0", "d0"} {
+	for _, n := range []string{"w0.dat", "shared.dat", "random.dat", "f0", "f00000000000000000", "d0"} {
 		if fi, err := os.Lstat(filepath.Join(pd("planted"), n)); err != nil || fi.Mode()&os.ModeSymlink == 0 {
 			t.Errorf("planted/%s: a name the daemon does not own at this level was removed or replaced (%v)", n, err)
 		}
