@@ -47,6 +47,7 @@ func init() {
 			return nil, fmt.Errorf("SMART helper: %w", err)
 		}
 		c.readSMART = h.read
+		c.helperRunning = func() bool { return h.running() != 0 }
 		return c, nil
 	})
 }
@@ -59,6 +60,9 @@ type nvmeCollector struct {
 	// readSMART reads a controller's SMART log: in this process (which
 	// needs CAP_SYS_ADMIN), or through the SMART helper.
 	readSMART func(name string, timeout time.Duration) ([]byte, error)
+	// helperRunning says whether a SMART helper server runs; nil when
+	// the daemon reads SMART logs itself.
+	helperRunning func() bool
 
 	mu sync.Mutex
 	// inflight marks controllers whose SMART read from an earlier scrape
@@ -69,6 +73,7 @@ type nvmeCollector struct {
 	lastProblem map[string]string
 
 	info, smartAvailable typedDesc
+	smartHelperUp        typedDesc
 	criticalWarning      typedDesc
 	temperature          typedDesc
 	sensorTemperature    typedDesc
@@ -113,6 +118,10 @@ func newNVMeCollector(sysRoot, devDir string, smartTimeout time.Duration, logger
 
 		info: gauge("info", "NVMe controller of this node; the value is always 1.",
 			"model", "serial", "firmware_revision", "state", "transport"),
+		smartHelperUp: typedDesc{prometheus.NewDesc(name("smart_helper_up"),
+			"1 while the SMART helper (the process that alone holds CAP_SYS_ADMIN) runs, 0 while it is being restarted or "+
+				"cannot be any more (its keeper exited: restart the service); absent when the daemon reads SMART logs itself.",
+			nil, nil), prometheus.GaugeValue},
 		smartAvailable: gauge("smart_available", "1 if the controller's SMART / Health log was read in this scrape, 0 if not (no CAP_SYS_ADMIN, no device node, controller not live or not answering)."),
 
 		criticalWarning:   gauge("critical_warning", "SMART critical warning bits: 1 spare below threshold, 2 temperature, 4 reliability degraded, 8 read-only, 16 volatile backup failed, 32 persistent memory read-only; 0 is healthy."),
@@ -147,6 +156,13 @@ type smartResult struct {
 }
 
 func (c *nvmeCollector) Update(ch chan<- prometheus.Metric) error {
+	if c.helperRunning != nil {
+		up := 0.0
+		if c.helperRunning() {
+			up = 1
+		}
+		ch <- c.smartHelperUp.mustNewConstMetric(up)
+	}
 	if _, err := os.Stat(c.classDir); errors.Is(err, fs.ErrNotExist) {
 		return fmt.Errorf("%s: %w", c.classDir, ErrNoData)
 	}

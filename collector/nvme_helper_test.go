@@ -394,21 +394,40 @@ func TestNVMeCollectorThroughHelper(t *testing.T) {
 
 	c := newTestNVMe(t, t.TempDir(), nil)
 	c.readSMART = h.read
-	mfs, err := newTestRegistry("nvme", c, nil).Gather()
-	if err != nil {
-		t.Fatal(err)
-	}
-	var out bytes.Buffer
-	for _, mf := range mfs {
-		if _, err := expfmt.MetricFamilyToText(&out, mf); err != nil {
+	c.helperRunning = func() bool { return h.running() != 0 }
+	gather := func() string {
+		mfs, err := newTestRegistry("nvme", c, nil).Gather()
+		if err != nil {
 			t.Fatal(err)
 		}
+		var out bytes.Buffer
+		for _, mf := range mfs {
+			if _, err := expfmt.MetricFamilyToText(&out, mf); err != nil {
+				t.Fatal(err)
+			}
+		}
+		return out.String()
 	}
-	text := out.String()
+	text := gather()
+	if !strings.Contains(text, "plateau_nvme_smart_helper_up 1") {
+		t.Errorf("helper running, but not up:\n%s", text)
+	}
 	if !strings.Contains(text, `plateau_nvme_smart_available{device="nvme0"} 1`) || !strings.Contains(text, `plateau_nvme_temperature_celsius{device="nvme0"}`) {
 		t.Errorf("nvme0 has no SMART data through the helper:\n%s", text)
 	}
 	if strings.Contains(text, `plateau_nvme_smart_available{device="nvme1"} 1`) {
 		t.Errorf("nvme1 has SMART data although the helper failed it:\n%s", text)
+	}
+	// A dead server reads 0 until the keeper starts another.
+	k.kill()
+	pollUntil(t, "the client sees the server gone", func() bool { return h.running() == 0 || h.running() != 1001 })
+	if h.running() == 0 {
+		if text := gather(); !strings.Contains(text, "plateau_nvme_smart_helper_up 0") {
+			t.Errorf("helper down, but not 0:\n%s", text)
+		}
+	}
+	pollUntil(t, "a second server runs", func() bool { return h.running() == 1002 })
+	if text := gather(); !strings.Contains(text, "plateau_nvme_smart_helper_up 1") {
+		t.Errorf("helper restarted, but not up:\n%s", text)
 	}
 }
