@@ -211,18 +211,20 @@ func ParseRate(s string) (float64, error) {
 }
 
 // FormatBytes renders an amount that need not be whole (a share, a rate
-// × 1 s) with a binary unit and one decimal: 81.9MiB, 1.2GiB, 512B.
+// × 1 s) in the largest binary unit it reaches, exactly when it is a whole
+// number of it (40GiB), else with one decimal (81.9MiB, 8.1GiB, 512B).
 func FormatBytes(b float64) string {
 	units := []string{"B", "KiB", "MiB", "GiB", "TiB", "PiB"}
+	v := b
 	i := 0
-	for math.Abs(b) >= 1024 && i < len(units)-1 {
-		b /= 1024
+	for math.Abs(v) >= 1024 && i < len(units)-1 {
+		v /= 1024
 		i++
 	}
-	if i == 0 {
-		return fmt.Sprintf("%.0fB", b)
+	if i == 0 || v == math.Trunc(v) {
+		return fmt.Sprintf("%.0f%s", v, units[i])
 	}
-	return fmt.Sprintf("%.1f%s", b, units[i])
+	return fmt.Sprintf("%.1f%s", v, units[i])
 }
 
 // HyperPeriod is the least common multiple of the intervals, after which
@@ -238,4 +240,32 @@ func HyperPeriod(intervals []time.Duration, limit time.Duration) (time.Duration,
 		}
 	}
 	return time.Duration(l.Int64()), true
+}
+
+// ForFleet is a copy of the target with its intervals derived for a fleet
+// of nodes (see ApplyFleet), for a report of what such a fleet would do;
+// the target itself is left as it runs.
+func (t *Target) ForFleet(nodes int) (*Target, error) {
+	c := *t
+	c.Probes = make([]*ProbeConfig, len(t.Probes))
+	for i, p := range t.Probes {
+		pc := *p
+		c.Probes[i] = &pc
+	}
+	if _, err := c.ApplyFleet(nodes); err != nil {
+		return nil, fmt.Errorf("target %s with %d nodes: %w", t.Name, nodes, err)
+	}
+	return &c, nil
+}
+
+// StretchSummary lists the stretched probes as "seq 15m0s→46m53s, …", or
+// "" when none stretched.
+func (t *Target) StretchSummary() string {
+	var parts []string
+	for _, p := range t.Probes {
+		if p.Interval != p.BaseInterval() {
+			parts = append(parts, fmt.Sprintf("%s %s→%s", p.Name, p.BaseInterval(), p.Interval))
+		}
+	}
+	return strings.Join(parts, ", ")
 }

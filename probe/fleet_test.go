@@ -149,3 +149,11 @@ func TestParseRate(t *testing.T) {
 		}
 	}
 }
+
+func TestFormatBytes(t *testing.T) {
+	for b, want := range map[float64]string{40 << 30: "40GiB", 8320 << 20: "8.1GiB", 400 << 30 / 5000.0: "81.9MiB", 512: "512B", 209.7: "210B", 1536: "1.5KiB"} {
+		if got := FormatBytes(b); got != want {
+			t.Errorf("FormatBytes(%v) = %q, want %q", b, got, want)
+		}
+	}
+}

@@ -73,7 +73,8 @@ type FleetLoadParams struct {
 	Hosts []string
 	// Bin is the span the peak is averaged over (default 1m).
 	Bin time.Duration
-	// MaxWindow bounds the simulated span (default 24h); MaxRuns the runs
+	// MaxWindow bounds the simulated span (default 8 days, beyond the
+	// longest interval a fleet budget may stretch to); MaxRuns the runs
 	// simulated (default 20 million), which may cut the span further.
 	MaxWindow time.Duration
 	MaxRuns   int
@@ -83,6 +84,10 @@ type FleetLoadParams struct {
 // probe run lasts seconds, well within it, and a file system's load
 // balancing and caches work on that scale too.
 const DefaultFleetBin = time.Minute
+
+// DefaultFleetWindow bounds the simulated span: a day more than the
+// longest interval a fleet budget may stretch a probe to.
+const DefaultFleetWindow = probe.MaxStretchedInterval + 24*time.Hour
 
 // FleetLoad is a fleet's probe load on one target's file system.
 type FleetLoad struct {
@@ -129,7 +134,7 @@ func FleetLoadOf(o FleetLoadParams) (FleetLoad, error) {
 	}
 	maxWindow := o.MaxWindow
 	if maxWindow <= 0 {
-		maxWindow = 24 * time.Hour
+		maxWindow = DefaultFleetWindow
 	}
 	maxRuns := o.MaxRuns
 	if maxRuns <= 0 {
