@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/plateau-exporter/plateau_exporter/internal/probetest"
 	"github.com/plateau-exporter/plateau_exporter/probe"
 	"github.com/plateau-exporter/plateau_exporter/probe/schedule"
 )
@@ -255,4 +256,24 @@ func TestCheckConfigFleetErrorNamesLineAndField(t *testing.T) {
 	if want := file + ":6: targets[0].fleet.budget: unknown key"; code != 2 || !strings.Contains(stderr, want) {
 		t.Errorf("exit %d, want 2 with %q:\n%s", code, want, stderr)
 	}
+}
+
+// The daemon runs, exports and logs the stretched intervals, derived from
+// the config alone at load.
+func TestDaemonRunsStretchedIntervals(t *testing.T) {
+	file, _ := fleetConfig(t, "", "    fleet: {nodes: 5000, max_bytes_per_hour: 400GiB}\n")
+	d := startDaemon(t, "--config.file", file, "--probe.hostname", "node0001")
+	m := d.metrics()
+	for probeName, want := range map[string]float64{"seq": 2110, "shared": 4220, "md": 2110} {
+		prefix := `plateau_probe_interval_seconds{kind="` + map[string]string{"seq": "sequential", "shared": "shared_file", "md": "metadata"}[probeName] + `",probe="` + probeName + `"`
+		if got := value(m, prefix); got != want {
+			t.Errorf("%s: plateau_probe_interval_seconds = %v, want the stretched %v", probeName, got, want)
+		}
+	}
+	probetest.WaitUntil(t, "the stretch in the log", 10*time.Second, func() bool {
+		log := d.stderr.String()
+		return strings.Contains(log, `msg="fleet budget stretches the target's probe intervals" target=scratch fleet_nodes=5000`) &&
+			strings.Contains(log, `factor=2.344 probes="seq 15m0s→35m10s, shared 30m0s→1h10m20s, md 15m0s→35m10s"`) &&
+			strings.Contains(log, `probe=seq kind=sequential interval=35m10s`) && strings.Contains(log, "configured_interval=15m0s")
+	})
 }
