@@ -148,6 +148,12 @@ func printFleetLoads(w io.Writer, fleets []fleetReport, bin time.Duration) error
 		fmt.Fprintf(w, "  peak probe load: %.0f B/s (%s/s) in the busiest %s, %s into a simulation of %s%s\n",
 			l.Peak, probe.FormatBytes(l.Peak), l.Bin, l.PeakAt.Sub(time.Unix(0, 0)), span, splay)
 		fmt.Fprintf(w, "  herd factor (peak/mean): %.2f (1.0 = perfectly spread)\n", l.Herd())
+		for _, p := range t.Probes {
+			if p.Interval <= l.Bin {
+				fmt.Fprintf(w, "  (probe %s runs every %s, not less often than a bin lasts: every bin holds its runs of every node; a shorter --fleet-bin shows how they spread)\n", p.Name, p.Interval)
+				break
+			}
+		}
 		if t.Fleet != nil && t.Fleet.FilesystemPlateau > 0 {
 			fp := t.Fleet.FilesystemPlateau
 			fmt.Fprintf(w, "  file system plateau %s/s: mean %s of it, peak %s\n", probe.FormatBytes(fp), percent(l.Mean/fp), percent(l.Peak/fp))
