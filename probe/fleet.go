@@ -111,7 +111,9 @@ func StretchIntervals(intervals []time.Duration, bytesPerRun []int64, share floa
 		if st > float64(MaxStretchedInterval) {
 			return Stretch{}, tooLong(share, iv, s.Factor, st)
 		}
-		s.Intervals[i] = time.Duration(st)
+		// ceilSeconds' tolerance of a microsecond must not shrink an
+		// interval configured a hair above a whole second.
+		s.Intervals[i] = max(time.Duration(st), iv)
 	}
 	return s, nil
 }
