@@ -51,7 +51,12 @@ type Target struct {
 	WarningRatio    float64
 	CriticalRatio   float64
 	Probes          []*ProbeConfig
-	Line            int
+	// Fleet is the target's fleet block, nil without one. Stretch is how
+	// the node's share of its budget stretched the probes' intervals
+	// (Factor 1: not at all); see ApplyFleet.
+	Fleet   *Fleet
+	Stretch Stretch
+	Line    int
 	// CreatePath lets the embedded default create its temp directory; a
 	// configured path must already exist, because creating it could put the
 	// probe on the wrong file system when a mount is missing.
@@ -71,10 +76,14 @@ type ProbeConfig struct {
 	Duration    time.Duration `json:"duration,omitempty"`
 	Files       int           `json:"files,omitempty"`
 	ReadAfter   time.Duration `json:"read_after,omitempty"`
-	Interval    time.Duration `json:"interval"`
-	Timeout     time.Duration `json:"timeout"`
-	Splay       bool          `json:"splay"`
-	Line        int           `json:"-"`
+	// Interval is what the probe runs at: the configured interval, or
+	// that stretched by the target's fleet budget (ConfiguredInterval is
+	// then the one the config set; 0 when nothing derived it).
+	Interval           time.Duration `json:"interval"`
+	ConfiguredInterval time.Duration `json:"-"`
+	Timeout            time.Duration `json:"timeout"`
+	Splay              bool          `json:"splay"`
+	Line               int           `json:"-"`
 }
 
 // ConfigError is one problem in a config file, located by line and field.

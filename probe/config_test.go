@@ -175,6 +175,7 @@ func FuzzParseConfig(f *testing.F) {
 	f.Add(EmbeddedDefaultYAML())
 	f.Add([]byte("targets:\n  - name: a\n    path: /tmp\n    probes:\n      - {name: s, kind: sequential, workers: 2, file_size: 1GiB, block_size: 8MiB}\n"))
 	f.Add([]byte("defaults: {interval: 1m, timeout: 10s, splay: false}\ntargets: []\n"))
+	f.Add([]byte("targets:\n  - name: a\n    path: /tmp\n    fleet: {nodes: 5000, max_bytes_per_hour: 400GiB, filesystem_plateau: 40GiB/s}\n    probes:\n      - {name: s, kind: sequential, file_size: 16MiB, block_size: 1MiB}\n      - {name: m, kind: metadata, interval: 30m}\n"))
 	f.Fuzz(func(t *testing.T, data []byte) {
 		cfg, err := ParseConfig(data, "fuzz.yml")
 		if err != nil {
@@ -186,7 +187,7 @@ func FuzzParseConfig(f *testing.F) {
 		// An accepted config must satisfy the invariants the engine relies on.
 		for _, tg := range cfg.Targets {
 			for _, p := range tg.Probes {
-				if p.Timeout <= 0 || p.Timeout >= p.Interval || p.Interval < time.Second {
+				if p.Timeout <= 0 || p.Timeout >= p.Interval || p.Interval < time.Second || p.Interval < p.BaseInterval() || p.Interval > MaxStretchedInterval+p.BaseInterval() {
 					t.Fatalf("accepted bad schedule %+v", p)
 				}
 				if p.Kind == KindSequential && (p.BlockSize <= 0 || p.FileSize%p.BlockSize != 0 || p.Workers <= 0) {

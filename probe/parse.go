@@ -107,7 +107,7 @@ func (p *parser) targets(n *yaml.Node, defs Defaults) []*Target {
 	for i, tn := range n.Content {
 		field := fmt.Sprintf("targets[%d]", i)
 		t := &Target{Line: tn.Line, WarningRatio: DefaultWarningRatio, CriticalRatio: DefaultCriticalRatio}
-		var probesNode *yaml.Node
+		var probesNode, fleetNode *yaml.Node
 		nodes := map[string]*yaml.Node{}
 		p.Mapping(tn, field, func(key string, k, v *yaml.Node) {
 			f := field + "." + key
@@ -127,6 +127,9 @@ func (p *parser) targets(n *yaml.Node, defs Defaults) []*Target {
 				t.CriticalRatio = p.Ratio(v, f)
 			case "probes":
 				probesNode = v
+			case "fleet":
+				fleetNode = v
+				t.Fleet = p.fleet(v, f)
 			default:
 				p.Unknown(k, f)
 			}
@@ -158,9 +161,70 @@ func (p *parser) targets(n *yaml.Node, defs Defaults) []*Target {
 		} else {
 			t.Probes = p.probes(probesNode, field+".probes", defs)
 		}
+		// Each node derives its intervals from the fleet budget here, from
+		// the config alone, so that the scheduler, /metrics and every
+		// command see the same ones.
+		if t.Fleet != nil && len(p.Errs) == 0 {
+			if _, err := t.ApplyFleet(t.Fleet.Nodes); err != nil {
+				p.Errorf(nodeOr(fleetKey(fleetNode, "max_bytes_per_hour"), fleetNode), field+".fleet.max_bytes_per_hour", "%v", err)
+			}
+		}
 		out = append(out, t)
 	}
 	return out
+}
+
+// fleet decodes a target's fleet block: nodes (required, at least 1),
+// max_bytes_per_hour (the fleet's budget, positive when set) and
+// filesystem_plateau (bytes/s, positive when set).
+func (p *parser) fleet(n *yaml.Node, field string) *Fleet {
+	f := &Fleet{Line: n.Line}
+	seen := map[string]bool{}
+	p.Mapping(n, field, func(key string, k, v *yaml.Node) {
+		kf := field + "." + key
+		seen[key] = true
+		switch key {
+		case "nodes":
+			errs := len(p.Errs)
+			if f.Nodes = p.Integer(v, kf); f.Nodes < 1 && len(p.Errs) == errs {
+				p.Errorf(v, kf, "must be at least 1, got %q", v.Value)
+			}
+		case "max_bytes_per_hour":
+			errs := len(p.Errs)
+			if f.MaxBytesPerHour = p.size(v, kf); f.MaxBytesPerHour <= 0 && len(p.Errs) == errs {
+				p.Errorf(v, kf, "must be positive, got %q", v.Value)
+			}
+		case "filesystem_plateau":
+			s, ok := p.Scalar(v, kf)
+			if !ok {
+				return
+			}
+			r, err := ParseRate(s)
+			if err != nil {
+				p.Errorf(v, kf, "%v", err)
+			}
+			f.FilesystemPlateau = r
+		default:
+			p.Unknown(k, kf)
+		}
+	})
+	if n.Kind == yaml.MappingNode && !seen["nodes"] {
+		p.Errorf(n, field+".nodes", "is required (how many nodes run these probes on the file system)")
+	}
+	return f
+}
+
+// fleetKey is the value node of key in a fleet mapping, or nil.
+func fleetKey(n *yaml.Node, key string) *yaml.Node {
+	if n == nil || n.Kind != yaml.MappingNode {
+		return nil
+	}
+	for i := 0; i+1 < len(n.Content); i += 2 {
+		if n.Content[i].Value == key {
+			return n.Content[i+1]
+		}
+	}
+	return nil
 }
 
 func (p *parser) probes(n *yaml.Node, field string, defs Defaults) []*ProbeConfig {

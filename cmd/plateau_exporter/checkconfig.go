@@ -17,11 +17,17 @@ import (
 // checkConfig validates the config and baselines and prints each probe
 // with its slot on this host, the I/O it puts on the file system per hour,
 // and whether every op has a baseline; then the I/O per hour of each
-// target and of the whole config, and a warning for each probe smaller
+// target and of the whole config, a warning for each probe smaller
 // than the smallest size that measured the plateau on its target (the
-// min_<key> characterize --size-sweep wrote to the baselines file).
-func checkConfig(w io.Writer, name, hostname string) error {
-	cfg, err := loadConfig(name)
+// min_<key> characterize --size-sweep wrote to the baselines file), and
+// the fleet's probe load on each target with a fleet (printFleetLoads).
+func checkConfig(w io.Writer, o checkOptions) error {
+	cfg, err := loadConfig(o.configFile)
+	if err != nil {
+		return exitErr(2, err)
+	}
+	hostname := o.hostname
+	fleets, err := o.fleets(cfg)
 	if err != nil {
 		return exitErr(2, err)
 	}
@@ -51,14 +57,15 @@ func checkConfig(w io.Writer, name, hostname string) error {
 	for _, t := range cfg.Targets {
 		var target int64
 		for _, p := range t.Probes {
-			offset := time.Duration(0)
-			if p.Splay {
-				offset = schedule.SlotOffset(hostname, t.Name, p.Name, p.Interval)
-			}
+			offset := schedule.ProbeOffset(hostname, t.Name, p)
 			perHour := plateau.HourlyIO(p)
 			target += perHour
 			random = random || p.Kind == probe.KindRandom
-			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", t.Name, p.Name, p.Kind, p.Interval, p.Timeout,
+			interval := p.Interval.String()
+			if p.Interval != p.BaseInterval() {
+				interval += " (configured " + p.BaseInterval().String() + ")"
+			}
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", t.Name, p.Name, p.Kind, interval, p.Timeout,
 				offset.Round(time.Millisecond), schedule.NextSlot(now, offset, p.Interval).Format(time.RFC3339), formatIO(perHour),
 				baselineStatus(baselines, t, p))
 			if w := baselines.BelowMinSize(t.Name, p); w != "" {
@@ -88,6 +95,9 @@ func checkConfig(w io.Writer, name, hostname string) error {
 	}
 	for _, l := range warnings {
 		fmt.Fprintln(w, l)
+	}
+	if err := printFleetLoads(w, fleets, o.fleetBin); err != nil {
+		return exitErr(2, err)
 	}
 	if berr != nil {
 		return exitErr(2, berr)

@@ -39,7 +39,10 @@ func main() {
 	workerCmd := app.Command("probe-worker", "Run one probe request from stdin and print its result (used by the daemon).").Hidden()
 	smartHelperCmd := app.Command("smart-helper", "Read NVMe SMART logs with CAP_SYS_ADMIN for the daemon, which keeps no capability (started by the daemon).").Hidden()
 	smartHelperRole := smartHelperCmd.Flag("role", "keeper (starts servers) or server (answers SMART reads).").Required().Enum("keeper", "server")
-	checkCmd := app.Command("check-config", "Validate the configuration and baselines and print what would run on this host.")
+	checkCmd := app.Command("check-config", "Validate the configuration and baselines and print what would run on this host, and the probe load of each target's fleet.")
+	checkFleetNodes := checkCmd.Flag("fleet-nodes", "Report every target's probe load for a fleet of this many nodes, named node0001… (default: the target's fleet.nodes; targets without it get no report). The intervals are derived anew from the fleet budget for that many nodes.").Int()
+	checkHosts := checkCmd.Flag("hosts", "File of the fleet's host names, one a line ('#' starts a comment), as each node's plateau_exporter knows itself: their slots place the peak; sets the fleet size.").PlaceHolder("FILE").String()
+	checkFleetBin := checkCmd.Flag("fleet-bin", "Span over which the fleet's peak probe load is averaged.").Default("1m").Duration()
 
 	probeCmd := app.Command("probe", "Run the configured probes once now and print each result beside its plateau. Exit status 0: all at or above the warning ratio; 1: one is below; 2: error (for Slurm prolog/epilog and NHC).")
 	probeTargets := probeCmd.Flag("target", "Only probes of this target (repeatable).").Strings()
@@ -83,7 +86,7 @@ func main() {
 	case smartHelperCmd.FullCommand():
 		err = runSMARTHelper(*smartHelperRole, logger, *logLevel, *logFormat)
 	case checkCmd.FullCommand():
-		err = checkConfig(os.Stdout, *configFile, host)
+		err = checkConfig(os.Stdout, checkOptions{configFile: *configFile, hostname: host, fleetNodes: *checkFleetNodes, hostsFile: *checkHosts, fleetBin: *checkFleetBin})
 	case probeCmd.FullCommand():
 		err = runProbes(os.Stdout, logger, probeOptions{configFile: *configFile, hostname: host, targets: *probeTargets, probes: *probeProbes, output: *probeOutput, allowMissingBaselines: *probeAllowMissing})
 	case characterizeCmd.FullCommand():

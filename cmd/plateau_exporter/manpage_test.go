@@ -88,7 +88,7 @@ func TestManPageRenders(t *testing.T) {
 		t.Errorf("footer line %q, want the version and the page name", last)
 	}
 	for _, want := range []string{"NAME", "plateau_exporter - probe HPC file systems", "SYNOPSIS", "OPTIONS", "COMMANDS",
-		"--config.file", "probe [<flags>]", "--allow-missing-baselines", "characterize", "check-config"} {
+		"--config.file", "probe [<flags>]", "--allow-missing-baselines", "characterize", "check-config", "--fleet-nodes", "--hosts=FILE", "--fleet-bin"} {
 		if !strings.Contains(text, want) {
 			t.Errorf("rendered page lacks %q", want)
 		}

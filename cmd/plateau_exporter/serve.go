@@ -179,6 +179,22 @@ func (r *reloader) apply(cfg *probe.Config) {
 		n = len(baselines.Entries)
 	}
 	level.Info(r.logger).Log("msg", "config loaded", "source", cfg.Source, "targets", len(cfg.Targets), "baselines", n)
+	logFleetStretch(r.logger, cfg)
+}
+
+// logFleetStretch says, per target, which probe intervals the node's share
+// of the fleet budget stretched and by how much (the config parser derived
+// them; the scheduler and /metrics use the stretched ones).
+func logFleetStretch(logger log.Logger, cfg *probe.Config) {
+	for _, t := range cfg.Targets {
+		if t.Fleet == nil || !t.Stretch.Stretched() {
+			continue
+		}
+		level.Info(logger).Log("msg", "fleet budget stretches the target's probe intervals", "target", t.Name,
+			"fleet_nodes", t.Fleet.Nodes, "fleet_max_bytes_per_hour", probe.FormatSize(t.Fleet.MaxBytesPerHour),
+			"share_per_hour", probe.FormatBytes(t.Stretch.Share), "planned_per_hour", probe.FormatBytes(t.Stretch.Needed),
+			"factor", fmt.Sprintf("%.4g", t.Stretch.Factor), "probes", t.StretchSummary())
+	}
 }
 
 func serve(logger log.Logger, o serveOptions) error {

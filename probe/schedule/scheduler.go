@@ -156,12 +156,13 @@ func (s *Scheduler) Apply(cfg *probe.Config) {
 		}
 		g.budget.setLimit(t.MaxBytesPerHour)
 		for _, p := range t.Probes {
-			offset := time.Duration(0)
-			if p.Splay {
-				offset = SlotOffset(s.hostname, t.Name, p.Name, p.Interval)
+			offset := ProbeOffset(s.hostname, t.Name, p)
+			kv := []any{"msg", "scheduling probe", "target", t.Name, "probe", p.Name, "kind", p.Kind,
+				"interval", p.Interval, "offset", offset, "next", NextSlot(s.now(), offset, p.Interval).Format(time.RFC3339)}
+			if p.Interval != p.BaseInterval() {
+				kv = append(kv, "configured_interval", p.BaseInterval())
 			}
-			level.Info(s.logger).Log("msg", "scheduling probe", "target", t.Name, "probe", p.Name, "kind", p.Kind,
-				"interval", p.Interval, "offset", offset, "next", NextSlot(s.now(), offset, p.Interval).Format(time.RFC3339))
+			level.Info(s.logger).Log(kv...)
 			s.loops.Add(1)
 			go s.loop(ctx, t, p, offset, g)
 		}

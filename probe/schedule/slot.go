@@ -3,6 +3,8 @@ package schedule
 import (
 	"hash/fnv"
 	"time"
+
+	"github.com/plateau-exporter/plateau_exporter/probe"
 )
 
 // SlotOffset spreads a fleet: each (host, target, probe) gets a fixed offset
@@ -16,6 +18,16 @@ func SlotOffset(hostname, target, probe string, interval time.Duration) time.Dur
 		h.Write([]byte{0})
 	}
 	return time.Duration(h.Sum64() % uint64(interval))
+}
+
+// ProbeOffset is the offset of a probe's slots on a host, as the scheduler
+// runs it: SlotOffset at the probe's (possibly stretched) interval with
+// splay on, 0 with splay off, where every node runs at the same instants.
+func ProbeOffset(hostname, target string, p *probe.ProbeConfig) time.Duration {
+	if !p.Splay {
+		return 0
+	}
+	return SlotOffset(hostname, target, p.Name, p.Interval)
 }
 
 // NextSlot is the first instant at or after now where
