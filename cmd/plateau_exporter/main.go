@@ -39,6 +39,7 @@ func main() {
 	workerCmd := app.Command("probe-worker", "Run one probe request from stdin and print its result (used by the daemon).").Hidden()
 	smartHelperCmd := app.Command("smart-helper", "Read NVMe SMART logs with CAP_SYS_ADMIN for the daemon, which keeps no capability (started by the daemon).").Hidden()
 	smartHelperRole := smartHelperCmd.Flag("role", "keeper (starts servers) or server (answers SMART reads).").Required().Enum("keeper", "server")
+	slurmTaskCmd := app.Command("slurm-task", "Run one task of a characterize --slurm step (started by srun).").Hidden()
 	checkCmd := app.Command("check-config", "Validate the configuration and baselines and print what would run on this host.")
 
 	probeCmd := app.Command("probe", "Run the configured probes once now and print each result beside its plateau. Exit status 0: all at or above the warning ratio; 1: one is below; 2: error (for Slurm prolog/epilog and NHC).")
@@ -82,6 +83,8 @@ func main() {
 		err = runWorker()
 	case smartHelperCmd.FullCommand():
 		err = runSMARTHelper(*smartHelperRole, logger, *logLevel, *logFormat)
+	case slurmTaskCmd.FullCommand():
+		err = runSlurmTask(logger)
 	case checkCmd.FullCommand():
 		err = checkConfig(os.Stdout, *configFile, host)
 	case probeCmd.FullCommand():
