@@ -504,13 +504,15 @@ const (
 	OutlierMADs  = 3.0
 )
 
-// FindOutliers lists the nodes below their sample on op.
+// FindOutliers lists the nodes below their sample on op. A sample of
+// fewer than three nodes has none: the median of two is their mean, and
+// which of them is off cannot be told.
 func FindOutliers(op string, nodes []NodeSample) []Outlier {
 	var vs []float64
 	for _, n := range nodes {
 		vs = append(vs, n.Values[op])
 	}
-	if len(vs) < 2 {
+	if len(vs) < 3 {
 		return nil
 	}
 	med := Median(vs)
@@ -588,7 +590,10 @@ func (rep *FleetReport) WriteTable(w io.Writer) {
 			fmt.Fprintf(tw, "%s\t%s\t±%.1f%%\t%s on %s\n", op, formatRate(e.Value, e.Unit), 100*e.Spread, formatRate(lo, e.Unit), loNode)
 		}
 		tw.Flush()
-		if len(cb.Outliers) == 0 {
+		switch {
+		case len(cb.Nodes) < 3:
+			fmt.Fprintln(w, "outliers: not judged (fewer than 3 nodes sampled)")
+		case len(cb.Outliers) == 0:
 			fmt.Fprintln(w, "outliers: none")
 		}
 		for _, o := range cb.Outliers {
