@@ -568,6 +568,23 @@ func (rep *FleetReport) WriteTable(w io.Writer) {
 	}
 	tw.Flush()
 	for _, f := range rep.Sweeps {
+		late, slow := 0, 0
+		var worst time.Duration
+		for _, s := range f.Steps {
+			if len(s.Late) > 0 {
+				late++
+			}
+			for _, l := range s.Late {
+				worst = max(worst, l.By)
+			}
+			if len(s.Stragglers) > 0 {
+				slow++
+			}
+		}
+		if late > 0 || slow > 0 {
+			fmt.Fprintf(w, "%s/%s: %d step op(s) with tasks late to the start (up to %s; raise --slurm.start-delay), %d with stragglers (over %gx the median task's time); see the steps CSV\n",
+				f.Target, f.Probe, late, worst.Round(time.Millisecond), slow, StragglerFactor)
+		}
 		if f.Err != nil {
 			fmt.Fprintf(w, "incomplete: %v\n", f.Err)
 		}

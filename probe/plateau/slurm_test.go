@@ -74,6 +74,13 @@ func TestAggregateStepStragglerAndLateStarter(t *testing.T) {
 	if !(o.Stonewalled > o.Aggregate) {
 		t.Errorf("a straggler must make the stonewalled value exceed the aggregate: %g <= %g", o.Stonewalled, o.Aggregate)
 	}
+	rep := &FleetReport{Nodes: []string{"n1", "n2"}, Sweeps: []*FleetSweep{{Target: "s", Probe: "seq", Kind: probe.KindSequential,
+		Unit: probe.UnitBytesPerSecond, Ops: []string{"write"}, Steps: []FleetStep{{Workers: 4, StepOp: o}}}}}
+	var table bytes.Buffer
+	rep.WriteTable(&table)
+	if w := "s/seq: 1 step op(s) with tasks late to the start (up to 300ms; raise --slurm.start-delay), 1 with stragglers"; !strings.Contains(table.String(), w) {
+		t.Errorf("table does not say %q:\n%s", w, table.String())
+	}
 }
 
 func TestAggregateStepMetadataWithoutSamples(t *testing.T) {
