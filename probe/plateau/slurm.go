@@ -581,9 +581,15 @@ func (rep *FleetReport) WriteTable(w io.Writer) {
 				slow++
 			}
 		}
-		if late > 0 || slow > 0 {
-			fmt.Fprintf(w, "%s/%s: %d step op(s) with tasks late to the start (up to %s; raise --slurm.start-delay), %d with stragglers (over %gx the median task's time); see the steps CSV\n",
-				f.Target, f.Probe, late, worst.Round(time.Millisecond), slow, StragglerFactor)
+		var notes []string
+		if late > 0 {
+			notes = append(notes, fmt.Sprintf("%d step op(s) with tasks late to the start (up to %s; raise --slurm.start-delay)", late, worst.Round(time.Millisecond)))
+		}
+		if slow > 0 {
+			notes = append(notes, fmt.Sprintf("%d with stragglers (over %gx the median task's time)", slow, StragglerFactor))
+		}
+		if len(notes) > 0 {
+			fmt.Fprintf(w, "%s/%s: %s; see the steps CSV\n", f.Target, f.Probe, strings.Join(notes, ", "))
 		}
 		if f.Err != nil {
 			fmt.Fprintf(w, "incomplete: %v\n", f.Err)
@@ -737,7 +743,7 @@ func (rep *FleetReport) WriteFiles(dir, rulesPath, baselinesPath string) (FleetF
 		return ff, fmt.Errorf("output directory: %w", err)
 	}
 	for _, f := range rep.Sweeps {
-		sw := f.Curve(false, fmt.Sprintf("%d node(s), aggregate of all tasks", len(rep.Nodes)), rep.At)
+		sw := f.Curve(false, fmt.Sprintf("%d node(s), aggregate", len(rep.Nodes)), rep.At)
 		if len(sw.Steps) == 0 {
 			continue
 		}
