@@ -29,6 +29,8 @@ func runFleetCharacterize(w io.Writer, logger log.Logger, o characterizeOptions)
 		return exitErr(2, fmt.Errorf("--max-workers must be at least 1, got %d", o.maxWorkers))
 	case o.sample < 0:
 		return exitErr(2, fmt.Errorf("--sample must not be negative, got %d", o.sample))
+	case o.sweepRuns < 1:
+		return exitErr(2, fmt.Errorf("--sweep-runs must be at least 1, got %d", o.sweepRuns))
 	case o.runs < 1:
 		return exitErr(2, fmt.Errorf("--runs must be at least 1, got %d", o.runs))
 	case o.startDelay <= 0:
@@ -72,12 +74,13 @@ func runFleetCharacterize(w io.Writer, logger log.Logger, o characterizeOptions)
 		Hostname:   o.hostname,
 		Nodes:      nodes,
 		MaxWorkers: o.maxWorkers,
+		StepRuns:   o.sweepRuns,
 		StartDelay: o.startDelay,
 		Sample:     o.sample,
 		SampleRuns: o.runs,
 		Log:        func(format string, args ...any) { fmt.Fprintf(w, format, args...) },
 	}
-	fmt.Fprintf(w, "fleet characterization of %d probe(s) on %d node(s) of job %s: workers %v\n", len(refs), len(nodes), os.Getenv("SLURM_JOB_ID"), fc.Levels())
+	fmt.Fprintf(w, "fleet characterization of %d probe(s) on %d node(s) of job %s: workers %v, %d run(s) per step\n", len(refs), len(nodes), os.Getenv("SLURM_JOB_ID"), fc.Levels(), o.sweepRuns)
 	rep, runErr := fc.Characterize(ctx, refs)
 	if rep == nil {
 		return exitErr(2, runErr)

@@ -208,7 +208,7 @@ baselines_file: %s/node-baselines.yml
 		t.Fatal(err)
 	}
 	cmd := c.command("salloc", "--nodes=2", "--exclusive", "--time=5", "--job-name=plateau-test",
-		binary, "--config.file="+cfg, "characterize", "--slurm", "--max-workers=4", "--sample=2", "--runs=1",
+		binary, "--config.file="+cfg, "characterize", "--slurm", "--max-workers=4", "--sample=2", "--runs=1", "--sweep-runs=1",
 		"--slurm.start-delay=2s", "--output-dir="+out)
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
@@ -278,10 +278,10 @@ baselines_file: %s/node-baselines.yml
 	}
 	for _, r := range recs[1:] {
 		workers, _ := strconv.Atoi(r[4])
-		nodes, _ := strconv.Atoi(r[5])
-		done, _ := strconv.ParseInt(r[7], 10, 64)
-		agg, _ := strconv.ParseFloat(r[10], 64)
-		sw, _ := strconv.ParseFloat(r[12], 64)
+		nodes, _ := strconv.Atoi(r[6])
+		done, _ := strconv.ParseInt(r[8], 10, 64)
+		agg, _ := strconv.ParseFloat(r[11], 64)
+		sw, _ := strconv.ParseFloat(r[13], 64)
 		if nodes != min(workers, 2) || done != int64(workers)*share[r[1]] || !(agg > 0) || !(sw > 0) {
 			t.Errorf("step %v: want %d node(s), %d done, positive rates", r, min(workers, 2), int64(workers)*share[r[1]])
 		}

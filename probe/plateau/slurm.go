@@ -77,6 +77,8 @@ type FleetCharacterizer struct {
 	Nodes []string
 	// MaxWorkers is the largest step: total workers 1, 2, 4 ... up to it.
 	MaxWorkers int
+	// StepRuns is how many runs each step is the median of (1 when 0).
+	StepRuns int
 	// StartDelay is how far ahead of srun's launch the start barrier lies:
 	// long enough for srun to start every task on every node.
 	StartDelay time.Duration
@@ -95,6 +97,8 @@ var FleetKinds = []string{probe.KindSequential, probe.KindSharedFile, probe.Kind
 // FleetStep is one step of a fleet sweep: one op at one worker count.
 type FleetStep struct {
 	Workers int
+	// Run counts the step's runs from 1.
+	Run int
 	StepOp
 }
 
@@ -102,7 +106,9 @@ type FleetStep struct {
 type FleetSweep struct {
 	Target, Probe, Kind, Params, Unit string
 	Ops                               []string
-	Steps                             []FleetStep
+	// Runs is how many runs each step is the median of.
+	Runs  int
+	Steps []FleetStep
 	// Err is why the sweep stopped early; nil when it ran to the end.
 	Err error
 }
@@ -112,7 +118,7 @@ type FleetSweep struct {
 // the knee, the table and the chart.
 func (f *FleetSweep) Curve(stonewalled bool, host string, at time.Time) *Sweep {
 	sw := &Sweep{Target: f.Target, Probe: f.Probe, Kind: f.Kind, Params: f.Params + " per task",
-		Variable: "workers", Unit: f.Unit, Ops: f.Ops, Runs: 1, Host: host, At: at}
+		Variable: "workers", Unit: f.Unit, Ops: f.Ops, Runs: max(f.Runs, 1), Host: host, At: at}
 	byLevel := map[int]int{}
 	for _, st := range f.Steps {
 		i, ok := byLevel[st.Workers]
@@ -279,22 +285,25 @@ func (c *FleetCharacterizer) taskTimeout(p *probe.ProbeConfig, workers int) time
 
 func (c *FleetCharacterizer) sweep(ctx context.Context, steps SlurmSteps, r ProbeRef) *FleetSweep {
 	p := r.Probe
-	sw := &FleetSweep{Target: r.Target.Name, Probe: p.Name, Kind: p.Kind, Params: fleetParams(p), Unit: probe.OpUnit(p.Kind), Ops: probe.OpsOf(p.Kind)}
+	runs := max(c.StepRuns, 1)
+	sw := &FleetSweep{Target: r.Target.Name, Probe: p.Name, Kind: p.Kind, Params: fleetParams(p), Unit: probe.OpUnit(p.Kind), Ops: probe.OpsOf(p.Kind), Runs: runs}
 	for _, level := range c.Levels() {
-		if err := ctx.Err(); err != nil {
-			sw.Err = fmt.Errorf("%s/%s: sweep stopped before workers=%d: %w", r.Target.Name, p.Name, level, err)
-			return sw
-		}
-		ops, err := c.step(ctx, steps, r, level)
-		for _, o := range ops {
-			sw.Steps = append(sw.Steps, FleetStep{Workers: level, StepOp: o})
-			c.logf("%s/%s workers=%d nodes=%d %s: %s aggregate, %s stonewalled, span %s, %d late, %d straggler(s)\n",
-				r.Target.Name, p.Name, level, o.Nodes, o.Op, formatRate(o.Aggregate, sw.Unit), formatRate(o.Stonewalled, sw.Unit),
-				o.Span.Round(time.Millisecond), len(o.Late), len(o.Stragglers))
-		}
-		if err != nil {
-			sw.Err = fmt.Errorf("%s/%s: sweep stopped at workers=%d: %w", r.Target.Name, p.Name, level, err)
-			return sw
+		for run := 1; run <= runs; run++ {
+			if err := ctx.Err(); err != nil {
+				sw.Err = fmt.Errorf("%s/%s: sweep stopped before workers=%d run %d: %w", r.Target.Name, p.Name, level, run, err)
+				return sw
+			}
+			ops, err := c.step(ctx, steps, r, level)
+			for _, o := range ops {
+				sw.Steps = append(sw.Steps, FleetStep{Workers: level, Run: run, StepOp: o})
+				c.logf("%s/%s workers=%d run %d/%d nodes=%d %s: %s aggregate, %s stonewalled, span %s, %d late, %d straggler(s)\n",
+					r.Target.Name, p.Name, level, run, runs, o.Nodes, o.Op, formatRate(o.Aggregate, sw.Unit), formatRate(o.Stonewalled, sw.Unit),
+					o.Span.Round(time.Millisecond), len(o.Late), len(o.Stragglers))
+			}
+			if err != nil {
+				sw.Err = fmt.Errorf("%s/%s: sweep stopped at workers=%d run %d: %w", r.Target.Name, p.Name, level, run, err)
+				return sw
+			}
 		}
 	}
 	return sw
@@ -545,7 +554,11 @@ func FindOutliers(op string, nodes []NodeSample) []Outlier {
 // Table 4: per probe and op the maximum (at its workers), the sustained
 // plateau and the knee, of the aggregate and of the stonewalled values.
 func (rep *FleetReport) WriteTable(w io.Writer) {
-	fmt.Fprintf(w, "\nfleet characterization on %d node(s) (%s), workers round-robin over the nodes, one run per step\n", len(rep.Nodes), strings.Join(rep.Nodes, ","))
+	runs := 1
+	for _, f := range rep.Sweeps {
+		runs = max(runs, f.Runs)
+	}
+	fmt.Fprintf(w, "\nfleet characterization on %d node(s) (%s), workers round-robin over the nodes, median of %d run(s) per step\n", len(rep.Nodes), strings.Join(rep.Nodes, ","), runs)
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "TARGET\tPROBE\tKIND\tOP\tMAX\tSUSTAINED\tKNEE\tSTONEWALLED MAX\tSTONEWALLED SUSTAINED")
 	for _, f := range rep.Sweeps {
@@ -627,17 +640,17 @@ func (rep *FleetReport) WriteTable(w io.Writer) {
 
 // WriteCSV writes every step of every sweep, one row per op:
 //
-//	target,probe,kind,op,workers,nodes,tasks,done,unit_done,span_seconds,aggregate,stonewall_seconds,stonewalled,unit,late,stragglers
+//	target,probe,kind,op,workers,run,nodes,tasks,done,done_unit,span_seconds,aggregate,stonewall_seconds,stonewalled,unit,late,stragglers
 func (rep *FleetReport) WriteCSV(w io.Writer) error {
 	var sb strings.Builder
-	sb.WriteString("target,probe,kind,op,workers,nodes,tasks,done,done_unit,span_seconds,aggregate,stonewall_seconds,stonewalled,unit,late,stragglers\n")
+	sb.WriteString("target,probe,kind,op,workers,run,nodes,tasks,done,done_unit,span_seconds,aggregate,stonewall_seconds,stonewalled,unit,late,stragglers\n")
 	for _, f := range rep.Sweeps {
 		doneUnit := "bytes"
 		if f.Unit == probe.UnitOpsPerSecond {
 			doneUnit = "operations"
 		}
 		for _, s := range f.Steps {
-			fmt.Fprintf(&sb, "%s,%s,%s,%s,%d,%d,%d,%d,%s,%s,%s,%s,%s,%s,%d,%d\n", f.Target, f.Probe, f.Kind, s.Op, s.Workers, s.Nodes, s.Tasks,
+			fmt.Fprintf(&sb, "%s,%s,%s,%s,%d,%d,%d,%d,%d,%s,%s,%s,%s,%s,%s,%d,%d\n", f.Target, f.Probe, f.Kind, s.Op, s.Workers, s.Run, s.Nodes, s.Tasks,
 				s.Done, doneUnit, csvFloat(s.Span.Seconds()), csvFloat(s.Aggregate), csvFloat(s.Stonewall.Sub(s.First).Seconds()), csvFloat(s.Stonewalled),
 				f.Unit, len(s.Late), len(s.Stragglers))
 		}

@@ -243,18 +243,19 @@ func TestFleetCharacterizerFlowAndOutputs(t *testing.T) {
 	fs := &fakeSrun{t: t}
 	steps := &fakeSteps{}
 	c := &FleetCharacterizer{Self: "/usr/bin/plateau_exporter", Run: fs.run, Hostname: "login1", Nodes: []string{"n0", "n1"},
-		MaxWorkers: 16, StartDelay: time.Second, Sample: 2, SampleRuns: 1,
+		MaxWorkers: 16, StepRuns: 2, StartDelay: time.Second, Sample: 2, SampleRuns: 1,
 		Open: func(*probe.Target) (SlurmSteps, error) { return steps, nil }}
 	rep, err := c.Characterize(context.Background(), []ProbeRef{{target, seq}, {target, md}})
 	if err != nil {
 		t.Fatal(err)
 	}
-	// 5 levels: seq 2 sruns each, md 4; then 2 probes x 2 nodes sampled.
-	if want := 5*2 + 5*4 + 2*2; len(fs.calls) != want {
+	// 5 levels of 2 runs: seq 2 sruns each, md 4; then 2 probes x 2
+	// nodes sampled.
+	if want := 2*(5*2+5*4) + 2*2; len(fs.calls) != want {
 		t.Errorf("%d sruns, want %d", len(fs.calls), want)
 	}
-	if steps.made != 10 || steps.removed != 10 {
-		t.Errorf("made %d steps, removed %d, want 10 each", steps.made, steps.removed)
+	if steps.made != 20 || steps.removed != 20 {
+		t.Errorf("made %d steps, removed %d, want 20 each", steps.made, steps.removed)
 	}
 	for i, r := range fs.reqs {
 		if r.Phase == probe.SlurmPhaseRead && r.Shift != 1 && r.Tasks > 1 {
@@ -266,7 +267,7 @@ func TestFleetCharacterizerFlowAndOutputs(t *testing.T) {
 	}
 	var table bytes.Buffer
 	rep.WriteTable(&table)
-	for _, w := range []string{"sequential  write", "metadata    create", "workers=4", "node class scratch/seq over 2"} {
+	for _, w := range []string{"sequential  write", "metadata    create", "workers=4", "node class scratch/seq over 2", "median of 2 run(s) per step"} {
 		if !strings.Contains(table.String(), w) {
 			t.Errorf("table lacks %q:\n%s", w, table.String())
 		}
@@ -308,7 +309,7 @@ func TestFleetCharacterizerFlowAndOutputs(t *testing.T) {
 		t.Errorf("class baseline %g host %q, want %d and none", e.Value, e.Host, 75<<20)
 	}
 	csv, _ := os.ReadFile(ff.CSV)
-	if n := strings.Count(string(csv), "\n"); n != 1+5*2+5*4 {
+	if n := strings.Count(string(csv), "\n"); n != 1+2*(5*2+5*4) {
 		t.Errorf("CSV has %d lines", n)
 	}
 }
