@@ -51,6 +51,14 @@ type characterizeOptions struct {
 	// historyFile is the daemon's history of recent runs, to show how they
 	// compared with the old plateau; "" for none.
 	historyFile string
+	// slurm runs the fleet characterization inside a Slurm allocation
+	// (see slurm.go); the other fields are its flags.
+	slurm      bool
+	srun       string
+	scontrol   string
+	startDelay time.Duration
+	sample     int
+	rulesFile  string
 	// termWidth is the width of the terminal stdout is, or 0 when it is
 	// none: progress then goes to the log, one line per run.
 	termWidth int
@@ -80,6 +88,12 @@ func characterizeCommand(app *kingpin.Application) (*kingpin.CmdClause, func(log
 	cmd.Flag("output-dir", "Directory for the sweep's SVG and CSV files. Default: the baselines file's directory.").StringVar(&o.outputDir)
 	cmd.Flag("baselines-file", "Baselines file to write. Default: the config's baselines_file.").StringVar(&o.baselinesFile)
 	cmd.Flag("history-file", "The daemon's history of recent runs (its --probe.history-file), to print how they compared with the old and the new plateau. Default: $STATE_DIRECTORY/history.json when set.").Default(defaultHistoryFile(os.Getenv)).StringVar(&o.historyFile)
+	cmd.Flag("slurm", "Characterize the whole file system from inside a Slurm allocation (salloc/sbatch): sweep total workers 1, 2, 4 ... --max-workers, one srun task per worker round-robin over the allocation's nodes, each step's write and read phases (metadata: one phase) started together; print the maximum, sustained plateau and knee of each op's aggregate and stonewalled values, and write to --output-dir an SVG per probe, slurm_steps.csv and the recording rules of the aggregate plateau (filesystem_plateaus.yml). Runs sequential, shared_file and metadata probes; with --sample, also writes node-class baselines.").BoolVar(&o.slurm)
+	cmd.Flag("slurm.srun", "srun to start the steps' tasks with.").Default("srun").StringVar(&o.srun)
+	cmd.Flag("slurm.scontrol", "scontrol to list the allocation's nodes with (scontrol show hostnames $SLURM_JOB_NODELIST).").Default("scontrol").StringVar(&o.scontrol)
+	cmd.Flag("slurm.start-delay", "How far ahead of each srun its tasks' common start lies; a task that gets there later is reported as late. Raise it when srun takes longer to start every task.").Default("3s").DurationVar(&o.startDelay)
+	cmd.Flag("sample", "With --slurm: also run every selected probe alone, as the daemon runs it, on this many of the allocation's nodes (spread over its list; --runs runs each), write their median and spread as one baselines file for the whole node class (--baselines-file, default <output-dir>/baselines.yml) and report the outlier nodes.").IntVar(&o.sample)
+	cmd.Flag("rules-file", "With --slurm: the Prometheus rule file to write. Default: <output-dir>/filesystem_plateaus.yml.").StringVar(&o.rulesFile)
 	return cmd, func(logger log.Logger, configFile, hostname string) error {
 		o.configFile, o.hostname = configFile, hostname
 		o.termWidth = terminalWidth(os.Stdout)
@@ -93,6 +107,9 @@ func characterizeCommand(app *kingpin.Application) (*kingpin.CmdClause, func(log
 // holds the target. Baselines are written before any sweep starts, so an
 // interrupted sweep loses none of them.
 func runCharacterize(w io.Writer, logger log.Logger, o characterizeOptions) error {
+	if o.slurm {
+		return runFleetCharacterize(w, logger, o)
+	}
 	switch {
 	case o.runs < 1:
 		return exitErr(2, fmt.Errorf("--runs must be at least 1, got %d", o.runs))

@@ -39,6 +39,7 @@ func main() {
 	workerCmd := app.Command("probe-worker", "Run one probe request from stdin and print its result (used by the daemon).").Hidden()
 	smartHelperCmd := app.Command("smart-helper", "Read NVMe SMART logs with CAP_SYS_ADMIN for the daemon, which keeps no capability (started by the daemon).").Hidden()
 	smartHelperRole := smartHelperCmd.Flag("role", "keeper (starts servers) or server (answers SMART reads).").Required().Enum("keeper", "server")
+	slurmTaskCmd := app.Command("slurm-task", "Run one task of a characterize --slurm step (started by srun).").Hidden()
 	checkCmd := app.Command("check-config", "Validate the configuration and baselines and print what would run on this host, and the probe load of each target's fleet.")
 	checkFleetNodes := checkCmd.Flag("fleet-nodes", "Report every target's probe load for a fleet of this many nodes, named node0001… (default: the target's fleet.nodes; targets without it get no report). The intervals are derived anew from the fleet budget for that many nodes.").Int()
 	checkHosts := checkCmd.Flag("hosts", "File of the fleet's host names, one a line ('#' starts a comment), as each node's plateau_exporter knows itself: their slots place the peak; sets the fleet size.").PlaceHolder("FILE").String()
@@ -85,6 +86,8 @@ func main() {
 		err = runWorker()
 	case smartHelperCmd.FullCommand():
 		err = runSMARTHelper(*smartHelperRole, logger, *logLevel, *logFormat)
+	case slurmTaskCmd.FullCommand():
+		err = runSlurmTask(logger)
 	case checkCmd.FullCommand():
 		err = checkConfig(os.Stdout, checkOptions{configFile: *configFile, hostname: host, fleetNodes: *checkFleetNodes, hostsFile: *checkHosts, fleetBin: *checkFleetBin})
 	case probeCmd.FullCommand():

@@ -29,6 +29,16 @@ type runContext struct {
 	result *probe.Result
 	// nonce makes this run's data differ from every other run's.
 	nonce uint64
+	// firstWorker is the number of the run's first worker: 0, except for
+	// a Slurm task, which is worker SLURM_PROCID of the step.
+	firstWorker int
+	// onlyOp, when set, runs that one phase of the metadata kind: a
+	// Slurm step runs each in its own srun, as mdtest separates its phases
+	// with barriers.
+	onlyOp string
+	// spans are the start and end of each op the metadata kind recorded,
+	// in order, for a Slurm task's report.
+	spans [][2]time.Time
 }
 
 // addOp records one measured phase.

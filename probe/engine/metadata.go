@@ -2,6 +2,7 @@ package engine
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"runtime"
 	"strconv"
@@ -69,8 +70,13 @@ func runMetadata(ctx context.Context, rc *runContext) error {
 	}()
 	// mdtest -u: a unique directory per task, created before the timed phases.
 	for i := range workers {
+		// A Slurm task is one worker of many sharing the run directory:
+		// firstWorker numbers its directory and names as that worker.
+		i := i + rc.firstWorker
 		d := "d" + strconv.Itoa(i)
-		if err := unix.Mkdirat(rc.dir.fd, d, 0o700); err != nil {
+		// A Slurm task running one phase after another's srun finds the
+		// directory its create phase made.
+		if err := unix.Mkdirat(rc.dir.fd, d, 0o700); err != nil && (rc.onlyOp == "" || rc.onlyOp == "create" || !errors.Is(err, unix.EEXIST)) {
 			return fmt.Errorf("create %s/%s: %w", rc.dir.path(), d, err)
 		}
 		fd, err := unix.Openat(rc.dir.fd, d, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
@@ -88,7 +94,7 @@ func runMetadata(ctx context.Context, rc *runContext) error {
 			}
 			namesByDigits[digits], cnamesByDigits[digits] = names, cnames
 		}
-		workers[i] = metadataWorker{dirfd: fd, names: namesByDigits[digits], cnames: cnamesByDigits[digits]}
+		workers[i-rc.firstWorker] = metadataWorker{dirfd: fd, names: namesByDigits[digits], cnames: cnamesByDigits[digits]}
 	}
 	var data []byte
 	if p.FileSize > 0 {
@@ -114,7 +120,11 @@ func runMetadata(ctx context.Context, rc *runContext) error {
 		samples[i] = make([]time.Duration, 0, p.Files)
 	}
 	for _, ph := range phases {
+		if rc.onlyOp != "" && ph.op != rc.onlyOp {
+			continue
+		}
 		done := make([]int64, p.Workers)
+		began := time.Now()
 		secs, err := parallel(p.Workers, nil, func(i int, _ *latencyRecorder) error {
 			w := &workers[i]
 			buf := bufs[i]
@@ -166,6 +176,7 @@ func runMetadata(ctx context.Context, rc *runContext) error {
 			bytes = ops * p.FileSize
 		}
 		rc.addOp(ph.op, bytes, ops, secs, lat)
+		rc.spans = append(rc.spans, [2]time.Time{began, began.Add(time.Duration(secs * float64(time.Second)))})
 	}
 	return nil
 }

@@ -21,6 +21,9 @@ type span struct {
 	// nonce and id (the worker) make every written block unique.
 	nonce uint64
 	id    uint32
+	// progress, when set, is told after each request how many bytes of
+	// the span are done.
+	progress func(done int64)
 }
 
 // transfer moves the span, timing each request. Open and close, and on
@@ -56,6 +59,9 @@ func transfer(ctx context.Context, sp span, lat *latencyRecorder) error {
 			return fmt.Errorf("%s %s at %d: %w", map[bool]string{true: "write", false: "read"}[sp.write], sp.name, pos, err)
 		}
 		lat.Observe(time.Since(t).Seconds())
+		if sp.progress != nil {
+			sp.progress(pos + sp.blockSize - sp.off)
+		}
 	}
 	if sp.write {
 		if err := f.Sync(); err != nil {

@@ -1,0 +1,360 @@
+//go:build integration
+
+package main
+
+import (
+	"bytes"
+	"crypto/rand"
+	"encoding/csv"
+	"encoding/xml"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/plateau-exporter/plateau_exporter/internal/probetest"
+	"github.com/plateau-exporter/plateau_exporter/probe"
+	"github.com/plateau-exporter/plateau_exporter/probe/plateau"
+)
+
+// slurmCluster is a Slurm of its own on loopback: munged with its own key
+// and socket, slurmctld and two slurmd, all started by the test from a
+// temporary directory and stopped (their process groups killed) when it
+// ends, failed or not.
+//
+// Two nodes on one host: Debian's slurm-wlm 22.05.8 runs several slurmd
+// on one host (`slurmd -N n1`, each node with its own Port and
+// NodeHostname=localhost in slurm.conf) and srun spreads tasks over them
+// (SLURMD_NODENAME is n1 or n2), so the fleet's cyclic layout, the cross-
+// node read shift and the node-class sample across nodes all run for real.
+// Both "nodes" share the host's page cache and file system, so the test
+// checks that the fleet machinery works, never that reading another
+// node's data defeats a client cache.
+type slurmCluster struct {
+	conf  string
+	nodes []string
+}
+
+func freePort(t *testing.T) int {
+	t.Helper()
+	_, p, err := net.SplitHostPort(probetest.FreeAddr(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	n, _ := strconv.Atoi(p)
+	return n
+}
+
+// startGroup starts a daemon in the foreground in its own process group
+// and kills the group at cleanup.
+func startGroup(t *testing.T, log string, name string, args ...string) {
+	t.Helper()
+	f, err := os.Create(log)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(name, args...)
+	cmd.Stdout, cmd.Stderr = f, f
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	if err := cmd.Start(); err != nil {
+		f.Close()
+		t.Fatalf("start %s: %v", name, err)
+	}
+	done := make(chan struct{})
+	go func() { cmd.Wait(); f.Close(); close(done) }()
+	t.Cleanup(func() {
+		_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGTERM)
+		select {
+		case <-done:
+		case <-time.After(10 * time.Second):
+			_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
+			<-done
+		}
+		if t.Failed() {
+			b, _ := os.ReadFile(log)
+			t.Logf("%s log:\n%s", name, lastLines(string(b), 30))
+		}
+	})
+}
+
+func lastLines(s string, n int) string {
+	l := strings.Split(strings.TrimRight(s, "\n"), "\n")
+	if len(l) > n {
+		l = l[len(l)-n:]
+	}
+	return strings.Join(l, "\n")
+}
+
+func startSlurm(t *testing.T) *slurmCluster {
+	t.Helper()
+	probetest.RequireRoot(t)
+	for cmd, pkg := range map[string]string{"munged": "munge", "slurmctld": "slurmctld", "slurmd": "slurmd", "salloc": "slurm-client", "srun": "slurm-client", "scontrol": "slurm-client", "sinfo": "slurm-client"} {
+		probetest.RequireCommand(t, cmd, pkg)
+	}
+	// Not t.TempDir, which is under a 0700 directory: munged wants every
+	// directory above its socket searchable by all.
+	dir, err := os.MkdirTemp("", "plateau-slurm-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	if err := os.Chmod(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	key := make([]byte, 1024)
+	if _, err := rand.Read(key); err != nil {
+		t.Fatal(err)
+	}
+	keyFile := filepath.Join(dir, "munge.key")
+	if err := os.WriteFile(keyFile, key, 0o400); err != nil {
+		t.Fatal(err)
+	}
+	sock := filepath.Join(dir, "munge.sock")
+	startGroup(t, filepath.Join(dir, "munged.out"), "munged", "--foreground", "--socket="+sock, "--key-file="+keyFile,
+		"--pid-file="+filepath.Join(dir, "munged.pid"), "--log-file="+filepath.Join(dir, "munged.log"), "--seed-file="+filepath.Join(dir, "munge.seed"))
+	probetest.WaitUntil(t, "munged's socket", 20*time.Second, func() bool { _, err := os.Stat(sock); return err == nil })
+
+	c := &slurmCluster{conf: filepath.Join(dir, "slurm.conf"), nodes: []string{"n1", "n2"}}
+	var nodesConf strings.Builder
+	for _, n := range c.nodes {
+		if err := os.Mkdir(filepath.Join(dir, "spool-"+n), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		fmt.Fprintf(&nodesConf, "NodeName=%s NodeHostname=localhost NodeAddr=127.0.0.1 Port=%d CPUs=2\n", n, freePort(t))
+	}
+	if err := os.Mkdir(filepath.Join(dir, "state"), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	// SlurmUser=root: the test runs as root in CI, and root needs no
+	// slurm user's access to the temporary directory. No cgroup plugins
+	// (PID 1 is not systemd here, and the tests must not touch the
+	// host's cgroups): proctrack/linuxproc and task/none. config_overrides
+	// lets each node claim 2 CPUs whatever the machine has.
+	conf := fmt.Sprintf(`ClusterName=plateau-test
+SlurmctldHost=localhost
+SlurmctldPort=%d
+SlurmUser=root
+SlurmdUser=root
+AuthType=auth/munge
+CredType=cred/munge
+AuthInfo=socket=%s
+StateSaveLocation=%s/state
+SlurmdSpoolDir=%s/spool-%%n
+SlurmctldPidFile=%s/slurmctld.pid
+SlurmdPidFile=%s/slurmd-%%n.pid
+SlurmctldLogFile=%s/slurmctld.log
+SlurmdLogFile=%s/slurmd-%%n.log
+ProctrackType=proctrack/linuxproc
+TaskPlugin=task/none
+SelectType=select/cons_tres
+SelectTypeParameters=CR_CPU
+SlurmdParameters=config_overrides
+ReturnToService=2
+MpiDefault=none
+JobAcctGatherType=jobacct_gather/none
+AccountingStorageType=accounting_storage/none
+SchedulerType=sched/builtin
+%sPartitionName=test Nodes=n[1-2] Default=YES MaxTime=INFINITE State=UP
+`, freePort(t), sock, dir, dir, dir, dir, dir, dir, nodesConf.String())
+	if err := os.WriteFile(c.conf, []byte(conf), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	startGroup(t, filepath.Join(dir, "slurmctld.out"), "slurmctld", "-D", "-i", "-f", c.conf)
+	for _, n := range c.nodes {
+		startGroup(t, filepath.Join(dir, "slurmd-"+n+".out"), "slurmd", "-D", "-N", n, "-f", c.conf)
+	}
+	probetest.PollUntil(t, "both nodes idle in sinfo", 250*time.Millisecond, 60*time.Second, func() bool {
+		out, err := c.command("sinfo", "-h", "-N", "-o", "%N %T").Output()
+		return err == nil && strings.Count(string(out), "idle") == len(c.nodes)
+	})
+	return c
+}
+
+func (c *slurmCluster) command(name string, args ...string) *exec.Cmd {
+	cmd := exec.Command(name, args...)
+	cmd.Env = append(os.Environ(), "SLURM_CONF="+c.conf)
+	return cmd
+}
+
+func TestIntegrationCharacterizeSlurmOnLoopExt4(t *testing.T) {
+	probetest.RequireCommand(t, "promtool", "prometheus")
+	// The loop device first, so that its cleanup (unmount) runs after
+	// Slurm's, whose tasks may still hold it.
+	loop := probetest.MountLoopIn(t, probetest.MemoryDir(t), "ext4", 512<<20)
+	c := startSlurm(t)
+	target := filepath.Join(loop.Mount, "plateau")
+	if err := os.Mkdir(target, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	out := filepath.Join(dir, "out")
+	cfg := filepath.Join(dir, "plateau.yml")
+	if err := os.WriteFile(cfg, []byte(fmt.Sprintf(`defaults: {interval: 1m, timeout: 30s}
+targets:
+  - name: loop
+    path: %s
+    probes:
+      - {name: seq, kind: sequential, workers: 1, file_size: 16MiB, block_size: 1MiB}
+      - {name: shared, kind: shared_file, workers: 2, block_size: 1MiB, segment_size: 8MiB}
+      - {name: md, kind: metadata, workers: 1, files: 256}
+baselines_file: %s/node-baselines.yml
+`, target, dir)), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	cmd := c.command("salloc", "--nodes=2", "--exclusive", "--time=5", "--job-name=plateau-test",
+		binary, "--config.file="+cfg, "characterize", "--slurm", "--max-workers=4", "--sample=2", "--runs=1", "--sweep-runs=1",
+		"--slurm.start-delay=2s", "--output-dir="+out)
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	started := time.Now()
+	err := runWithin(cmd, 150*time.Second)
+	t.Logf("characterize --slurm took %s", time.Since(started).Round(time.Millisecond))
+	if err != nil {
+		t.Fatalf("salloc characterize --slurm: %v\nstdout:\n%s\nstderr:\n%s", err, stdout.String(), lastLines(stderr.String(), 40))
+	}
+	text := stdout.String()
+	t.Logf("stdout:\n%s", text)
+
+	// The table: every op of the three probes with max (at a worker
+	// count), sustained and knee.
+	rows := map[string]string{}
+	for _, line := range strings.Split(text, "\n") {
+		f := strings.Fields(line)
+		if len(f) > 4 && f[0] == "loop" {
+			rows[f[1]+"/"+f[3]] = line
+		}
+	}
+	for name, kind := range map[string]string{"seq": probe.KindSequential, "shared": probe.KindSharedFile, "md": probe.KindMetadata} {
+		for _, op := range probe.OpsOf(kind) {
+			row, ok := rows[name+"/"+op]
+			if !ok {
+				t.Errorf("table has no row for %s %s", name, op)
+				continue
+			}
+			if !strings.Contains(row, " at ") || !(strings.Contains(row, "workers=") || strings.Contains(row, "still rising at 4")) {
+				t.Errorf("row %q lacks a max at a worker count or a knee", row)
+			}
+		}
+	}
+	if !strings.Contains(text, "node class loop/seq over 2 sampled node(s)") {
+		t.Errorf("no node-class report for seq")
+	}
+
+	// The charts are XML with a curve.
+	for _, p := range []string{"seq", "shared", "md"} {
+		svg, err := os.ReadFile(filepath.Join(out, "loop_"+p+"_slurm.svg"))
+		if err != nil {
+			t.Error(err)
+			continue
+		}
+		if err := xml.Unmarshal(svg, new(struct{})); err != nil {
+			t.Errorf("%s chart is not XML: %v", p, err)
+		}
+		if !bytes.Contains(svg, []byte("<polyline")) {
+			t.Errorf("%s chart has no curve", p)
+		}
+	}
+
+	// The steps: every level of every op, on min(workers, 2) nodes, each
+	// having moved tasks x its share.
+	f, err := os.Open(filepath.Join(out, "slurm_steps.csv"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	recs, err := csv.NewReader(f).ReadAll()
+	f.Close()
+	if err != nil {
+		t.Fatal(err)
+	}
+	share := map[string]int64{"seq": 16 << 20, "shared": 8 << 20, "md": 256}
+	if want := 1 + 3*(2+2+4); len(recs) != want {
+		t.Errorf("steps CSV has %d rows, want %d", len(recs), want)
+	}
+	for _, r := range recs[1:] {
+		workers, _ := strconv.Atoi(r[4])
+		nodes, _ := strconv.Atoi(r[6])
+		done, _ := strconv.ParseInt(r[8], 10, 64)
+		agg, _ := strconv.ParseFloat(r[11], 64)
+		sw, _ := strconv.ParseFloat(r[13], 64)
+		if nodes != min(workers, 2) || done != int64(workers)*share[r[1]] || !(agg > 0) || !(sw > 0) {
+			t.Errorf("step %v: want %d node(s), %d done, positive rates", r, min(workers, 2), int64(workers)*share[r[1]])
+		}
+	}
+
+	// The rule file passes promtool and has the contract's records.
+	rules := filepath.Join(out, "filesystem_plateaus.yml")
+	if b, err := exec.Command("promtool", "check", "rules", rules).CombinedOutput(); err != nil {
+		t.Errorf("promtool check rules: %v\n%s", err, b)
+	}
+	rb, _ := os.ReadFile(rules)
+	for _, w := range []string{
+		`record: plateau:filesystem_plateau_bytes_per_second`, `labels: {target: "loop", op: "write"}`, `labels: {target: "loop", op: "read"}`,
+		`record: plateau:filesystem_plateau_operations_per_second`, `labels: {target: "loop", op: "create"}`, `labels: {target: "loop", op: "remove"}`,
+	} {
+		if !bytes.Contains(rb, []byte(w)) {
+			t.Errorf("rule file lacks %q:\n%s", w, rb)
+		}
+	}
+
+	// The class baselines load with the repo's parser and apply to the
+	// configured probes on any node.
+	b, err := plateau.LoadBaselines(filepath.Join(out, "baselines.yml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	conf, err := loadConfig(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range conf.Targets[0].Probes {
+		for _, op := range probe.OpsOf(p.Kind) {
+			e, why := b.For("loop", p, op)
+			if e == nil {
+				t.Errorf("class baseline %s %s: %s", p.Name, op, why)
+				continue
+			}
+			if e.Host != "" || !(e.Value > 0) || e.Runs != 2 {
+				t.Errorf("class baseline %s %s: host %q value %g runs %d, want no host, a value, 2 runs", p.Name, op, e.Host, e.Value, e.Runs)
+			}
+		}
+	}
+	// Nothing of the steps is left on the file system: only the lock.
+	host, _ := os.Hostname()
+	left, err := os.ReadDir(filepath.Join(target, host))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range left {
+		if e.Name() != ".lock" {
+			t.Errorf("left in the probe directory: %s", e.Name())
+		}
+	}
+}
+
+// runWithin runs cmd and interrupts it (then kills it) past d.
+func runWithin(cmd *exec.Cmd, d time.Duration) error {
+	if err := cmd.Start(); err != nil {
+		return err
+	}
+	done := make(chan error, 1)
+	go func() { done <- cmd.Wait() }()
+	select {
+	case err := <-done:
+		return err
+	case <-time.After(d):
+		_ = cmd.Process.Signal(os.Interrupt)
+		select {
+		case err := <-done:
+			return fmt.Errorf("interrupted after %s: %v", d, err)
+		case <-time.After(15 * time.Second):
+			_ = cmd.Process.Kill()
+			return fmt.Errorf("killed after %s: %v", d, <-done)
+		}
+	}
+}
