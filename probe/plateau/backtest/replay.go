@@ -372,6 +372,7 @@ func writtenMetrics() []string {
 		"plateau_probe_ratio", "plateau_probe_change_ratio", "plateau_probe_change_noise_ratio",
 		"plateau_probe_change_fast_ratio", "plateau_probe_change_fast_noise_ratio", "plateau_probe_change_low_runs",
 		"plateau_probe_regression", "plateau_probe_ratio_median_3_runs", "plateau_probe_ratio_median_24_runs",
+		"plateau_probe_failing", "plateau_probe_not_run",
 		"plateau_alert_threshold_ratio", "plateau_probe_hung", "plateau_probe_abandoned_workers", "up",
 	}
 }
@@ -642,6 +643,9 @@ func writeCase(ctx context.Context, db storage.AppendableV2, s prepared, c repla
 		{ls: base("plateau_probe_interval_seconds"), value: constant(o.Interval.Seconds())},
 		{ls: base("plateau_probe_last_run_timestamp_seconds"), value: func(j int) (float64, bool) { return at(j), true }},
 		{ls: base("plateau_probe_last_success_timestamp_seconds"), value: func(j int) (float64, bool) { return at(j), true }},
+		// Every replayed run succeeds, on time.
+		{ls: base("plateau_probe_failing"), value: constant(0)},
+		{ls: base("plateau_probe_not_run"), value: constant(0)},
 		{ls: base("plateau_probe_runs_total", "result", "success"), value: func(j int) (float64, bool) { return float64(o.BaselineRuns + j + 1), true }},
 		{ls: base(resultName, "op", s.op), value: func(j int) (float64, bool) { return c.values[j], true }},
 		{ls: base(baselineName, "op", s.op), value: constant(s.baseline)},
