@@ -62,10 +62,9 @@ const (
 	// this only to size their deadlines.
 	minChangeRuns = plateau.MinNormalRuns + 2*plateau.ChangeRuns - 1
 
-	// A probe every few seconds in the single-node stack, so that the 6h
-	// and 45m medians of rules.yml (which only cover the time the
-	// daemon's series exist) and the 34-run history of the change ratio
-	// fill in a few minutes.
+	// A probe every few seconds in the single-node stack, so that the
+	// daemon's 24-run median of the ratio and the 37-run history of the
+	// change ratio fill in a few minutes.
 	probeInterval = 5 * time.Second
 	probeTimeout  = 4 * time.Second
 	blockSize     = 4 << 20

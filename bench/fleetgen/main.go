@@ -36,6 +36,8 @@ import (
 	"path/filepath"
 	"strconv"
 	"time"
+
+	"github.com/plateau-exporter/plateau_exporter/probe/plateau"
 )
 
 const probeInterval = 900 // seconds, the default 15m
@@ -168,6 +170,16 @@ func (g gen) nodeSeries(n node) []series {
 		add(hist, lastSuccess, "plateau_probe_last_success_timestamp_seconds", pk...)
 		add(short, func(t int64) float64 { return float64(runTime(run(t))) }, "plateau_probe_last_run_timestamp_seconds", pk...)
 		add(short, success, "plateau_probe_success", pk...)
+		// The store's plateau_probe_failing: the last run failed and the
+		// last success is over two intervals old. Every probe runs on time
+		// (plateau_probe_not_run 0).
+		add(short, func(t int64) float64 {
+			if success(t) == 0 && float64(t)-lastSuccess(t) > 2*probeInterval {
+				return 1
+			}
+			return 0
+		}, "plateau_probe_failing", pk...)
+		add(short, constant(0), "plateau_probe_not_run", pk...)
 		add(short, constant(probeInterval), "plateau_probe_interval_seconds", pk...)
 		add(short, constant(0), "plateau_baseline_io_mode_mismatch", pk...)
 		runs0 := run(g.epoch)
@@ -207,15 +219,39 @@ func (g gen) nodeSeries(n node) []series {
 			}
 			add(short, func(t int64) float64 { return mean(t, 4) }, "plateau_probe_change_ratio", ok...)
 			add(short, func(t int64) float64 { return mean(t, 2) }, "plateau_probe_change_fast_ratio", ok...)
-			add(short, constant(0.03+0.01*uni(n.i, p.name, op, "noise")), "plateau_probe_change_noise_ratio", ok...)
-			add(short, constant(0.045+0.01*uni(n.i, p.name, op, "fastnoise")), "plateau_probe_change_fast_noise_ratio", ok...)
-			add(short, func(t int64) float64 {
+			noise := 0.03 + 0.01*uni(n.i, p.name, op, "noise")
+			fastNoise := 0.045 + 0.01*uni(n.i, p.name, op, "fastnoise")
+			lowRuns := func(t int64) int {
 				k, low := run(t), 0
 				for low < 30 && ratio(op, k-int64(low)) < 0.9*normal(op) {
 					low++
 				}
-				return float64(low)
-			}, "plateau_probe_change_low_runs", ok...)
+				return low
+			}
+			add(short, constant(noise), "plateau_probe_change_noise_ratio", ok...)
+			add(short, constant(fastNoise), "plateau_probe_change_fast_noise_ratio", ok...)
+			add(short, func(t int64) float64 { return float64(lowRuns(t)) }, "plateau_probe_change_low_runs", ok...)
+			// The daemon's verdicts, from the same functions the store
+			// exports them with: the regression verdict of the statistics
+			// above, and the medians of the ratio over the last runs
+			// (RunVerdicts with a plateau of 1, as the values are ratios).
+			add(short, func(t int64) float64 {
+				c := plateau.Change{Ratio: mean(t, 4), Noise: noise, FastRatio: mean(t, 2), FastNoise: fastNoise, LowRuns: lowRuns(t)}
+				if c.Regression() {
+					return 1
+				}
+				return 0
+			}, "plateau_probe_regression", ok...)
+			medians := func(t int64) plateau.Verdicts {
+				k := run(t)
+				ratios := make([]float64, plateau.LongMedianRuns)
+				for j := range ratios {
+					ratios[j] = ratio(op, k-int64(len(ratios)-1-j))
+				}
+				return plateau.RunVerdicts(ratios, 1)
+			}
+			add(short, func(t int64) float64 { return medians(t).RecentMedian }, "plateau_probe_ratio_median_3_runs", ok...)
+			add(short, func(t int64) float64 { return medians(t).LongMedian }, "plateau_probe_ratio_median_24_runs", ok...)
 			add(ctr, func(t int64) float64 { return float64(run(t)-runs0) * p.runBytes }, "plateau_probe_io_bytes_total", ok...)
 			if p.kind == "metadata" {
 				add(short, constant(p.baseline), "plateau_baseline_operations_per_second", ok...)

@@ -27,8 +27,7 @@ func TestFailingAndNotRun(t *testing.T) {
 	bad := func(end time.Time) *probe.Result {
 		return &probe.Result{Target: "t", Probe: "s", Kind: probe.KindSequential, Start: end.Add(-time.Second), End: end, Reason: probe.ReasonEIO, Error: "eio"}
 	}
-	s, p := storeWithProbe()
-	interval := p.Interval
+	s, _ := storeWithProbe()
 	if value(s, "plateau_probe_failing") != 0 || value(s, "plateau_probe_not_run") != 0 {
 		t.Fatal("a probe that has not run yet is failing or not run")
 	}
@@ -52,8 +51,8 @@ func TestFailingAndNotRun(t *testing.T) {
 	}
 
 	// With a success: failing once it is more than two intervals old.
-	s, p = storeWithProbe()
-	interval = p.Interval
+	s, p := storeWithProbe()
+	interval := p.Interval
 	lastOK := now.Add(-2*interval + 5*time.Second)
 	s.Record(ok(lastOK), false)
 	s.Record(bad(now.Add(-time.Second)), false)
