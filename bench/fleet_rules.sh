@@ -119,6 +119,12 @@ groups:
         labels: {target: scratch, op: write}
 YML
 [ -z "$ref" ] || cp "$work/rules/filesystem_plateau.yml" "$work/ref/"
+# A group with its own, longer interval (rules.yml's plateau.causes.day, 5m)
+# would make the FLEET_EVALS evaluations of every group take half an hour:
+# it runs at FLEET_EVAL like the others here, which overstates its cost per
+# interval (it is that cost every 5m in production) and keeps its duration
+# per evaluation, the figure the table reports, as it is.
+for set in $sets; do sed -i "s/^    interval: .*/    interval: $eval_interval/" "$work/$set"/*.yml; done
 for set in $sets; do promtool check rules "$work/$set"/*.yml >/dev/null; done
 
 for n in "$@"; do

@@ -134,6 +134,19 @@ func (g gen) nodeSeries(n node) []series {
 	end := g.end
 
 	add(short, constant(1), "up")
+	// The history of rules.yml's plateau.causes.day, as if it had run
+	// through the -long history: its 5-minute maxima, from which it reads
+	// the day. Written at -step rather than every 5m, so the day group reads
+	// more samples here than in production, never fewer.
+	max5m := func(v func(int64) float64) func(int64) float64 {
+		return func(t int64) float64 {
+			m := v(t)
+			for d := g.step; d < 300; d += g.step {
+				m = math.Max(m, v(t-d))
+			}
+			return m
+		}
+	}
 	for _, p := range probes {
 		p := p
 		off := offset(n, p)
@@ -282,6 +295,12 @@ func (g gen) nodeSeries(n node) []series {
 				}
 				return 0
 			}, "plateau_gpfs_filesystem_mounted", "filesystem", fs, "mode", mode, "mountpoint", "/gpfs/"+fs)
+			add(long, max5m(func(t int64) float64 {
+				if mode == "rw" {
+					return mounted(t)
+				}
+				return 0
+			}), "instance_filesystem_mode:plateau_gpfs_filesystem_mounted:max5m", "filesystem", fs, "mode", mode)
 		}
 		add(short, constant(0), "plateau_gpfs_disks_not_up", "filesystem", fs)
 		add(short, constant(0), "plateau_gpfs_disks_not_ready", "filesystem", fs)
@@ -315,12 +334,14 @@ func (g gen) nodeSeries(n node) []series {
 	}
 	add(short, constant(maint), "plateau_gpfs_qos_iops", "class", "maintenance", "filesystem", "scratch", "pool", "data")
 	add(short, constant(800), "plateau_gpfs_qos_iops", "class", "other", "filesystem", "scratch", "pool", "data")
-	add(long, func(t int64) float64 {
+	rdma := func(t int64) float64 {
 		if n.rdmaDown && t >= end-30*60 {
 			return 0
 		}
 		return 1
-	}, "plateau_gpfs_verbs_rdma_started")
+	}
+	add(long, rdma, "plateau_gpfs_verbs_rdma_started")
+	add(long, max5m(rdma), "instance:plateau_gpfs_verbs_rdma_started:max5m")
 	longest, ioWaiters := 0.02, 0.0
 	if n.waiters {
 		longest, ioWaiters = 120, 3
@@ -356,6 +377,7 @@ func (g gen) nodeSeries(n node) []series {
 	ib := []string{"device", "mlx5_0", "port", "1"}
 	add(short, constant(4), "plateau_infiniband_port_state_id", ib...)
 	add(long, constant(5), "plateau_infiniband_port_physical_state_id", ib...)
+	add(long, constant(5), "instance_device_port:plateau_infiniband_port_physical_state_id:max5m", ib...)
 	add(long, func(t int64) float64 {
 		if n.ibSlow && t >= end-30*60 {
 			return 6.25e9
