@@ -53,6 +53,17 @@
 #   writes, so that the busy-versus-broken rules have their input; that
 #   group is reported too.
 #
+# - FLEET_REF=<git revision> measures the rules.yml and alerts.yml of that
+#   revision too, on a copy of the same blocks, after the worktree's rules
+#   (so later after the data's end: see the comment where it runs), and
+#   adds a column per N for them, e.g.
+#     FLEET_REF=3602e13 bench/fleet_rules.sh 500 5000
+# - Wall times of groups that run at once on a shared 2-core machine
+#   measure the machine's load as much as the rules; the table adds the
+#   CPU time Prometheus used per evaluation interval (utime + stime from
+#   /proc), which says what a cycle of every group costs, and the sum of
+#   the groups' median durations.
+#
 # Runs at nice 10 (FLEET_NICE). Removes its temporary directory and stops
 # Prometheus on exit. Needs go, promtool, prometheus, curl, python3.
 set -euo pipefail
@@ -62,6 +73,7 @@ step=${FLEET_STEP:-60s}
 eval_interval=${FLEET_EVAL:-30s}
 evals=${FLEET_EVALS:-5}
 nice_level=${FLEET_NICE:-10}
+ref=${FLEET_REF:-}
 for c in go promtool prometheus curl python3; do command -v $c >/dev/null || { echo "missing $c (.ci/packages.txt)"; exit 1; }; done
 
 work=$(mktemp -d "${TMPDIR:-/tmp}/fleet_rules.XXXXXX")
@@ -87,6 +99,14 @@ go build -o "$work/fleetgen" ./bench/fleetgen
 mkdir "$work/rules"
 cp dashboards/rules.yml dashboards/alerts.yml "$work/rules/"
 echo "rules: $(cd dashboards && sha256sum rules.yml alerts.yml | awk '{printf "%s %.12s  ", $2, $1}')(git $(git rev-parse --short HEAD)$(git diff --quiet -- dashboards/rules.yml dashboards/alerts.yml || echo ', with uncommitted changes'))"
+sets=rules
+if [ -n "$ref" ]; then
+	mkdir "$work/ref"
+	git show "$ref:dashboards/rules.yml" >"$work/ref/rules.yml"
+	git show "$ref:dashboards/alerts.yml" >"$work/ref/alerts.yml"
+	echo "reference rules: dashboards/rules.yml, alerts.yml of $ref ($(git rev-parse --short "$ref"))"
+	sets="rules ref"
+fi
 cat >"$work/rules/filesystem_plateau.yml" <<'YML'
 groups:
   - name: plateau.filesystem_plateau
@@ -98,7 +118,14 @@ groups:
         expr: vector(3.2e10)
         labels: {target: scratch, op: write}
 YML
-promtool check rules "$work"/rules/*.yml >/dev/null
+[ -z "$ref" ] || cp "$work/rules/filesystem_plateau.yml" "$work/ref/"
+# A group with its own, longer interval (rules.yml's plateau.causes.day, 5m)
+# would make the FLEET_EVALS evaluations of every group take half an hour:
+# it runs at FLEET_EVAL like the others here, which overstates its cost per
+# interval (it is that cost every 5m in production) and keeps its duration
+# per evaluation, the figure the table reports, as it is.
+for set in $sets; do sed -i "s/^    interval: .*/    interval: $eval_interval/" "$work/$set"/*.yml; done
+for set in $sets; do promtool check rules "$work/$set"/*.yml >/dev/null; done
 
 for n in "$@"; do
 	echo "== $n nodes"
@@ -124,25 +151,37 @@ for n in "$@"; do
 		echo "waiting $((end - now + 2))s for the data's end to pass"
 		sleep $((end - now + 2))
 	fi
+	# The reference set runs on a pristine copy of the same blocks, after
+	# the current set: its evaluations are later after the data's end, so
+	# its [5m] windows are emptier and it is measured cheaper, never dearer,
+	# than it would be in the current set's place.
+	[ -z "$ref" ] || cp -a "$run/data" "$run/data_ref"
+	for set in $sets; do
+	data="$run/data"
+	[ "$set" = rules ] || data="$run/data_ref"
+	label=$n
+	[ "$set" = rules ] || label="$n ($ref)"
+	echo "-- rules of $([ "$set" = rules ] && echo the worktree || echo "$ref")"
 	port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
 	cat >"$run/prometheus.yml" <<YML
 global:
   evaluation_interval: $eval_interval
 rule_files:
-  - $work/rules/rules.yml
-  - $work/rules/alerts.yml
-  - $work/rules/filesystem_plateau.yml
+  - $work/$set/rules.yml
+  - $work/$set/alerts.yml
+  - $work/$set/filesystem_plateau.yml
 YML
 	# min = max block duration: no compaction of the backfilled blocks
 	# while the rules are measured.
-	nice -n "$nice_level" prometheus --config.file="$run/prometheus.yml" --storage.tsdb.path="$run/data" \
+	nice -n "$nice_level" prometheus --config.file="$run/prometheus.yml" --storage.tsdb.path="$data" \
 		--web.listen-address="127.0.0.1:$port" --query.lookback-delta=15m \
 		--storage.tsdb.min-block-duration=2h --storage.tsdb.max-block-duration=2h \
 		--storage.tsdb.retention.time=30d >"$run/prometheus.log" 2>&1 &
 	prom_pid=$!
-	python3 - "$port" "$evals" "$end" "$prom_pid" "$n" "$work/results.json" <<'PY' || { tail -30 "$run/prometheus.log"; exit 1; }
+	python3 - "$port" "$evals" "$end" "$prom_pid" "$label" "$work/results.json" "$eval_interval" <<'PY' || { tail -30 "$run/prometheus.log"; exit 1; }
 import json, os, statistics, sys, time, urllib.parse, urllib.request
-port, evals, end, pid, nodes, out = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4]), int(sys.argv[5]), sys.argv[6]
+port, evals, end, pid, nodes, out = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4]), sys.argv[5], sys.argv[6]
+interval = float(sys.argv[7].rstrip("s"))  # FLEET_EVAL, in seconds
 base = "http://127.0.0.1:%s" % port
 
 def get(path):
@@ -159,6 +198,13 @@ def metrics():
         name, _, labels = name_labels.partition("{")
         m[name][labels.rstrip("}")] = float(value)
     return m
+
+def cpu_seconds():
+    # utime + stime of Prometheus: the work the rules cost, which a shared
+    # machine's other load inflates far less than it does wall times.
+    with open("/proc/%d/stat" % pid) as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 def rss_hwm():
     with open("/proc/%d/status" % pid) as f:
@@ -189,6 +235,7 @@ while True:
             continue
         if first_eval is None:
             first_eval = time.time()
+            cpu_first = cpu_seconds()
         rules = {}
         for r in g["rules"]:
             name = r.get("name")
@@ -207,6 +254,8 @@ while True:
         sys.exit("rule groups did not evaluate %d times within the deadline" % evals)
     time.sleep(2)
 
+# CPU per evaluation interval, from the first evaluation seen to the last.
+cpu_per_interval = (cpu_seconds() - cpu_first) / max(1e-9, (time.time() - first_eval) / interval)
 # What the rules found, so that a fast group is not one that found nothing.
 found = {}
 for q in ["sum(target:plateau_probe_regression:sum)", "sum(target:plateau_probe_regression_nodes:count)",
@@ -258,6 +307,8 @@ res = {
     "heap_inuse": mem[-1][1], "heap_inuse_max_sampled": max(x[1] for x in mem),
     "found": found,
     "series_in_head": m.get("prometheus_tsdb_head_series", {}).get("", 0),
+    "cpu_per_interval": cpu_per_interval,
+    "groups_total": sum(g["median"] for g in groups.values()),
 }
 allres = json.load(open(out)) if os.path.exists(out) else []
 allres.append(res)
@@ -270,8 +321,11 @@ for k in sorted(groups):
         print("    %.3fs  %s" % (t, r))
 print("RSS %.0f MiB (high-water %.0f MiB), Go heap in use %.0f MiB (max seen %.0f MiB)" % (
     res["rss"] / 2**20, res["rss_hwm"] / 2**20, res["heap_inuse"] / 2**20, res["heap_inuse_max_sampled"] / 2**20))
+print("Prometheus CPU %.2fs per %.0fs evaluation interval; sum of the groups' median durations %.3fs" % (
+    cpu_per_interval, interval, res["groups_total"]))
 PY
 	stop_prometheus
+	done
 	rm -rf "$run"
 done
 
@@ -282,7 +336,7 @@ cols = [r["nodes"] for r in res]
 keys = sorted({k for r in res for k in r["groups"]}, key=lambda k: -max(r["groups"].get(k, {}).get("median", 0) for r in res))
 print()
 print("Rule-group evaluation time (median of the warm evaluations; max in parentheses), rules, samples of the last evaluation")
-hdr = "%-40s %5s" % ("file;group", "rules") + "".join("  %22s %9s" % ("%d nodes: last dur" % c, "samples") for c in cols)
+hdr = "%-40s %5s" % ("file;group", "rules") + "".join("  %22s %9s" % ("%s nodes: last dur" % c, "samples") for c in cols)
 print(hdr)
 for k in keys:
     row = None
@@ -295,11 +349,13 @@ for k in keys:
         row = g
         flag = " !" if g["median"] >= 1 or g["missed"] else ""
         line += "  %22s %9d" % ("%.3fs (%.3fs)%s" % (g["median"], g["max"], flag), g["samples"])
-    print("%-40s %5d" % (k, row["rules"]) + line)
+    print("%-40s %5s" % (k, "/".join(str(r["groups"][k]["rules"]) for r in res if k in r["groups"])) + line)
 print("%-46s" % "RSS / high-water RSS" + "".join("  %32s" % ("%.0f / %.0f MiB" % (r["rss"] / 2**20, r["rss_hwm"] / 2**20)) for r in res))
 print("%-46s" % "Go heap in use (last / max seen)" + "".join("  %32s" % ("%.0f / %.0f MiB" % (r["heap_inuse"] / 2**20, r["heap_inuse_max_sampled"] / 2**20)) for r in res))
+print("%-46s" % "sum of the groups' median durations" + "".join("  %32s" % ("%.3fs" % r["groups_total"]) for r in res))
+print("%-46s" % "Prometheus CPU per evaluation interval" + "".join("  %32s" % ("%.2fs" % r["cpu_per_interval"]) for r in res))
 for r in res:
     q = r["rule_eval_quantiles"]
-    print("%d nodes: prometheus_rule_evaluation_duration_seconds %s" % (
+    print("%s nodes: prometheus_rule_evaluation_duration_seconds %s" % (
         r["nodes"], ", ".join("%s=%.4fs" % (k.split('"')[1], v) for k, v in sorted(q.items()) if "quantile" in k)))
 PY

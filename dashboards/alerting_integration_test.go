@@ -297,7 +297,7 @@ func TestNoFalseAlerts(t *testing.T) {
 	// The verdict covers the last run only once Prometheus has scraped it
 	// and evaluated the rules on it.
 	waitFor(t, "Prometheus to evaluate the rules past the last run", 2*time.Minute, func() (bool, error) {
-		v, err := s.prom.queryOne(`timestamp(instance_target_probe_op:plateau_probe_regression:bool{op="read"})`)
+		v, err := s.prom.queryOne(`timestamp(instance_target:plateau_probe_regression:max)`)
 		return err == nil && v > float64(last.Unix())+2, err
 	})
 
@@ -327,7 +327,7 @@ func TestNoFalseAlerts(t *testing.T) {
 		}
 		sort.Float64s(ratios)
 		sort.Float64s(changes)
-		minMedian, err := s.prom.queryOne(fmt.Sprintf(`min_over_time(instance_target_probe_op:plateau_probe_ratio:median45m{op=%q}[%s])`, op, since))
+		minMedian, err := s.prom.queryOne(fmt.Sprintf(`min_over_time(plateau_probe_ratio_median_3_runs{op=%q}[%s])`, op, since))
 		if err != nil {
 			t.Fatalf("lowest recorded median for %s: %v", op, err)
 		}
@@ -340,7 +340,7 @@ func TestNoFalseAlerts(t *testing.T) {
 		if len(changes) == 0 {
 			t.Fatalf("no run of %s had a change ratio: the soak judged nothing of the page", op)
 		}
-		t.Logf("RESULT op=%s runs=%d ratio min=%.3f median=%.3f max=%.3f lowest_median45m=%.3f change_runs=%d change min=%.3f median=%.3f max=%.3f lowest_margin_to_page=%.3f baseline=%.0fMB/s warning=%.1f",
+		t.Logf("RESULT op=%s runs=%d ratio min=%.3f median=%.3f max=%.3f lowest_median3runs=%.3f change_runs=%d change min=%.3f median=%.3f max=%.3f lowest_margin_to_page=%.3f baseline=%.0fMB/s warning=%.1f",
 			op, len(ratios), ratios[0], medianOf(ratios), ratios[len(ratios)-1], minMedian, len(changes), changes[0], medianOf(changes), changes[len(changes)-1], margin, s.baseline[op]/1e6, warningRatio)
 	}
 	t.Logf("RESULT %d runs over %s, probe file %d MiB", len(runs), last.Sub(s.start).Round(time.Second), fileSize>>20)

@@ -297,10 +297,10 @@ func TestOverviewAndProbeDashboardsShowWhatTheIssueAsks(t *testing.T) {
 			// Nodes in sudden regression beside the chronic view.
 			{"stat", "instance_target:plateau_probe_regression:max"},
 			{"status-history", "instance_target:plateau_probe_regression:max"},
-			{"table", "instance_target_probe_op:plateau_probe_regression:bool"},
-			{"table", "instance_target_probe_op:plateau_probe_ratio:median6h"},
+			{"table", "plateau_probe_regression"},
+			{"table", "plateau_probe_ratio_median_24_runs"},
 			{"timeseries", "target:plateau_probe_regression:ratio"},
-			{"timeseries", "instance_target_probe_op:plateau_probe_ratio:median6h"},
+			{"timeseries", "plateau_probe_ratio_median_24_runs"},
 		},
 		"plateau-probe": {
 			{"timeseries", "plateau_baseline_throughput_bytes_per_second"},
@@ -309,10 +309,10 @@ func TestOverviewAndProbeDashboardsShowWhatTheIssueAsks(t *testing.T) {
 			{"timeseries", "plateau_probe_operations_per_second"},
 			{"timeseries", "histogram_quantile(0.99, sum by (le, target, probe, op) (rate(plateau_probe_latency_seconds_bucket"},
 			// The two verdicts of issue 14: the change ratio beside its
-			// page threshold, the 6h median beside the warning threshold.
+			// page threshold, the 24-run median beside the warning threshold.
 			{"timeseries", "plateau_probe_change_fast_ratio"},
 			{"timeseries", "plateau_probe_change_fast_noise_ratio"},
-			{"timeseries", "instance_target_probe_op:plateau_probe_ratio:median6h"},
+			{"timeseries", "plateau_probe_ratio_median_24_runs"},
 		},
 	}
 	for _, d := range loadDashboards(t) {
@@ -339,10 +339,9 @@ func TestOverviewAndProbeDashboardsShowWhatTheIssueAsks(t *testing.T) {
 }
 
 // TestDashboardPageThresholdsMatchRules keeps the page threshold the
-// dashboards draw equal to the one rules.yml pages with: PromQL cannot
-// share an expression between a rule and a panel, so the panel repeats
-// it, and a tuning of K or the clamp bounds in rules.yml must be repeated
-// there. Both are evaluated over a range of noise values. A threshold is
+// dashboards draw equal to the one the daemon's verdict pages with
+// (plateau.PageThreshold): a panel cannot read Go, so it repeats the
+// threshold, and a tuning of K or the clamp bounds must be repeated there. Both are evaluated over a range of noise values. A threshold is
 // a query of the noise whose legend ends with "page threshold".
 func TestDashboardPageThresholdsMatchRules(t *testing.T) {
 	want := pageThreshold(t)
@@ -375,8 +374,8 @@ func TestDashboardPageThresholdsMatchRules(t *testing.T) {
 						break
 					}
 					if math.Abs(got-w) > 1e-9 {
-						t.Errorf("%s: page threshold %.4f at noise %g, but %s pages under %.4f: copy the threshold of %s %s",
-							where, got, noise, rulesFile, w, rulesFile, regressionRecord)
+						t.Errorf("%s: page threshold %.4f at noise %g, but the daemon pages under %.4f: copy the threshold of %s",
+							where, got, noise, w, regressionVerdict)
 						break
 					}
 				}

@@ -62,10 +62,9 @@ const (
 	// this only to size their deadlines.
 	minChangeRuns = plateau.MinNormalRuns + 2*plateau.ChangeRuns - 1
 
-	// A probe every few seconds in the single-node stack, so that the 6h
-	// and 45m medians of rules.yml (which only cover the time the
-	// daemon's series exist) and the 34-run history of the change ratio
-	// fill in a few minutes.
+	// A probe every few seconds in the single-node stack, so that the
+	// daemon's 24-run median of the ratio and the 37-run history of the
+	// change ratio fill in a few minutes.
 	probeInterval = 5 * time.Second
 	probeTimeout  = 4 * time.Second
 	blockSize     = 4 << 20
@@ -249,7 +248,7 @@ func httpGet(url string) ([]byte, error) {
 	return body, nil
 }
 
-// shortenRuleFile returns a rule file with every `for` and keep_firing_for
+// shortenRuleFile returns a rule file with every `for`, keep_firing_for and group interval
 // divided by scale (rounded, at least 1s) and nothing else changed, and a
 // line per change. It edits the YAML node tree, so expressions, labels and
 // annotations are re-emitted from their parsed values untouched.
@@ -264,6 +263,17 @@ func shortenRuleFile(src []byte, scale int) ([]byte, []string, error) {
 		return nil, nil, errors.New("rule file has no groups list")
 	}
 	for _, g := range groups.Content {
+		// A group's own interval (the slow plateau.causes.day) shrinks like
+		// the durations, or it would not evaluate within a test.
+		if iv := mappingValue(g, "interval"); iv != nil {
+			d, err := model.ParseDuration(iv.Value)
+			if err != nil {
+				return nil, nil, fmt.Errorf("line %d: interval %q: %w", iv.Line, iv.Value, err)
+			}
+			short := max(time.Duration(d)/time.Duration(scale), time.Second).Round(time.Second)
+			changes = append(changes, fmt.Sprintf("group %s interval: %s -> %s", mappingValue(g, "name").Value, iv.Value, model.Duration(short)))
+			iv.Value = model.Duration(short).String()
+		}
 		rules := mappingValue(g, "rules")
 		if rules == nil {
 			continue
@@ -336,8 +346,8 @@ func mappingValue(m *yaml.Node, key string) *yaml.Node {
 }
 
 // checkOnlyDurationsChanged fails unless short is orig with nothing but
-// `for` and keep_firing_for values changed: same groups, same rules in the
-// same order, expressions byte for byte.
+// `for`, keep_firing_for and group interval values changed: same groups,
+// same rules in the same order, expressions byte for byte.
 func checkOnlyDurationsChanged(t *testing.T, name string, orig, short []byte) {
 	t.Helper()
 	type file struct {
@@ -359,7 +369,7 @@ func checkOnlyDurationsChanged(t *testing.T, name string, orig, short []byte) {
 		if len(ra) != len(rb) {
 			t.Fatalf("%s group %d: %d rules shortened, %d originally", name, gi, len(rb), len(ra))
 		}
-		ga, gb := withoutKeys(a.Groups[gi], "rules"), withoutKeys(b.Groups[gi], "rules")
+		ga, gb := withoutKeys(a.Groups[gi], "rules", "interval"), withoutKeys(b.Groups[gi], "rules", "interval")
 		if !reflect.DeepEqual(ga, gb) {
 			t.Fatalf("%s group %d changed: %v -> %v", name, gi, ga, gb)
 		}

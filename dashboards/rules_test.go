@@ -14,6 +14,8 @@ import (
 	"github.com/prometheus/common/model"
 	"github.com/prometheus/prometheus/promql/parser"
 	"gopkg.in/yaml.v3"
+
+	"github.com/plateau-exporter/plateau_exporter/probe/plateau"
 )
 
 const runbookBase = "https://github.com/plateau-exporter/plateau_exporter/blob/main/dashboards/RUNBOOK.md#"
@@ -403,70 +405,18 @@ func ruleDuration(t *testing.T, r rule, s string) time.Duration {
 }
 
 const (
-	changeRatioMetric = "plateau_probe_change_fast_ratio"
 	changeNoiseMetric = "plateau_probe_change_fast_noise_ratio"
-	regressionRecord  = "instance_target_probe_op:plateau_probe_regression:bool"
+	// regressionVerdict names where the page threshold is defined: the
+	// daemon computes the verdict (plateau_probe_regression), not a rule.
+	regressionVerdict = "plateau.PageThreshold (probe/plateau/verdict.go)"
 )
 
-// pageThreshold reads the sudden-regression verdict of rules.yml, a
-// comparison of plateau_probe_change_fast_ratio with a threshold computed
-// from plateau_probe_change_fast_noise_ratio, and returns that threshold as a
-// function of the noise.
+// pageThreshold is the sudden-regression verdict's threshold on the
+// two-run change ratio as a function of its noise, as the daemon computes
+// it for plateau_probe_regression.
 func pageThreshold(t *testing.T) func(noise float64) (float64, error) {
 	t.Helper()
-	for _, r := range loadRules(t, rulesFile) {
-		if r.Record != regressionRecord {
-			continue
-		}
-		expr, err := parsePromQL(r.Expr)
-		if err != nil {
-			t.Fatalf("%s: %s: %v", rulesFile, r.Record, err)
-		}
-		side, err := thresholdSide(expr)
-		if err != nil {
-			t.Fatalf("%s: %s: %v", rulesFile, r.Record, err)
-		}
-		return func(noise float64) (float64, error) { return evalNoiseFunction(side, noise) }
-	}
-	t.Fatalf("%s records no %s", rulesFile, regressionRecord)
-	return nil
-}
-
-// thresholdSide finds the comparison of the change ratio with its
-// threshold in expr and returns the threshold's side.
-func thresholdSide(expr parser.Expr) (parser.Expr, error) {
-	var side parser.Expr
-	parser.Inspect(expr, func(node parser.Node, _ []parser.Node) error {
-		b, ok := node.(*parser.BinaryExpr)
-		if !ok || side != nil || !b.Op.IsComparisonOperator() {
-			return nil
-		}
-		switch {
-		case selects(b.LHS, changeRatioMetric):
-			side = b.RHS
-		case selects(b.RHS, changeRatioMetric):
-			side = b.LHS
-		}
-		return nil
-	})
-	if side == nil {
-		return nil, fmt.Errorf("no comparison of %s with a threshold", changeRatioMetric)
-	}
-	return side, nil
-}
-
-// selects reports whether e is (in parentheses or not) a selector of name.
-func selects(e parser.Expr, name string) bool {
-	for {
-		switch n := e.(type) {
-		case *parser.ParenExpr:
-			e = n.Expr
-		case *parser.VectorSelector:
-			return selectorName(n) == name
-		default:
-			return false
-		}
-	}
+	return func(noise float64) (float64, error) { return plateau.PageThreshold(noise), nil }
 }
 
 // evalNoiseFunction evaluates a PromQL expression of numbers and one

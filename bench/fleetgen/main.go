@@ -36,6 +36,8 @@ import (
 	"path/filepath"
 	"strconv"
 	"time"
+
+	"github.com/plateau-exporter/plateau_exporter/probe/plateau"
 )
 
 const probeInterval = 900 // seconds, the default 15m
@@ -132,6 +134,19 @@ func (g gen) nodeSeries(n node) []series {
 	end := g.end
 
 	add(short, constant(1), "up")
+	// The history of rules.yml's plateau.causes.day, as if it had run
+	// through the -long history: its 5-minute maxima, from which it reads
+	// the day. Written at -step rather than every 5m, so the day group reads
+	// more samples here than in production, never fewer.
+	max5m := func(v func(int64) float64) func(int64) float64 {
+		return func(t int64) float64 {
+			m := v(t)
+			for d := g.step; d < 300; d += g.step {
+				m = math.Max(m, v(t-d))
+			}
+			return m
+		}
+	}
 	for _, p := range probes {
 		p := p
 		off := offset(n, p)
@@ -168,6 +183,16 @@ func (g gen) nodeSeries(n node) []series {
 		add(hist, lastSuccess, "plateau_probe_last_success_timestamp_seconds", pk...)
 		add(short, func(t int64) float64 { return float64(runTime(run(t))) }, "plateau_probe_last_run_timestamp_seconds", pk...)
 		add(short, success, "plateau_probe_success", pk...)
+		// The store's plateau_probe_failing: the last run failed and the
+		// last success is over two intervals old. Every probe runs on time
+		// (plateau_probe_not_run 0).
+		add(short, func(t int64) float64 {
+			if success(t) == 0 && float64(t)-lastSuccess(t) > 2*probeInterval {
+				return 1
+			}
+			return 0
+		}, "plateau_probe_failing", pk...)
+		add(short, constant(0), "plateau_probe_not_run", pk...)
 		add(short, constant(probeInterval), "plateau_probe_interval_seconds", pk...)
 		add(short, constant(0), "plateau_baseline_io_mode_mismatch", pk...)
 		runs0 := run(g.epoch)
@@ -207,15 +232,39 @@ func (g gen) nodeSeries(n node) []series {
 			}
 			add(short, func(t int64) float64 { return mean(t, 4) }, "plateau_probe_change_ratio", ok...)
 			add(short, func(t int64) float64 { return mean(t, 2) }, "plateau_probe_change_fast_ratio", ok...)
-			add(short, constant(0.03+0.01*uni(n.i, p.name, op, "noise")), "plateau_probe_change_noise_ratio", ok...)
-			add(short, constant(0.045+0.01*uni(n.i, p.name, op, "fastnoise")), "plateau_probe_change_fast_noise_ratio", ok...)
-			add(short, func(t int64) float64 {
+			noise := 0.03 + 0.01*uni(n.i, p.name, op, "noise")
+			fastNoise := 0.045 + 0.01*uni(n.i, p.name, op, "fastnoise")
+			lowRuns := func(t int64) int {
 				k, low := run(t), 0
 				for low < 30 && ratio(op, k-int64(low)) < 0.9*normal(op) {
 					low++
 				}
-				return float64(low)
-			}, "plateau_probe_change_low_runs", ok...)
+				return low
+			}
+			add(short, constant(noise), "plateau_probe_change_noise_ratio", ok...)
+			add(short, constant(fastNoise), "plateau_probe_change_fast_noise_ratio", ok...)
+			add(short, func(t int64) float64 { return float64(lowRuns(t)) }, "plateau_probe_change_low_runs", ok...)
+			// The daemon's verdicts, from the same functions the store
+			// exports them with: the regression verdict of the statistics
+			// above, and the medians of the ratio over the last runs
+			// (RunVerdicts with a plateau of 1, as the values are ratios).
+			add(short, func(t int64) float64 {
+				c := plateau.Change{Ratio: mean(t, 4), Noise: noise, FastRatio: mean(t, 2), FastNoise: fastNoise, LowRuns: lowRuns(t)}
+				if c.Regression() {
+					return 1
+				}
+				return 0
+			}, "plateau_probe_regression", ok...)
+			medians := func(t int64) plateau.Verdicts {
+				k := run(t)
+				ratios := make([]float64, plateau.LongMedianRuns)
+				for j := range ratios {
+					ratios[j] = ratio(op, k-int64(len(ratios)-1-j))
+				}
+				return plateau.RunVerdicts(ratios, 1)
+			}
+			add(short, func(t int64) float64 { return medians(t).RecentMedian }, "plateau_probe_ratio_median_3_runs", ok...)
+			add(short, func(t int64) float64 { return medians(t).LongMedian }, "plateau_probe_ratio_median_24_runs", ok...)
 			add(ctr, func(t int64) float64 { return float64(run(t)-runs0) * p.runBytes }, "plateau_probe_io_bytes_total", ok...)
 			if p.kind == "metadata" {
 				add(short, constant(p.baseline), "plateau_baseline_operations_per_second", ok...)
@@ -246,6 +295,12 @@ func (g gen) nodeSeries(n node) []series {
 				}
 				return 0
 			}, "plateau_gpfs_filesystem_mounted", "filesystem", fs, "mode", mode, "mountpoint", "/gpfs/"+fs)
+			add(long, max5m(func(t int64) float64 {
+				if mode == "rw" {
+					return mounted(t)
+				}
+				return 0
+			}), "instance_filesystem_mode:plateau_gpfs_filesystem_mounted:max5m", "filesystem", fs, "mode", mode)
 		}
 		add(short, constant(0), "plateau_gpfs_disks_not_up", "filesystem", fs)
 		add(short, constant(0), "plateau_gpfs_disks_not_ready", "filesystem", fs)
@@ -279,12 +334,14 @@ func (g gen) nodeSeries(n node) []series {
 	}
 	add(short, constant(maint), "plateau_gpfs_qos_iops", "class", "maintenance", "filesystem", "scratch", "pool", "data")
 	add(short, constant(800), "plateau_gpfs_qos_iops", "class", "other", "filesystem", "scratch", "pool", "data")
-	add(long, func(t int64) float64 {
+	rdma := func(t int64) float64 {
 		if n.rdmaDown && t >= end-30*60 {
 			return 0
 		}
 		return 1
-	}, "plateau_gpfs_verbs_rdma_started")
+	}
+	add(long, rdma, "plateau_gpfs_verbs_rdma_started")
+	add(long, max5m(rdma), "instance:plateau_gpfs_verbs_rdma_started:max5m")
 	longest, ioWaiters := 0.02, 0.0
 	if n.waiters {
 		longest, ioWaiters = 120, 3
@@ -320,6 +377,7 @@ func (g gen) nodeSeries(n node) []series {
 	ib := []string{"device", "mlx5_0", "port", "1"}
 	add(short, constant(4), "plateau_infiniband_port_state_id", ib...)
 	add(long, constant(5), "plateau_infiniband_port_physical_state_id", ib...)
+	add(long, constant(5), "instance_device_port:plateau_infiniband_port_physical_state_id:max5m", ib...)
 	add(long, func(t int64) float64 {
 		if n.ibSlow && t >= end-30*60 {
 			return 6.25e9

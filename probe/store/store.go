@@ -104,11 +104,66 @@ var (
 	descChangeLowRuns = prometheus.NewDesc(prometheus.BuildFQName(namespace, "probe", "change_low_runs"),
 		fmt.Sprintf("How many of the op's latest runs in a row were each below the median of the %d runs before it (at most %d). The verdict asks for 2, so that one slow run never pages.",
 			plateau.NormalRuns, plateau.MaxLowRuns), probeOpLabels, nil)
+	descRegression = prometheus.NewDesc(prometheus.BuildFQName(namespace, "probe", "regression"),
+		fmt.Sprintf("1 when the op is in sudden regression, the verdict that pages (plateau.Change.Regression of the plateau_probe_change_* statistics): its last %d runs' mean under its recent normal by more than %g times its noise (clamped to %g..%g) with both runs below normal, or its last %d runs' mean so with the latest run below normal and the %d-run mean under %g of normal; else 0. Computed once per run; absent while plateau_probe_change_ratio is.",
+			plateau.FastRuns, float64(plateau.PageNoiseFactor), plateau.PageMinDrop, plateau.PageMaxDrop, plateau.ChangeRuns, plateau.FastRuns, plateau.SlowPageFastRatio), probeOpLabels, nil)
+	descMedianRecent = prometheus.NewDesc(prometheus.BuildFQName(namespace, "probe", "ratio_median_3_runs"),
+		fmt.Sprintf("Median of the op's last %d successful results divided by its baseline: plateau_probe_ratio steadied over the last runs, counted in runs whatever the probe's interval. Absent where plateau_probe_ratio is.",
+			plateau.RecentMedianRuns), probeOpLabels, nil)
+	descMedianLong = prometheus.NewDesc(prometheus.BuildFQName(namespace, "probe", "ratio_median_24_runs"),
+		fmt.Sprintf("Median of the op's last %d successful results divided by its baseline, the chronic shortfall's measure, which one bad evening cannot move. Absent where plateau_probe_ratio is, and until the op has %d successful runs with the probe's current parameters.",
+			plateau.LongMedianRuns, plateau.MinLongMedianRuns), probeOpLabels, nil)
+	descFailing = prometheus.NewDesc(prometheus.BuildFQName(namespace, "probe", "failing"),
+		fmt.Sprintf("1 when the probe fails for good, not one failed run: its last run failed or timed out and its last success is more than %d of its intervals old, or it has not succeeded since the exporter started and failed or timed out %d times; else 0. Evaluated at each scrape on the exporter's clock.",
+			failingIntervals, failingRuns), probeLabels, nil)
+	descNotRun = prometheus.NewDesc(prometheus.BuildFQName(namespace, "probe", "not_run"),
+		fmt.Sprintf("1 when the probe's last run ended more than %d of its intervals ago, or, not having run since the exporter started, it was skipped %d times; else 0. Evaluated at each scrape on the exporter's clock.",
+			notRunIntervals, notRunSkips), probeLabels, nil)
 	descHistoryLoaded = prometheus.NewDesc(prometheus.BuildFQName(namespace, "probe", "history_last_load_successful"),
 		"1 if the history file of the change ratios (--probe.history-file) was loaded at start, or none is configured; 0 if it could not be read or was corrupt: it was set aside as <file>.corrupt-* and the change ratios start anew.", nil, nil)
 	descHistoryWriteErrors = prometheus.NewDesc(prometheus.BuildFQName(namespace, "probe", "history_write_errors_total"),
 		"Failed writes of the history file of the change ratios (--probe.history-file); the reason is in the log. Until a write succeeds, a restart loses the runs since the last one.", nil, nil)
 )
+
+// The conditions of plateau_probe_failing and plateau_probe_not_run, which
+// PlateauProbeFailing and PlateauProbeNotRun alert on. They were PromQL
+// over every probe's timestamps and run counters at every evaluation; a
+// 0/1 per probe, computed here at each scrape, costs Prometheus one
+// instant selector instead, and compares the probe's timestamps with the
+// clock that wrote them rather than with Prometheus's.
+const (
+	// failingIntervals: no success for more than two of the probe's own
+	// intervals is at least two failed runs in a row, whatever the
+	// interval.
+	failingIntervals = 2
+	// failingRuns failed runs for a probe that has not succeeded since the
+	// exporter started (it has no last success to date).
+	failingRuns = 2
+	// notRunIntervals: longer than any splay or skipped slot.
+	notRunIntervals = 3
+	// notRunSkips skipped slots in a row (budget, full file system, busy
+	// or hung target) for a probe that has not run since the start.
+	notRunSkips = 3
+)
+
+// failing is plateau_probe_failing's condition at now.
+func (st *probeState) failing(now time.Time) bool {
+	if st.last == nil || st.last.OK() {
+		return false
+	}
+	if st.lastSuccess == nil {
+		return st.runs[ResultFailure]+st.runs[ResultTimeout] >= failingRuns
+	}
+	return now.Sub(st.lastSuccess.End).Seconds() > failingIntervals*st.interval
+}
+
+// notRun is plateau_probe_not_run's condition at now.
+func (st *probeState) notRun(now time.Time) bool {
+	if st.last == nil {
+		return st.runs[ResultSkipped] >= notRunSkips
+	}
+	return now.Sub(st.last.End).Seconds() > notRunIntervals*st.interval
+}
 
 // minChangeRuns is how many successful runs ChangeOf needs: the recent
 // ChangeRuns, MinNormalRuns before them, and ChangeRuns-1 more for the
@@ -486,7 +541,8 @@ func (s *Store) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{descSuccess, descLastRun, descLastSuccess, descDuration, descInterval, descInProgress, descInfo,
 		descThroughput, descOpsRate, descConcurrent, descLatency, descRuns, descErrors, descSkips, descIOBytes, descHung, descAbandoned,
 		descBaselineBytes, descBaselineOps, descRatio, descModeMismatch, descThreshold,
-		descChange, descChangeNoise, descChangeFast, descChangeFastNoise, descChangeLowRuns, descHistoryLoaded, descHistoryWriteErrors} {
+		descChange, descChangeNoise, descChangeFast, descChangeFastNoise, descChangeLowRuns,
+		descRegression, descMedianRecent, descMedianLong, descFailing, descNotRun, descHistoryLoaded, descHistoryWriteErrors} {
 		ch <- d
 	}
 }
@@ -501,9 +557,12 @@ func (s *Store) Collect(ch chan<- prometheus.Metric) {
 	counter := func(d *prometheus.Desc, v float64, l ...string) {
 		ch <- prometheus.MustNewConstMetric(d, prometheus.CounterValue, v, l...)
 	}
+	now := time.Now()
 	for _, st := range s.probes {
 		l := []string{st.target, st.probe, st.kind}
 		gauge(descInterval, st.interval, l...)
+		gauge(descFailing, b2f(st.failing(now)), l...)
+		gauge(descNotRun, b2f(st.notRun(now)), l...)
 		gauge(descInProgress, b2f(st.inProgress), l...)
 		for _, r := range sortedKeys(st.runs) {
 			counter(descRuns, st.runs[r], append(l, r)...)
@@ -544,19 +603,35 @@ func (s *Store) Collect(ch chan<- prometheus.Metric) {
 					gauge(descConcurrent, c.Read, append(l, "read")...)
 					gauge(descConcurrent, c.Write, append(l, "write")...)
 				}
+				// The medians divide the history, kept in the kind's unit,
+				// by the plateau: only where the ratio is exported, in the
+				// same unit, so that they are medians of that ratio.
+				plateaus := map[string]float64{}
 				for _, v := range st.plateau.Compare(ls) {
 					if v.HasRatio {
 						gauge(descRatio, v.Ratio, append(l, v.Op)...)
+						if v.Unit == probe.OpUnit(st.kind) {
+							plateaus[v.Op] = v.Baseline.Value
+						}
 					}
 				}
 				for _, op := range ls.Ops {
 					k := plateau.HistoryKey{Target: st.target, Probe: st.probe, Op: op.Op, Params: st.params}
-					if c, ok := plateau.ChangeOf(s.history[k].Results); ok {
-						gauge(descChange, c.Ratio, append(l, op.Op)...)
-						gauge(descChangeNoise, c.Noise, append(l, op.Op)...)
-						gauge(descChangeFast, c.FastRatio, append(l, op.Op)...)
-						gauge(descChangeFastNoise, c.FastNoise, append(l, op.Op)...)
-						gauge(descChangeLowRuns, float64(c.LowRuns), append(l, op.Op)...)
+					ol := append(l, op.Op)
+					v := plateau.RunVerdicts(s.history[k].Results, plateaus[op.Op])
+					if c := v.Change; v.HasChange {
+						gauge(descChange, c.Ratio, ol...)
+						gauge(descChangeNoise, c.Noise, ol...)
+						gauge(descChangeFast, c.FastRatio, ol...)
+						gauge(descChangeFastNoise, c.FastNoise, ol...)
+						gauge(descChangeLowRuns, float64(c.LowRuns), ol...)
+						gauge(descRegression, b2f(v.Regression), ol...)
+					}
+					if v.HasRecent {
+						gauge(descMedianRecent, v.RecentMedian, ol...)
+					}
+					if v.HasLong {
+						gauge(descMedianLong, v.LongMedian, ol...)
 					}
 				}
 			}

@@ -371,6 +371,8 @@ func writtenMetrics() []string {
 		"plateau_probe_operations_per_second", "plateau_baseline_operations_per_second",
 		"plateau_probe_ratio", "plateau_probe_change_ratio", "plateau_probe_change_noise_ratio",
 		"plateau_probe_change_fast_ratio", "plateau_probe_change_fast_noise_ratio", "plateau_probe_change_low_runs",
+		"plateau_probe_regression", "plateau_probe_ratio_median_3_runs", "plateau_probe_ratio_median_24_runs",
+		"plateau_probe_failing", "plateau_probe_not_run",
 		"plateau_alert_threshold_ratio", "plateau_probe_hung", "plateau_probe_abandoned_workers", "up",
 	}
 }
@@ -624,10 +626,14 @@ func writeCase(ctx context.Context, db storage.AppendableV2, s prepared, c repla
 		value func(run int) (float64, bool)
 		ref   storage.SeriesRef
 	}
-	histories := make([]plateau.Change, len(c.values))
-	hasChange := make([]bool, len(c.values))
+	// The daemon's verdicts after each run, from the same function the
+	// store exports them with (plateau.RunVerdicts), over every run before.
+	verdicts := make([]plateau.Verdicts, len(c.values))
 	for j := c.from; j < c.to; j++ {
-		histories[j], hasChange[j] = plateau.ChangeOf(c.values[:j+1])
+		verdicts[j] = plateau.RunVerdicts(c.values[:j+1], s.baseline)
+	}
+	change := func(f func(plateau.Change) float64) func(int) (float64, bool) {
+		return func(j int) (float64, bool) { return f(verdicts[j].Change), verdicts[j].HasChange }
 	}
 	constant := func(v float64) func(int) (float64, bool) { return func(int) (float64, bool) { return v, true } }
 	at := func(run int) float64 { return float64(c.at(run, o).Unix()) }
@@ -637,15 +643,21 @@ func writeCase(ctx context.Context, db storage.AppendableV2, s prepared, c repla
 		{ls: base("plateau_probe_interval_seconds"), value: constant(o.Interval.Seconds())},
 		{ls: base("plateau_probe_last_run_timestamp_seconds"), value: func(j int) (float64, bool) { return at(j), true }},
 		{ls: base("plateau_probe_last_success_timestamp_seconds"), value: func(j int) (float64, bool) { return at(j), true }},
+		// Every replayed run succeeds, on time.
+		{ls: base("plateau_probe_failing"), value: constant(0)},
+		{ls: base("plateau_probe_not_run"), value: constant(0)},
 		{ls: base("plateau_probe_runs_total", "result", "success"), value: func(j int) (float64, bool) { return float64(o.BaselineRuns + j + 1), true }},
 		{ls: base(resultName, "op", s.op), value: func(j int) (float64, bool) { return c.values[j], true }},
 		{ls: base(baselineName, "op", s.op), value: constant(s.baseline)},
 		{ls: base("plateau_probe_ratio", "op", s.op), value: func(j int) (float64, bool) { return c.values[j] / s.baseline, true }},
-		{ls: base("plateau_probe_change_ratio", "op", s.op), value: func(j int) (float64, bool) { return histories[j].Ratio, hasChange[j] }},
-		{ls: base("plateau_probe_change_noise_ratio", "op", s.op), value: func(j int) (float64, bool) { return histories[j].Noise, hasChange[j] }},
-		{ls: base("plateau_probe_change_fast_ratio", "op", s.op), value: func(j int) (float64, bool) { return histories[j].FastRatio, hasChange[j] }},
-		{ls: base("plateau_probe_change_fast_noise_ratio", "op", s.op), value: func(j int) (float64, bool) { return histories[j].FastNoise, hasChange[j] }},
-		{ls: base("plateau_probe_change_low_runs", "op", s.op), value: func(j int) (float64, bool) { return float64(histories[j].LowRuns), hasChange[j] }},
+		{ls: base("plateau_probe_change_ratio", "op", s.op), value: change(func(c plateau.Change) float64 { return c.Ratio })},
+		{ls: base("plateau_probe_change_noise_ratio", "op", s.op), value: change(func(c plateau.Change) float64 { return c.Noise })},
+		{ls: base("plateau_probe_change_fast_ratio", "op", s.op), value: change(func(c plateau.Change) float64 { return c.FastRatio })},
+		{ls: base("plateau_probe_change_fast_noise_ratio", "op", s.op), value: change(func(c plateau.Change) float64 { return c.FastNoise })},
+		{ls: base("plateau_probe_change_low_runs", "op", s.op), value: change(func(c plateau.Change) float64 { return float64(c.LowRuns) })},
+		{ls: base("plateau_probe_regression", "op", s.op), value: func(j int) (float64, bool) { return b2f(verdicts[j].Regression), verdicts[j].HasChange }},
+		{ls: base("plateau_probe_ratio_median_3_runs", "op", s.op), value: func(j int) (float64, bool) { return verdicts[j].RecentMedian, verdicts[j].HasRecent }},
+		{ls: base("plateau_probe_ratio_median_24_runs", "op", s.op), value: func(j int) (float64, bool) { return verdicts[j].LongMedian, verdicts[j].HasLong }},
 		{ls: labels.FromStrings("__name__", "plateau_alert_threshold_ratio", "job", "backtest", "instance", c.id, "target", c.id, "probe", "probe", "severity", "warning"), value: constant(probe.DefaultWarningRatio)},
 		{ls: labels.FromStrings("__name__", "plateau_alert_threshold_ratio", "job", "backtest", "instance", c.id, "target", c.id, "probe", "probe", "severity", "critical"), value: constant(probe.DefaultCriticalRatio)},
 		{ls: labels.FromStrings("__name__", "plateau_probe_hung", "job", "backtest", "instance", c.id, "target", c.id), value: constant(0)},
@@ -681,6 +693,13 @@ func writeCase(ctx context.Context, db storage.AppendableV2, s prepared, c repla
 		return fmt.Errorf("tsdb: commit: %w", err)
 	}
 	return nil
+}
+
+func b2f(b bool) float64 {
+	if b {
+		return 1
+	}
+	return 0
 }
 
 func median(xs []float64) float64 {
