@@ -53,7 +53,7 @@ var (
 	descDuration = prometheus.NewDesc(prometheus.BuildFQName(namespace, "probe", "duration_seconds"),
 		"Wall time of the last run of the probe, in seconds, including set-up and clean-up.", probeLabels, nil)
 	descInterval = prometheus.NewDesc(prometheus.BuildFQName(namespace, "probe", "interval_seconds"),
-		"Configured interval between runs of the probe, in seconds.", probeLabels, nil)
+		"Interval between runs of the probe, in seconds: as configured, or as the target's fleet budget stretched it (fleet.max_bytes_per_hour).", probeLabels, nil)
 	descInProgress = prometheus.NewDesc(prometheus.BuildFQName(namespace, "probe", "in_progress"),
 		"1 while a run of the probe is going on.", probeLabels, nil)
 	descInfo = prometheus.NewDesc(prometheus.BuildFQName(namespace, "probe", "info"),
