@@ -24,22 +24,27 @@
 # - Only the series read over a range carry history (6h15m for the 6h
 #   ranges; the 1d ranges read the same 6h15m, so max_over_time(...[1d])
 #   and the [7d:1h] subquery read a quarter or less of what they read in
-#   production); the series read only at the instant carry 10 minutes.
-# - Nothing is scraped, so the head holds only the rules' own output: the
-#   RSS is what the rules and the TSDB's blocks take, not the ingestion
-#   of N x ~350 active series (several GB more at 5000 nodes).
-# - The data ends at a time FLEET_LEAD seconds after the generator starts
-#   (it has to end before Prometheus starts: a backfilled block newer than
-#   the head would make the head refuse the rules' samples); the script
-#   waits for that instant, and Prometheus runs with
-#   --query.lookback-delta=15m so that a backfill slower than FLEET_LEAD
-#   still sees every series at the evaluation instant. The report says how
-#   far the first evaluation was from the data's end. The data does not
-#   grow while Prometheus runs: an evaluation more than 5m after the end
-#   finds the [5m] windows of rate() empty (node_busy, the GPFS rates, the
-#   file-system utilization then cost less and record nothing) and the
-#   [45m] windows partly empty. At 5000 nodes, whose groups take minutes
-#   on a shared 2-core machine, most evaluations are such.
+#   production); the series read only at the instant carry only the head
+#   window (below).
+# - Where the samples are, as in production: the last FLEET_HEAD_MINUTES
+#   (default 50) of every series is sent to Prometheus's remote-write receiver,
+#   so it sits in the head as a scrape would have put it, and only what is
+#   older is backfilled into blocks. Instant selectors and the short
+#   ranges then read the head, the long ones ([6h], [1d]) the blocks too,
+#   as on a Prometheus that scrapes the fleet. (Backfilling everything,
+#   as this script did at first, made every instant selector read the
+#   blocks' index; Prometheus 2.42 checks the CRC of each postings list it
+#   reads there, which took a third of its CPU on 5000 nodes, a cost a
+#   real deployment pays only for its long ranges.)
+# - The data runs on past the measurement: it ends FLEET_LEAD seconds
+#   after the script starts (default 25m plus the time the backfill is
+#   expected to take), and the head already holds those future samples;
+#   each evaluation sees the samples up to its own time, so the [5m]
+#   windows of rate() are full at every evaluation. The rules are loaded
+#   (a reload) only once the remote write is done, and the report says how
+#   long before the data's end that was; it must stay positive.
+# - The head holds N x ~430 series, and the rules' output, so the RSS is
+#   that of a Prometheus that ingests the fleet, less the scrapes.
 # - promtool holds a whole block in memory and maps its input file: at
 #   5000 nodes its last block (every series) peaked at 11 GB RSS, ~5 GB of
 #   it the mapped input.
@@ -64,12 +69,17 @@
 #   /proc), which says what a cycle of every group costs, and the sum of
 #   the groups' median durations.
 #
+# - FLEET_PPROF=DIR saves a 60s CPU profile of each Prometheus after its
+#   measured evaluations; FLEET_HOLD=SECONDS keeps it running that long
+#   afterwards, for queries by hand.
+#
 # Runs at nice 10 (FLEET_NICE). Removes its temporary directory and stops
 # Prometheus on exit. Needs go, promtool, prometheus, curl, python3.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 [ $# -gt 0 ] || set -- 5000
 step=${FLEET_STEP:-60s}
+head_span=$((${FLEET_HEAD_MINUTES:-50} * 60))
 eval_interval=${FLEET_EVAL:-30s}
 evals=${FLEET_EVALS:-5}
 nice_level=${FLEET_NICE:-10}
@@ -131,10 +141,14 @@ for n in "$@"; do
 	echo "== $n nodes"
 	run="$work/run$n"
 	mkdir -p "$run/om" "$run/data"
-	lead=${FLEET_LEAD:-$((60 + n * 6 / 100))}
+	lead=${FLEET_LEAD:-$((1500 + 60 + n / 10))}
 	end=$(($(date +%s) + lead))
+	if [ "$lead" -ge "$head_span" ]; then
+		echo "FLEET_LEAD ${lead}s must be shorter than FLEET_HEAD_MINUTES (${head_span}s): the blocks must end before the rules start"
+		exit 1
+	fi
 	t0=$(date +%s)
-	/usr/bin/time -f "fleetgen: %es, max RSS %MKiB" nice -n "$nice_level" "$work/fleetgen" -nodes "$n" -end "$end" -step "$step" -out "$run/om" | tee "$run/gen.txt"
+	/usr/bin/time -f "fleetgen: %es, max RSS %MKiB" nice -n "$nice_level" "$work/fleetgen" -nodes "$n" -end "$end" -step "$step" -head "${head_span}s" -out "$run/om" | tee "$run/gen.txt"
 	echo "synthetic text: $(du -sh "$run/om" | cut -f1)"
 	t1=$(date +%s)
 	for f in "$run"/om/*.om; do
@@ -146,11 +160,6 @@ for n in "$@"; do
 	t2=$(date +%s)
 	awk '{s+=$1; if ($2>m) m=$2} END {printf "promtool: %d blocks, %.0fs, max RSS %dKiB\n", NR, s, m}' "$run/promtool.time"
 	echo "TSDB: $(du -sh "$run/data" | cut -f1); generate $((t1 - t0))s, backfill $((t2 - t1))s"
-	now=$(date +%s)
-	if [ "$now" -le "$end" ]; then
-		echo "waiting $((end - now + 2))s for the data's end to pass"
-		sleep $((end - now + 2))
-	fi
 	# The reference set runs on a pristine copy of the same blocks, after
 	# the current set: its evaluations are later after the data's end, so
 	# its [5m] windows are emptier and it is measured cheaper, never dearer,
@@ -163,21 +172,29 @@ for n in "$@"; do
 	[ "$set" = rules ] || label="$n ($ref)"
 	echo "-- rules of $([ "$set" = rules ] && echo the worktree || echo "$ref")"
 	port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+	# First without rules, to receive the head's samples; then the rules,
+	# by a reload, so that no evaluation sees a half-written head.
 	cat >"$run/prometheus.yml" <<YML
 global:
   evaluation_interval: $eval_interval
+YML
+	# min = max block duration: no compaction of the backfilled blocks
+	# while the rules are measured.
+	nice -n "$nice_level" prometheus --config.file="$run/prometheus.yml" --storage.tsdb.path="$data" \
+		--web.listen-address="127.0.0.1:$port" --web.enable-remote-write-receiver --web.enable-lifecycle \
+		--storage.tsdb.min-block-duration=2h --storage.tsdb.max-block-duration=2h \
+		--storage.tsdb.retention.time=30d >"$run/prometheus.log" 2>&1 &
+	prom_pid=$!
+	for _ in $(seq 1 1800); do curl -sf "http://127.0.0.1:$port/-/ready" >/dev/null && break; sleep 1; done
+	/usr/bin/time -f "remote write: %es, fleetgen max RSS %MKiB" nice -n "$nice_level" "$work/fleetgen" -nodes "$n" -end "$end" -step "$step" \
+		-head "${head_span}s" -remote-write "http://127.0.0.1:$port/api/v1/write" || { tail -30 "$run/prometheus.log"; exit 1; }
+	cat >>"$run/prometheus.yml" <<YML
 rule_files:
   - $work/$set/rules.yml
   - $work/$set/alerts.yml
   - $work/$set/filesystem_plateau.yml
 YML
-	# min = max block duration: no compaction of the backfilled blocks
-	# while the rules are measured.
-	nice -n "$nice_level" prometheus --config.file="$run/prometheus.yml" --storage.tsdb.path="$data" \
-		--web.listen-address="127.0.0.1:$port" --query.lookback-delta=15m \
-		--storage.tsdb.min-block-duration=2h --storage.tsdb.max-block-duration=2h \
-		--storage.tsdb.retention.time=30d >"$run/prometheus.log" 2>&1 &
-	prom_pid=$!
+	curl -sf -X POST "http://127.0.0.1:$port/-/reload" || { tail -30 "$run/prometheus.log"; exit 1; }
 	python3 - "$port" "$evals" "$end" "$prom_pid" "$label" "$work/results.json" "$eval_interval" <<'PY' || { tail -30 "$run/prometheus.log"; exit 1; }
 import json, os, statistics, sys, time, urllib.parse, urllib.request
 port, evals, end, pid, nodes, out = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4]), sys.argv[5], sys.argv[6]
@@ -222,7 +239,7 @@ while True:
         if time.time() > deadline:
             sys.exit("prometheus not ready")
         time.sleep(1)
-print("prometheus ready %.0fs after the data's end" % (time.time() - end), flush=True)
+print("rules loaded %.0fs before the data's end" % (end - time.time()), flush=True)
 
 seen = {}  # group -> {lastEvaluation: (evaluationTime, {rule: time})}
 first_eval = None
@@ -324,6 +341,17 @@ print("RSS %.0f MiB (high-water %.0f MiB), Go heap in use %.0f MiB (max seen %.0
 print("Prometheus CPU %.2fs per %.0fs evaluation interval; sum of the groups' median durations %.3fs" % (
     cpu_per_interval, interval, res["groups_total"]))
 PY
+	if [ -n "${FLEET_PPROF:-}" ]; then
+		# A CPU profile of Prometheus over two evaluation intervals, to say
+		# which rules' work (or the engine's) the time goes to.
+		mkdir -p "$FLEET_PPROF"
+		curl -sf -o "$FLEET_PPROF/cpu.$n.$set.pb.gz" "http://127.0.0.1:$port/debug/pprof/profile?seconds=60" &&
+			echo "CPU profile: $FLEET_PPROF/cpu.$n.$set.pb.gz"
+	fi
+	if [ -n "${FLEET_HOLD:-}" ]; then
+		echo "holding Prometheus on 127.0.0.1:$port for ${FLEET_HOLD}s (data ended at $end)"
+		sleep "$FLEET_HOLD"
+	fi
 	stop_prometheus
 	done
 	rm -rf "$run"

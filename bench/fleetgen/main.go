@@ -20,6 +20,11 @@
 // evaluation instant, gets -short of history: an instant selector reads
 // one sample, so older samples would only make the backfill longer.
 //
+// With -head, the last span before -end is left out of the files, and a
+// second run with -remote-write sends exactly that span to a running
+// Prometheus, so that the recent samples sit in its head as a scrape puts
+// them there, and only the older ones in backfilled blocks.
+//
 // The output goes to one file per -block window (aligned as promtool
 // aligns its blocks), so that each `promtool tsdb create-blocks-from
 // openmetrics` run parses only the samples of its own block: promtool
@@ -28,14 +33,23 @@ package main
 
 import (
 	"bufio"
+	"bytes"
+	"errors"
 	"flag"
 	"fmt"
 	"hash/fnv"
+	"io"
 	"math"
+	"net/http"
 	"os"
 	"path/filepath"
+	"sort"
 	"strconv"
+	"sync"
 	"time"
+
+	"github.com/golang/snappy"
+	"github.com/prometheus/prometheus/prompb"
 
 	"github.com/plateau-exporter/plateau_exporter/probe/plateau"
 )
@@ -100,6 +114,8 @@ func offset(n node, p probeDef) int64 {
 // timestamp it has, and its value at a time.
 type series struct {
 	prefix string
+	name   string
+	kv     []string // label pairs after the name, for remote write
 	from   int64
 	value  func(t int64) float64
 }
@@ -108,6 +124,11 @@ type gen struct {
 	end, step                     int64
 	history, long, counter, short int64
 	epoch                         int64 // where counters start from
+	// head > 0: the samples of the last head seconds up to end are not
+	// written to the OpenMetrics files (those become the blocks) but sent
+	// to a running Prometheus by remoteWrite, into its head, as a scrape
+	// would have put them there.
+	head int64
 }
 
 func labels(name string, kv ...string) string {
@@ -128,7 +149,12 @@ func (g gen) nodeSeries(n node) []series {
 	var out []series
 	add := func(from int64, v func(int64) float64, name string, kv ...string) {
 		kv = append([]string{"instance", n.inst, "job", "plateau"}, kv...)
-		out = append(out, series{labels(name, kv...), from, v})
+		if g.head > 0 {
+			// Every series has samples in the head window, as a scraped
+			// fleet does, whatever history it has before it.
+			from = min(from, g.end-g.head)
+		}
+		out = append(out, series{labels(name, kv...), name, kv, from, v})
 	}
 	hist, long, ctr, short := g.end-g.history, g.end-g.long, g.end-g.counter, g.end-g.short
 	end := g.end
@@ -147,6 +173,8 @@ func (g gen) nodeSeries(n node) []series {
 			return m
 		}
 	}
+	targetRegression := map[string][]func(int64) float64{}
+	targetBelowWarning := map[string][]func(int64) float64{}
 	for _, p := range probes {
 		p := p
 		off := offset(n, p)
@@ -248,13 +276,15 @@ func (g gen) nodeSeries(n node) []series {
 			// exports them with: the regression verdict of the statistics
 			// above, and the medians of the ratio over the last runs
 			// (RunVerdicts with a plateau of 1, as the values are ratios).
-			add(short, func(t int64) float64 {
+			regression := func(t int64) float64 {
 				c := plateau.Change{Ratio: mean(t, 4), Noise: noise, FastRatio: mean(t, 2), FastNoise: fastNoise, LowRuns: lowRuns(t)}
 				if c.Regression() {
 					return 1
 				}
 				return 0
-			}, "plateau_probe_regression", ok...)
+			}
+			add(short, regression, "plateau_probe_regression", ok...)
+			targetRegression[p.target] = append(targetRegression[p.target], regression)
 			medians := func(t int64) plateau.Verdicts {
 				k := run(t)
 				ratios := make([]float64, plateau.LongMedianRuns)
@@ -264,6 +294,12 @@ func (g gen) nodeSeries(n node) []series {
 				return plateau.RunVerdicts(ratios, 1)
 			}
 			add(short, func(t int64) float64 { return medians(t).RecentMedian }, "plateau_probe_ratio_median_3_runs", ok...)
+			targetBelowWarning[p.target] = append(targetBelowWarning[p.target], func(t int64) float64 {
+				if medians(t).RecentMedian < 0.8 { // the warning threshold written above
+					return 1
+				}
+				return 0
+			})
 			add(short, func(t int64) float64 { return medians(t).LongMedian }, "plateau_probe_ratio_median_24_runs", ok...)
 			add(ctr, func(t int64) float64 { return float64(run(t)-runs0) * p.runBytes }, "plateau_probe_io_bytes_total", ok...)
 			if p.kind == "metadata" {
@@ -272,6 +308,20 @@ func (g gen) nodeSeries(n node) []series {
 				add(short, constant(p.baseline), "plateau_baseline_throughput_bytes_per_second", ok...)
 			}
 		}
+	}
+	// The daemon's per-target maxima of the two verdicts.
+	maxOf := func(fs []func(int64) float64) func(int64) float64 {
+		return func(t int64) float64 {
+			m := 0.0
+			for _, f := range fs {
+				m = math.Max(m, f(t))
+			}
+			return m
+		}
+	}
+	for _, tg := range []string{"local", "scratch"} {
+		add(short, maxOf(targetRegression[tg]), "plateau_probe_target_regression", "target", tg)
+		add(short, maxOf(targetBelowWarning[tg]), "plateau_probe_target_below_warning", "target", tg)
 	}
 	for _, tg := range []string{"local", "scratch"} {
 		add(short, constant(0), "plateau_probe_hung", "target", tg)
@@ -430,14 +480,26 @@ func main() {
 	short := flag.Duration("short", 10*time.Minute, "history of the series read only at the instant")
 	block := flag.Duration("block", 2*time.Hour, "promtool's block duration: one output file per block window")
 	outDir := flag.String("out", ".", "directory of the output files")
+	head := flag.Duration("head", 0, "leave the samples of this last span before -end out of the files (0: none); with -remote-write, send only those")
+	remote := flag.String("remote-write", "", "URL of a Prometheus remote-write receiver: send the -head span there instead of writing files")
 	flag.Parse()
 	if *long == 0 {
 		*long = *history
 	}
 	g := gen{end: *end, step: int64(step.Seconds()), history: int64(history.Seconds()), long: int64(long.Seconds()),
-		counter: 65 * 60, short: int64(short.Seconds())}
+		counter: 65 * 60, short: int64(short.Seconds()), head: int64(head.Seconds())}
 	g.epoch = g.end - 30*86400
-	st, err := g.write(*nodes, int64(block.Seconds()), *outDir)
+	var st stats
+	var err error
+	if *remote != "" {
+		if g.head <= 0 {
+			fmt.Fprintln(os.Stderr, "fleetgen: -remote-write needs -head")
+			os.Exit(2)
+		}
+		st, err = g.remoteWrite(*nodes, *remote)
+	} else {
+		st, err = g.write(*nodes, int64(block.Seconds()), *outDir)
+	}
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "fleetgen:", err)
 		os.Exit(1)
@@ -460,7 +522,11 @@ func (g gen) write(nodes int, block int64, dir string) (stats, error) {
 	st.series = int64(len(all) * len(all[0]))
 	// Samples sit on multiples of step, ending at end.
 	at := func(t int64) int64 { return g.end - floorDiv(g.end-t, g.step)*g.step }
-	for w := floorDiv(first*1000, block*1000) * block; w <= g.end; w += block {
+	last := g.end // the last timestamp written to the files
+	if g.head > 0 {
+		last = g.end - g.head
+	}
+	for w := floorDiv(first*1000, block*1000) * block; w <= last; w += block {
 		name := filepath.Join(dir, fmt.Sprintf("fleet-%d.om", w))
 		f, err := os.Create(name)
 		if err != nil {
@@ -471,7 +537,7 @@ func (g gen) write(nodes int, block int64, dir string) (stats, error) {
 		for _, ss := range all {
 			for _, s := range ss {
 				from := max(s.from, w)
-				for t := at(from); t < w+block && t <= g.end; t += g.step {
+				for t := at(from); t < w+block && t <= last; t += g.step {
 					buf = append(buf[:0], s.prefix...)
 					buf = strconv.AppendFloat(buf, s.value(t), 'g', -1, 64)
 					buf = append(buf, ' ')
@@ -492,4 +558,85 @@ func (g gen) write(nodes int, block int64, dir string) (stats, error) {
 		st.files++
 	}
 	return st, nil
+}
+
+// remoteWrite sends every series' samples after end-head, up to end, to a
+// Prometheus remote-write receiver (Prometheus's --web.enable-remote-write-receiver),
+// a batch of series per request with all of their samples, from two
+// senders at once. Samples later than the wall clock are accepted by the
+// head and become visible to queries as time passes, as a scrape's would.
+func (g gen) remoteWrite(nodes int, url string) (stats, error) {
+	var st stats
+	at := func(t int64) int64 { return g.end - floorDiv(g.end-t, g.step)*g.step }
+	from := g.end - g.head + 1
+	const batchNodes = 10
+	type batch struct{ lo, hi int }
+	work := make(chan batch)
+	errs := make(chan error, 2)
+	var mu sync.Mutex
+	client := &http.Client{Timeout: 5 * time.Minute}
+	send := func() {
+		for b := range work {
+			var req prompb.WriteRequest
+			var n, samples int64
+			for i := b.lo; i < b.hi; i++ {
+				for _, s := range g.nodeSeries(newNode(i + 1)) {
+					ts := prompb.TimeSeries{Labels: []prompb.Label{{Name: "__name__", Value: s.name}}}
+					for j := 0; j+1 < len(s.kv); j += 2 {
+						ts.Labels = append(ts.Labels, prompb.Label{Name: s.kv[j], Value: s.kv[j+1]})
+					}
+					sort.Slice(ts.Labels, func(a, b int) bool { return ts.Labels[a].Name < ts.Labels[b].Name })
+					for t := at(max(s.from, from)); t <= g.end; t += g.step {
+						ts.Samples = append(ts.Samples, prompb.Sample{Value: s.value(t), Timestamp: t * 1000})
+					}
+					samples += int64(len(ts.Samples))
+					n++
+					req.Timeseries = append(req.Timeseries, ts)
+				}
+			}
+			raw, err := req.Marshal()
+			if err == nil {
+				err = post(client, url, snappy.Encode(nil, raw))
+			}
+			if err != nil {
+				errs <- fmt.Errorf("nodes %d..%d: %w", b.lo+1, b.hi, err)
+				for range work {
+				}
+				return
+			}
+			mu.Lock()
+			st.series += n
+			st.samples += samples
+			mu.Unlock()
+		}
+		errs <- nil
+	}
+	go send()
+	go send()
+	for lo := 0; lo < nodes; lo += batchNodes {
+		work <- batch{lo, min(nodes, lo+batchNodes)}
+	}
+	close(work)
+	err := errors.Join(<-errs, <-errs)
+	return st, err
+}
+
+func post(client *http.Client, url string, body []byte) error {
+	req, err := http.NewRequest(http.MethodPost, url, bytes.NewReader(body))
+	if err != nil {
+		return err
+	}
+	req.Header.Set("Content-Encoding", "snappy")
+	req.Header.Set("Content-Type", "application/x-protobuf")
+	req.Header.Set("X-Prometheus-Remote-Write-Version", "0.1.0")
+	resp, err := client.Do(req)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	msg, _ := io.ReadAll(io.LimitReader(resp.Body, 4096))
+	if resp.StatusCode/100 != 2 {
+		return fmt.Errorf("remote write: %s: %s", resp.Status, bytes.TrimSpace(msg))
+	}
+	return nil
 }
