@@ -113,6 +113,15 @@ var (
 	descMedianLong = prometheus.NewDesc(prometheus.BuildFQName(namespace, "probe", "ratio_median_24_runs"),
 		fmt.Sprintf("Median of the op's last %d successful results divided by its baseline, the chronic shortfall's measure, which one bad evening cannot move. Absent where plateau_probe_ratio is, and until the op has %d successful runs with the probe's current parameters.",
 			plateau.LongMedianRuns, plateau.MinLongMedianRuns), probeOpLabels, nil)
+	// The fleet rules count nodes per target: reading these, a series per
+	// node and target, instead of every op's verdict (issue 16) makes them
+	// read a twentieth of the series on the default config's fleet.
+	descTargetRegression = prometheus.NewDesc(prometheus.BuildFQName(namespace, "probe", "target_regression"),
+		"1 when any op of any probe of the target is in sudden regression (the maximum of the target's plateau_probe_regression), else 0; absent while none of them has a plateau_probe_regression.",
+		[]string{"target"}, nil)
+	descTargetBelowWarning = prometheus.NewDesc(prometheus.BuildFQName(namespace, "probe", "target_below_warning"),
+		"1 when any op of any probe of the target has its plateau_probe_ratio_median_3_runs under its probe's warning threshold (plateau_alert_threshold_ratio{severity=\"warning\"}), else 0; absent while none of them has a plateau_probe_ratio_median_3_runs.",
+		[]string{"target"}, nil)
 	descFailing = prometheus.NewDesc(prometheus.BuildFQName(namespace, "probe", "failing"),
 		fmt.Sprintf("1 when the probe fails for good, not one failed run: its last run failed or timed out and its last success is more than %d of its intervals old, or it has not succeeded since the exporter started and failed or timed out %d times; else 0. Evaluated at each scrape on the exporter's clock.",
 			failingIntervals, failingRuns), probeLabels, nil)
@@ -542,7 +551,8 @@ func (s *Store) Describe(ch chan<- *prometheus.Desc) {
 		descThroughput, descOpsRate, descConcurrent, descLatency, descRuns, descErrors, descSkips, descIOBytes, descHung, descAbandoned,
 		descBaselineBytes, descBaselineOps, descRatio, descModeMismatch, descThreshold,
 		descChange, descChangeNoise, descChangeFast, descChangeFastNoise, descChangeLowRuns,
-		descRegression, descMedianRecent, descMedianLong, descFailing, descNotRun, descHistoryLoaded, descHistoryWriteErrors} {
+		descRegression, descMedianRecent, descMedianLong, descTargetRegression, descTargetBelowWarning,
+		descFailing, descNotRun, descHistoryLoaded, descHistoryWriteErrors} {
 		ch <- d
 	}
 }
@@ -558,6 +568,10 @@ func (s *Store) Collect(ch chan<- prometheus.Metric) {
 		ch <- prometheus.MustNewConstMetric(d, prometheus.CounterValue, v, l...)
 	}
 	now := time.Now()
+	// Per target: whether any op has the verdict (the series exists) and
+	// whether any op's verdict is 1.
+	type targetVerdict struct{ hasRegression, regression, hasRecent, belowWarning bool }
+	targets := map[string]*targetVerdict{}
 	for _, st := range s.probes {
 		l := []string{st.target, st.probe, st.kind}
 		gauge(descInterval, st.interval, l...)
@@ -619,6 +633,19 @@ func (s *Store) Collect(ch chan<- prometheus.Metric) {
 					k := plateau.HistoryKey{Target: st.target, Probe: st.probe, Op: op.Op, Params: st.params}
 					ol := append(l, op.Op)
 					v := plateau.RunVerdicts(s.history[k].Results, plateaus[op.Op])
+					tv := targets[st.target]
+					if tv == nil {
+						tv = &targetVerdict{}
+						targets[st.target] = tv
+					}
+					if v.HasChange {
+						tv.hasRegression = true
+						tv.regression = tv.regression || v.Regression
+					}
+					if v.HasRecent {
+						tv.hasRecent = true
+						tv.belowWarning = tv.belowWarning || v.RecentMedian < st.plateau.Warning
+					}
 					if c := v.Change; v.HasChange {
 						gauge(descChange, c.Ratio, ol...)
 						gauge(descChangeNoise, c.Noise, ol...)
@@ -646,6 +673,14 @@ func (s *Store) Collect(ch chan<- prometheus.Metric) {
 		}
 		gauge(descThreshold, st.plateau.Warning, st.target, st.probe, "warning")
 		gauge(descThreshold, st.plateau.Critical, st.target, st.probe, "critical")
+	}
+	for _, name := range sortedKeys(targets) {
+		if tv := targets[name]; tv.hasRegression {
+			gauge(descTargetRegression, b2f(tv.regression), name)
+		}
+		if tv := targets[name]; tv.hasRecent {
+			gauge(descTargetBelowWarning, b2f(tv.belowWarning), name)
+		}
 	}
 	for name, ts := range s.targets {
 		gauge(descHung, b2f(ts.abandoned > 0), name)

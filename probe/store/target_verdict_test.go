@@ -1,0 +1,92 @@
+package store
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus/testutil"
+
+	"github.com/plateau-exporter/plateau_exporter/internal/probefixture"
+	"github.com/plateau-exporter/plateau_exporter/internal/probetest"
+	"github.com/plateau-exporter/plateau_exporter/probe"
+	"github.com/plateau-exporter/plateau_exporter/probe/plateau"
+)
+
+const targetVerdictHelp = `# HELP plateau_probe_target_below_warning 1 when any op of any probe of the target has its plateau_probe_ratio_median_3_runs under its probe's warning threshold (plateau_alert_threshold_ratio{severity="warning"}), else 0; absent while none of them has a plateau_probe_ratio_median_3_runs.
+# TYPE plateau_probe_target_below_warning gauge
+# HELP plateau_probe_target_regression 1 when any op of any probe of the target is in sudden regression (the maximum of the target's plateau_probe_regression), else 0; absent while none of them has a plateau_probe_regression.
+# TYPE plateau_probe_target_regression gauge
+`
+
+// The per-target verdicts are the maxima of the ops' verdicts, and absent
+// where no op has one: one halved op of one probe puts its target in
+// regression, a target whose ops hold is not.
+func TestStoreTargetVerdictsAreTheMaximaOfTheOps(t *testing.T) {
+	b, err := plateau.ParseBaselines([]byte(probefixture.BaselinesYAML), "b.yml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := probefixture.SmallSeq("s")
+	q := probefixture.SmallSeq("s")
+	s := New()
+	s.Configure(&probe.Config{Targets: []*probe.Target{
+		{Name: "t", WarningRatio: 0.8, CriticalRatio: 0.5, Probes: []*probe.ProbeConfig{&p}},
+		{Name: "u", WarningRatio: 0.8, CriticalRatio: 0.5, Probes: []*probe.ProbeConfig{&q}},
+	}}, b)
+	if n := testutil.CollectAndCount(s, "plateau_probe_target_regression", "plateau_probe_target_below_warning"); n != 0 {
+		t.Fatalf("%d target verdicts before any run, want none", n)
+	}
+	end := time.Date(2026, 12, 2, 0, 0, 0, 0, time.UTC)
+	// t's baselines are 1000 B/s write and 2000 B/s read, in the runs' I/O
+	// mode: a write at 700 is under the 0.8 warning threshold, a read at
+	// 2000 is not.
+	run := func(target string, write, read float64) {
+		end = end.Add(time.Minute)
+		s.Record(&probe.Result{Target: target, Probe: "s", Kind: probe.KindSequential, Start: end.Add(-time.Second), End: end,
+			Direct: true, Engine: probe.EngineSync,
+			Ops: []probe.OpResult{{Op: "write", Bytes: int64(write), Operations: 1, Seconds: 1}, {Op: "read", Bytes: int64(read), Operations: 1, Seconds: 1}}}, false)
+	}
+	run("t", 700, 2000)
+	run("u", 1000, 2000)
+	// u has no baselines (the fixture's are t's): no ratio, no median, no
+	// below-warning verdict; its change statistic needs none.
+	want := targetVerdictHelp + `plateau_probe_target_below_warning{target="t"} 1
+`
+	if err := testutil.CollectAndCompare(s, strings.NewReader(want), "plateau_probe_target_regression", "plateau_probe_target_below_warning"); err != nil {
+		t.Fatalf("after one run (a median, no change statistic yet): %v", err)
+	}
+	// A full history, then t's write op halves for the last runs while
+	// its read op and all of u hold.
+	for i := 0; i < plateau.HistoryRuns-plateau.ChangeRuns; i++ {
+		run("t", 1000*float64(1+i%2), 2000*float64(1+i%2))
+		run("u", 1000*float64(1+i%2), 2000*float64(1+i%2))
+	}
+	for i := 0; i < plateau.ChangeRuns; i++ {
+		run("t", 500*float64(1+(i+1)%2), 2000*float64(1+(i+1)%2))
+		run("u", 1000*float64(1+(i+1)%2), 2000*float64(1+(i+1)%2))
+	}
+	perOp := func(target, op string) float64 {
+		return probetest.MetricValue(t, s, "plateau_probe_regression", map[string]string{"target": target, "op": op})
+	}
+	if perOp("t", "write") != 1 || perOp("t", "read") != 0 || perOp("u", "write") != 0 || perOp("u", "read") != 0 {
+		t.Fatalf("per-op regression t write %v read %v, u write %v read %v; want 1 0 0 0",
+			perOp("t", "write"), perOp("t", "read"), perOp("u", "write"), perOp("u", "read"))
+	}
+	// t's write also has a median of its last 3 runs (500, 1000, 500) at
+	// half its baseline: under the warning threshold.
+	want = targetVerdictHelp + `plateau_probe_target_below_warning{target="t"} 1
+plateau_probe_target_regression{target="t"} 1
+plateau_probe_target_regression{target="u"} 0
+`
+	if err := testutil.CollectAndCompare(s, strings.NewReader(want), "plateau_probe_target_regression", "plateau_probe_target_below_warning"); err != nil {
+		t.Fatalf("after t's write halved: %v", err)
+	}
+	// A failing run takes the ops' verdicts away, and the target's with them.
+	s.Record(&probe.Result{Target: "t", Probe: "s", Kind: probe.KindSequential, Reason: probe.ReasonEIO}, false)
+	want = targetVerdictHelp + `plateau_probe_target_regression{target="u"} 0
+`
+	if err := testutil.CollectAndCompare(s, strings.NewReader(want), "plateau_probe_target_regression", "plateau_probe_target_below_warning"); err != nil {
+		t.Fatalf("while t fails: %v", err)
+	}
+}
