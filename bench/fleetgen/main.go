@@ -56,6 +56,9 @@ import (
 
 const probeInterval = 900 // seconds, the default 15m
 
+// warningRatio is every probe's warning threshold (the default config's).
+const warningRatio = 0.8
+
 type probeDef struct {
 	target, name, kind string
 	ops                []string
@@ -113,11 +116,10 @@ func offset(n node, p probeDef) int64 {
 // series is one time series: its text up to the value, the first
 // timestamp it has, and its value at a time.
 type series struct {
-	prefix string
-	name   string
-	kv     []string // label pairs after the name, for remote write
-	from   int64
-	value  func(t int64) float64
+	name  string
+	kv    []string // label pairs after the name
+	from  int64
+	value func(t int64) float64
 }
 
 type gen struct {
@@ -154,7 +156,7 @@ func (g gen) nodeSeries(n node) []series {
 			// fleet does, whatever history it has before it.
 			from = min(from, g.end-g.head)
 		}
-		out = append(out, series{labels(name, kv...), name, kv, from, v})
+		out = append(out, series{name, kv, from, v})
 	}
 	hist, long, ctr, short := g.end-g.history, g.end-g.long, g.end-g.counter, g.end-g.short
 	end := g.end
@@ -241,7 +243,7 @@ func (g gen) nodeSeries(n node) []series {
 				return 0
 			}, "plateau_probe_runs_total", "kind", p.kind, "probe", p.name, "result", result, "target", p.target)
 		}
-		for sev, v := range map[string]float64{"warning": 0.8, "critical": 0.5} {
+		for sev, v := range map[string]float64{"warning": warningRatio, "critical": 0.5} {
 			add(short, constant(v), "plateau_alert_threshold_ratio", "probe", p.name, "severity", sev, "target", p.target)
 		}
 		for _, op := range p.ops {
@@ -295,7 +297,7 @@ func (g gen) nodeSeries(n node) []series {
 			}
 			add(short, func(t int64) float64 { return medians(t).RecentMedian }, "plateau_probe_ratio_median_3_runs", ok...)
 			targetBelowWarning[p.target] = append(targetBelowWarning[p.target], func(t int64) float64 {
-				if medians(t).RecentMedian < 0.8 { // the warning threshold written above
+				if medians(t).RecentMedian < warningRatio {
 					return 1
 				}
 				return 0
@@ -322,8 +324,6 @@ func (g gen) nodeSeries(n node) []series {
 	for _, tg := range []string{"local", "scratch"} {
 		add(short, maxOf(targetRegression[tg]), "plateau_probe_target_regression", "target", tg)
 		add(short, maxOf(targetBelowWarning[tg]), "plateau_probe_target_below_warning", "target", tg)
-	}
-	for _, tg := range []string{"local", "scratch"} {
 		add(short, constant(0), "plateau_probe_hung", "target", tg)
 		add(short, constant(0), "plateau_probe_abandoned_workers", "target", tg)
 	}
@@ -509,6 +509,10 @@ func main() {
 
 type stats struct{ series, samples, files int64 }
 
+// at is the first sample time at or after t: samples sit on multiples of
+// step, ending at end.
+func (g gen) at(t int64) int64 { return g.end - floorDiv(g.end-t, g.step)*g.step }
+
 func (g gen) write(nodes int, block int64, dir string) (stats, error) {
 	var st stats
 	all := make([][]series, nodes)
@@ -520,8 +524,6 @@ func (g gen) write(nodes int, block int64, dir string) (stats, error) {
 		}
 	}
 	st.series = int64(len(all) * len(all[0]))
-	// Samples sit on multiples of step, ending at end.
-	at := func(t int64) int64 { return g.end - floorDiv(g.end-t, g.step)*g.step }
 	last := g.end // the last timestamp written to the files
 	if g.head > 0 {
 		last = g.end - g.head
@@ -536,9 +538,10 @@ func (g gen) write(nodes int, block int64, dir string) (stats, error) {
 		var buf []byte
 		for _, ss := range all {
 			for _, s := range ss {
+				prefix := labels(s.name, s.kv...)
 				from := max(s.from, w)
-				for t := at(from); t < w+block && t <= last; t += g.step {
-					buf = append(buf[:0], s.prefix...)
+				for t := g.at(from); t < w+block && t <= last; t += g.step {
+					buf = append(buf[:0], prefix...)
 					buf = strconv.AppendFloat(buf, s.value(t), 'g', -1, 64)
 					buf = append(buf, ' ')
 					buf = strconv.AppendInt(buf, t, 10)
@@ -567,7 +570,6 @@ func (g gen) write(nodes int, block int64, dir string) (stats, error) {
 // head and become visible to queries as time passes, as a scrape's would.
 func (g gen) remoteWrite(nodes int, url string) (stats, error) {
 	var st stats
-	at := func(t int64) int64 { return g.end - floorDiv(g.end-t, g.step)*g.step }
 	from := g.end - g.head + 1
 	const batchNodes = 10
 	type batch struct{ lo, hi int }
@@ -586,7 +588,7 @@ func (g gen) remoteWrite(nodes int, url string) (stats, error) {
 						ts.Labels = append(ts.Labels, prompb.Label{Name: s.kv[j], Value: s.kv[j+1]})
 					}
 					sort.Slice(ts.Labels, func(a, b int) bool { return ts.Labels[a].Name < ts.Labels[b].Name })
-					for t := at(max(s.from, from)); t <= g.end; t += g.step {
+					for t := g.at(max(s.from, from)); t <= g.end; t += g.step {
 						ts.Samples = append(ts.Samples, prompb.Sample{Value: s.value(t), Timestamp: t * 1000})
 					}
 					samples += int64(len(ts.Samples))

@@ -675,10 +675,11 @@ func (s *Store) Collect(ch chan<- prometheus.Metric) {
 		gauge(descThreshold, st.plateau.Critical, st.target, st.probe, "critical")
 	}
 	for _, name := range sortedKeys(targets) {
-		if tv := targets[name]; tv.hasRegression {
+		tv := targets[name]
+		if tv.hasRegression {
 			gauge(descTargetRegression, b2f(tv.regression), name)
 		}
-		if tv := targets[name]; tv.hasRecent {
+		if tv.hasRecent {
 			gauge(descTargetBelowWarning, b2f(tv.belowWarning), name)
 		}
 	}
