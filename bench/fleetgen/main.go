@@ -176,6 +176,7 @@ func (g gen) nodeSeries(n node) []series {
 		}
 	}
 	targetRegression := map[string][]func(int64) float64{}
+	targetIOBytes := map[string][]func(int64) float64{}
 	targetBelowWarning := map[string][]func(int64) float64{}
 	for _, p := range probes {
 		p := p
@@ -224,6 +225,11 @@ func (g gen) nodeSeries(n node) []series {
 		}, "plateau_probe_failing", pk...)
 		add(short, constant(0), "plateau_probe_not_run", pk...)
 		add(short, constant(probeInterval), "plateau_probe_interval_seconds", pk...)
+		// The node's own I/O during the last run, per direction: a few
+		// MB/s, far under half of any plateau (no node is busy).
+		for _, dir := range []string{"read", "write"} {
+			add(short, constant(4e6), "plateau_probe_concurrent_bytes_per_second", "kind", p.kind, "op", dir, "probe", p.name, "target", p.target)
+		}
 		add(short, constant(0), "plateau_baseline_io_mode_mismatch", pk...)
 		runs0 := run(g.epoch)
 		for _, result := range []string{"success", "failure", "timeout", "skipped"} {
@@ -303,7 +309,9 @@ func (g gen) nodeSeries(n node) []series {
 				return 0
 			})
 			add(short, func(t int64) float64 { return medians(t).LongMedian }, "plateau_probe_ratio_median_24_runs", ok...)
-			add(ctr, func(t int64) float64 { return float64(run(t)-runs0) * p.runBytes }, "plateau_probe_io_bytes_total", ok...)
+			ioBytes := func(t int64) float64 { return float64(run(t)-runs0) * p.runBytes }
+			add(ctr, ioBytes, "plateau_probe_io_bytes_total", ok...)
+			targetIOBytes[p.target] = append(targetIOBytes[p.target], ioBytes)
 			if p.kind == "metadata" {
 				add(short, constant(p.baseline), "plateau_baseline_operations_per_second", ok...)
 			} else {
@@ -321,9 +329,19 @@ func (g gen) nodeSeries(n node) []series {
 			return m
 		}
 	}
+	sumOf := func(fs []func(int64) float64) func(int64) float64 {
+		return func(t int64) float64 {
+			s := 0.0
+			for _, f := range fs {
+				s += f(t)
+			}
+			return s
+		}
+	}
 	for _, tg := range []string{"local", "scratch"} {
 		add(short, maxOf(targetRegression[tg]), "plateau_probe_target_regression", "target", tg)
 		add(short, maxOf(targetBelowWarning[tg]), "plateau_probe_target_below_warning", "target", tg)
+		add(ctr, sumOf(targetIOBytes[tg]), "plateau_probe_target_io_bytes_total", "target", tg)
 		add(short, constant(0), "plateau_probe_hung", "target", tg)
 		add(short, constant(0), "plateau_probe_abandoned_workers", "target", tg)
 	}

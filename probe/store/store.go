@@ -75,6 +75,10 @@ var (
 		"Bytes the probe's runs moved to or from the file system, by op: the load plateau_exporter itself puts on storage.", probeOpLabels, nil)
 	descConcurrent = prometheus.NewDesc(prometheus.BuildFQName(namespace, "probe", "concurrent_bytes_per_second"),
 		"Bytes per second this node moved on the probed file system during the last successful run apart from the probe's own, by op (read, write): a slow run on a node busy with its own jobs' I/O. From /proc/diskstats for a local block device (the whole partition), /proc/self/mountstats for NFS (bytes to and from the server), and for GPFS mmpmon fs_io_s as the gpfs collector last read it in the background: its resolution is --collector.gpfs.interval, coarse for runs shorter than that and absent when no new answer came during the run. Absent when no source applies (tmpfs, overlay, FUSE) or while the probe fails.", probeOpLabels, nil)
+	// One series per target instead of one per probe op, for the fleet
+	// rule that subtracts the probes' own traffic from a node's (issue 16).
+	descTargetIOBytes = prometheus.NewDesc(prometheus.BuildFQName(namespace, "probe", "target_io_bytes_total"),
+		"Bytes all probes of the target moved to or from the file system since the exporter started: the sum of the target's plateau_probe_io_bytes_total, counting probes a reload has since removed too.", []string{"target"}, nil)
 	descHung = prometheus.NewDesc(prometheus.BuildFQName(namespace, "probe", "hung"),
 		"1 while a worker of the target ignores SIGKILL (stuck on the file system); no probe starts on the target until it exits.", []string{"target"}, nil)
 	descAbandoned = prometheus.NewDesc(prometheus.BuildFQName(namespace, "probe", "abandoned_workers"),
@@ -206,6 +210,9 @@ type probeState struct {
 
 type targetState struct {
 	abandoned int
+	// ioBytes is what every probe of the target moved since the exporter
+	// started, whatever probes came and went by reloads.
+	ioBytes float64
 }
 
 // Store holds the latest results for scrapes. Probes write to it when a run
@@ -453,8 +460,10 @@ func (s *Store) record(r *probe.Result, timedOut bool) (uint64, plateau.History)
 		// all the same: the change ratio compares the probe with itself.
 		s.addHistory(st, r)
 	}
+	ts := s.targetState(st.target)
 	for _, op := range r.Ops {
 		st.ioBytes[op.Op] += float64(op.Bytes)
+		ts.ioBytes += float64(op.Bytes)
 	}
 	st.last = r
 	if !success || s.historyFile == "" {
@@ -537,18 +546,24 @@ func (s *Store) saveHistory(gen uint64, h plateau.History) {
 func (s *Store) SetAbandoned(target string, workers int) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	s.targetState(target).abandoned = workers
+}
+
+// targetState returns the target's state, created when the target is not
+// (or no longer) configured. s.mu must be held for writing.
+func (s *Store) targetState(target string) *targetState {
 	ts := s.targets[target]
 	if ts == nil {
 		ts = &targetState{}
 		s.targets[target] = ts
 	}
-	ts.abandoned = workers
+	return ts
 }
 
 // Describe implements prometheus.Collector.
 func (s *Store) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{descSuccess, descLastRun, descLastSuccess, descDuration, descInterval, descInProgress, descInfo,
-		descThroughput, descOpsRate, descConcurrent, descLatency, descRuns, descErrors, descSkips, descIOBytes, descHung, descAbandoned,
+		descThroughput, descOpsRate, descConcurrent, descLatency, descRuns, descErrors, descSkips, descIOBytes, descTargetIOBytes, descHung, descAbandoned,
 		descBaselineBytes, descBaselineOps, descRatio, descModeMismatch, descThreshold,
 		descChange, descChangeNoise, descChangeFast, descChangeFastNoise, descChangeLowRuns,
 		descRegression, descMedianRecent, descMedianLong, descTargetRegression, descTargetBelowWarning,
@@ -686,6 +701,7 @@ func (s *Store) Collect(ch chan<- prometheus.Metric) {
 	for name, ts := range s.targets {
 		gauge(descHung, b2f(ts.abandoned > 0), name)
 		gauge(descAbandoned, float64(ts.abandoned), name)
+		counter(descTargetIOBytes, ts.ioBytes, name)
 	}
 	gauge(descHistoryLoaded, b2f(s.historyLoaded))
 	counter(descHistoryWriteErrors, float64(s.writeErrors.Load()))

@@ -90,3 +90,47 @@ plateau_probe_target_regression{target="u"} 0
 		t.Fatalf("while t fails: %v", err)
 	}
 }
+
+// The target's I/O counter is the sum of its probes' plateau_probe_io_bytes_total
+// and, unlike that sum, never goes down: a probe a reload removes keeps
+// its bytes in the target's total, and another target's runs do not count.
+func TestStoreTargetIOBytesSumTheProbesAndSurviveReloads(t *testing.T) {
+	p := probefixture.SmallSeq("s")
+	q := probefixture.SmallSeq("q")
+	other := probefixture.SmallSeq("s")
+	both := &probe.Config{Targets: []*probe.Target{
+		{Name: "t", WarningRatio: 0.8, CriticalRatio: 0.5, Probes: []*probe.ProbeConfig{&p, &q}},
+		{Name: "u", WarningRatio: 0.8, CriticalRatio: 0.5, Probes: []*probe.ProbeConfig{&other}},
+	}}
+	s := New()
+	s.Configure(both, nil)
+	const help = "# HELP plateau_probe_target_io_bytes_total Bytes all probes of the target moved to or from the file system since the exporter started: the sum of the target's plateau_probe_io_bytes_total, counting probes a reload has since removed too.\n# TYPE plateau_probe_target_io_bytes_total counter\n"
+	check := func(when, t1, u1 string) {
+		t.Helper()
+		want := help + `plateau_probe_target_io_bytes_total{target="t"} ` + t1 + "\n" + `plateau_probe_target_io_bytes_total{target="u"} ` + u1 + "\n"
+		if err := testutil.CollectAndCompare(s, strings.NewReader(want), "plateau_probe_target_io_bytes_total"); err != nil {
+			t.Fatalf("%s: %v", when, err)
+		}
+	}
+	check("before any run", "0", "0")
+	end := time.Date(2026, 12, 2, 0, 0, 0, 0, time.UTC)
+	run := func(target, name string, write, read int64) {
+		end = end.Add(time.Minute)
+		s.Record(&probe.Result{Target: target, Probe: name, Kind: probe.KindSequential, Start: end.Add(-time.Second), End: end,
+			Direct: true, Engine: probe.EngineSync,
+			Ops: []probe.OpResult{{Op: "write", Bytes: write, Operations: 1, Seconds: 1}, {Op: "read", Bytes: read, Operations: 1, Seconds: 1}}}, false)
+	}
+	run("t", "s", 100, 200)
+	run("t", "q", 10, 20)
+	run("u", "s", 1, 2)
+	check("after a run of each probe", "330", "3")
+	// q is removed: its plateau_probe_io_bytes_total goes, its bytes stay
+	// in t's total, and a run of it that ends after the reload is dropped.
+	s.Configure(&probe.Config{Targets: []*probe.Target{
+		{Name: "t", WarningRatio: 0.8, CriticalRatio: 0.5, Probes: []*probe.ProbeConfig{&p}},
+		{Name: "u", WarningRatio: 0.8, CriticalRatio: 0.5, Probes: []*probe.ProbeConfig{&other}},
+	}}, nil)
+	run("t", "q", 1000, 1000)
+	run("t", "s", 100, 200)
+	check("after q was removed", "630", "3")
+}
