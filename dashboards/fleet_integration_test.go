@@ -118,7 +118,7 @@ func TestFleetAlerts(t *testing.T) {
 	}
 	s.checkThrottleBites(t, victim, aStart, medianRead[victim], readBefore)
 	victimRead := func(a receivedAlert) bool {
-		return a.Labels["alertname"] == regressionAlert && a.Labels["instance"] == victim.addr && a.Labels["op"] == "read"
+		return a.Labels["alertname"] == regressionAlert && a.Labels["instance"] == victim.addr && namesOp(a, stackProbe, "read")
 	}
 	var fired receivedAlert
 	waitFor(t, "the webhook to receive "+regressionAlert+" for "+victim.host, 4*time.Minute, func() (bool, error) {
@@ -195,7 +195,7 @@ func TestFleetAlerts(t *testing.T) {
 				st += " by " + fsRegressionAlert
 			}
 			states = append(states, s.alertKey(a.Labels)+": "+st)
-			if a.Labels["op"] == "read" && a.Status.State == "suppressed" && slices.Contains(a.Status.InhibitedBy, fsFired.Fingerprint) {
+			if a.Status.State == "suppressed" && slices.Contains(a.Status.InhibitedBy, fsFired.Fingerprint) {
 				inhibited[a.Labels["instance"]] = true
 			}
 		}

@@ -1459,3 +1459,11 @@ func medianOf(sorted []float64) float64 {
 	}
 	return (sorted[n/2-1] + sorted[n/2]) / 2
 }
+
+// namesOp says whether the alert's description names the op of the probe
+// as one of its ops in regression or under plateau ("seq read (sequential)
+// at ..."): the verdict alerts are per node and target, and their
+// descriptions list the ops.
+func namesOp(a receivedAlert, probe, op string) bool {
+	return strings.Contains(strings.Join(strings.Fields(a.Annotations["description"]), " "), probe+" "+op+" (")
+}

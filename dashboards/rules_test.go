@@ -497,7 +497,7 @@ type alertLabels map[string]string
 // TestInhibitionsKeepOneProblemOnePage checks the inhibitions of
 // alertmanager.yml against the cases they exist for: a storage problem
 // pages once per file system, a sudden regression is not repeated by the
-// chronic warning of the same op, a hung mount explains the rest of its
+// chronic warning of the same node and target, a hung mount explains the rest of its
 // node's probe alerts, and none of it reaches across file systems or nodes.
 func TestInhibitionsKeepOneProblemOnePage(t *testing.T) {
 	cfg := loadAlertmanagerConfig(t)
@@ -505,9 +505,14 @@ func TestInhibitionsKeepOneProblemOnePage(t *testing.T) {
 		return alertLabels{"alertname": alert, "severity": severity, "job": "plateau", "instance": instance,
 			"target": target, "probe": "seq", "kind": "sequential", "op": op}
 	}
+	// The verdict alerts are per node and target (alerts.yml), the exporter's
+	// per probe.
+	perTarget := func(alert, severity, instance, target string) alertLabels {
+		return alertLabels{"alertname": alert, "severity": severity, "job": "plateau", "instance": instance, "target": target}
+	}
 	fsPage := alertLabels{"alertname": "PlateauFileSystemRegression", "severity": "critical", "job": "plateau", "target": "scratch"}
-	page := node("PlateauProbeRegression", "critical", "node01:9731", "scratch", "read")
-	warning := node("PlateauProbeBelowPlateau", "warning", "node01:9731", "scratch", "read")
+	page := perTarget("PlateauProbeRegression", "critical", "node01:9731", "scratch")
+	warning := perTarget("PlateauProbeBelowPlateau", "warning", "node01:9731", "scratch")
 	hung := alertLabels{"alertname": "PlateauProbeHung", "severity": "critical", "job": "plateau", "instance": "node01:9731", "target": "scratch"}
 	cases := []struct {
 		name           string
@@ -516,25 +521,25 @@ func TestInhibitionsKeepOneProblemOnePage(t *testing.T) {
 	}{
 		{"the file-system page holds its node pages", fsPage, page, true},
 		{"the file-system page holds its chronic warnings", fsPage, warning, true},
-		{"the file-system page holds another node's page", fsPage, node("PlateauProbeRegression", "critical", "node07:9731", "scratch", "write"), true},
-		{"the file-system page leaves another file system's pages", fsPage, node("PlateauProbeRegression", "critical", "node01:9731", "home", "read"), false},
+		{"the file-system page holds another node's page", fsPage, perTarget("PlateauProbeRegression", "critical", "node07:9731", "scratch"), true},
+		{"the file-system page leaves another file system's pages", fsPage, perTarget("PlateauProbeRegression", "critical", "node01:9731", "home"), false},
 		{"the file-system page leaves another job's pages", fsPage, func() alertLabels {
-			a := node("PlateauProbeRegression", "critical", "node01:9731", "scratch", "read")
+			a := perTarget("PlateauProbeRegression", "critical", "node01:9731", "scratch")
 			a["job"] = "other"
 			return a
 		}(), false},
-		{"a node page holds the chronic warning of its op", page, warning, true},
-		{"a node page leaves the chronic warning of another op", page, node("PlateauProbeBelowPlateau", "warning", "node01:9731", "scratch", "write"), false},
-		{"a node page leaves another node's warning", page, node("PlateauProbeBelowPlateau", "warning", "node02:9731", "scratch", "read"), false},
+		{"a node page holds the chronic warning of its target", page, warning, true},
+		{"a node page leaves the chronic warning of another target of its node", page, perTarget("PlateauProbeBelowPlateau", "warning", "node01:9731", "home"), false},
+		{"a node page leaves another node's warning", page, perTarget("PlateauProbeBelowPlateau", "warning", "node02:9731", "scratch"), false},
 		{"a node page leaves the file-system page", page, fsPage, false},
-		{"a node page leaves another node's page", page, node("PlateauProbeRegression", "critical", "node02:9731", "scratch", "read"), false},
+		{"a node page leaves another node's page", page, perTarget("PlateauProbeRegression", "critical", "node02:9731", "scratch"), false},
 		{"a chronic warning leaves the page", warning, page, false},
 		{"a hung mount holds the node page", hung, page, true},
 		{"a hung mount holds the chronic warning", hung, warning, true},
 		{"a hung mount holds the failing probe", hung, node("PlateauProbeFailing", "warning", "node01:9731", "scratch", ""), true},
 		{"a hung mount holds the probe not run", hung, node("PlateauProbeNotRun", "warning", "node01:9731", "scratch", ""), true},
-		{"a hung mount leaves another node", hung, node("PlateauProbeRegression", "critical", "node02:9731", "scratch", "read"), false},
-		{"a hung mount leaves another target of its node", hung, node("PlateauProbeRegression", "critical", "node01:9731", "home", "read"), false},
+		{"a hung mount leaves another node", hung, perTarget("PlateauProbeRegression", "critical", "node02:9731", "scratch"), false},
+		{"a hung mount leaves another target of its node", hung, perTarget("PlateauProbeRegression", "critical", "node01:9731", "home"), false},
 		{"a hung mount leaves the file-system page", hung, fsPage, false},
 	}
 	for _, c := range cases {

@@ -178,6 +178,7 @@ func (g gen) nodeSeries(n node) []series {
 	targetRegression := map[string][]func(int64) float64{}
 	targetIOBytes := map[string][]func(int64) float64{}
 	targetBelowWarning := map[string][]func(int64) float64{}
+	targetBelowPlateau := map[string][]func(int64) float64{}
 	for _, p := range probes {
 		p := p
 		off := offset(n, p)
@@ -309,6 +310,12 @@ func (g gen) nodeSeries(n node) []series {
 				return 0
 			})
 			add(short, func(t int64) float64 { return medians(t).LongMedian }, "plateau_probe_ratio_median_24_runs", ok...)
+			targetBelowPlateau[p.target] = append(targetBelowPlateau[p.target], func(t int64) float64 {
+				if medians(t).LongMedian < warningRatio {
+					return 1
+				}
+				return 0
+			})
 			ioBytes := func(t int64) float64 { return float64(run(t)-runs0) * p.runBytes }
 			add(ctr, ioBytes, "plateau_probe_io_bytes_total", ok...)
 			targetIOBytes[p.target] = append(targetIOBytes[p.target], ioBytes)
@@ -341,6 +348,7 @@ func (g gen) nodeSeries(n node) []series {
 	for _, tg := range []string{"local", "scratch"} {
 		add(short, maxOf(targetRegression[tg]), "plateau_probe_target_regression", "target", tg)
 		add(short, maxOf(targetBelowWarning[tg]), "plateau_probe_target_below_warning", "target", tg)
+		add(short, maxOf(targetBelowPlateau[tg]), "plateau_probe_target_below_plateau", "target", tg)
 		add(ctr, sumOf(targetIOBytes[tg]), "plateau_probe_target_io_bytes_total", "target", tg)
 		add(short, constant(0), "plateau_probe_hung", "target", tg)
 		add(short, constant(0), "plateau_probe_abandoned_workers", "target", tg)

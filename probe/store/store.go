@@ -126,6 +126,9 @@ var (
 	descTargetBelowWarning = prometheus.NewDesc(prometheus.BuildFQName(namespace, "probe", "target_below_warning"),
 		"1 when any op of any probe of the target has its plateau_probe_ratio_median_3_runs under its probe's warning threshold (plateau_alert_threshold_ratio{severity=\"warning\"}), else 0; absent while none of them has a plateau_probe_ratio_median_3_runs.",
 		[]string{"target"}, nil)
+	descTargetBelowPlateau = prometheus.NewDesc(prometheus.BuildFQName(namespace, "probe", "target_below_plateau"),
+		"1 when any op of any probe of the target has its plateau_probe_ratio_median_24_runs under its probe's warning threshold (plateau_alert_threshold_ratio{severity=\"warning\"}), the chronic shortfall PlateauProbeBelowPlateau warns of, else 0; absent while none of them has a plateau_probe_ratio_median_24_runs.",
+		[]string{"target"}, nil)
 	descFailing = prometheus.NewDesc(prometheus.BuildFQName(namespace, "probe", "failing"),
 		fmt.Sprintf("1 when the probe fails for good, not one failed run: its last run failed or timed out and its last success is more than %d of its intervals old, or it has not succeeded since the exporter started and failed or timed out %d times; else 0. Evaluated at each scrape on the exporter's clock.",
 			failingIntervals, failingRuns), probeLabels, nil)
@@ -566,7 +569,7 @@ func (s *Store) Describe(ch chan<- *prometheus.Desc) {
 		descThroughput, descOpsRate, descConcurrent, descLatency, descRuns, descErrors, descSkips, descIOBytes, descTargetIOBytes, descHung, descAbandoned,
 		descBaselineBytes, descBaselineOps, descRatio, descModeMismatch, descThreshold,
 		descChange, descChangeNoise, descChangeFast, descChangeFastNoise, descChangeLowRuns,
-		descRegression, descMedianRecent, descMedianLong, descTargetRegression, descTargetBelowWarning,
+		descRegression, descMedianRecent, descMedianLong, descTargetRegression, descTargetBelowWarning, descTargetBelowPlateau,
 		descFailing, descNotRun, descHistoryLoaded, descHistoryWriteErrors} {
 		ch <- d
 	}
@@ -585,7 +588,7 @@ func (s *Store) Collect(ch chan<- prometheus.Metric) {
 	now := time.Now()
 	// Per target: whether any op has the verdict (the series exists) and
 	// whether any op's verdict is 1.
-	type targetVerdict struct{ hasRegression, regression, hasRecent, belowWarning bool }
+	type targetVerdict struct{ hasRegression, regression, hasRecent, belowWarning, hasLong, belowPlateau bool }
 	targets := map[string]*targetVerdict{}
 	for _, st := range s.probes {
 		l := []string{st.target, st.probe, st.kind}
@@ -661,6 +664,10 @@ func (s *Store) Collect(ch chan<- prometheus.Metric) {
 						tv.hasRecent = true
 						tv.belowWarning = tv.belowWarning || v.RecentMedian < st.plateau.Warning
 					}
+					if v.HasLong {
+						tv.hasLong = true
+						tv.belowPlateau = tv.belowPlateau || v.LongMedian < st.plateau.Warning
+					}
 					if c := v.Change; v.HasChange {
 						gauge(descChange, c.Ratio, ol...)
 						gauge(descChangeNoise, c.Noise, ol...)
@@ -696,6 +703,9 @@ func (s *Store) Collect(ch chan<- prometheus.Metric) {
 		}
 		if tv.hasRecent {
 			gauge(descTargetBelowWarning, b2f(tv.belowWarning), name)
+		}
+		if tv.hasLong {
+			gauge(descTargetBelowPlateau, b2f(tv.belowPlateau), name)
 		}
 	}
 	for name, ts := range s.targets {

@@ -134,3 +134,55 @@ func TestStoreTargetIOBytesSumTheProbesAndSurviveReloads(t *testing.T) {
 	run("t", "s", 100, 200)
 	check("after q was removed", "630", "3")
 }
+
+// The chronic verdict per target: absent until an op has its 24-run
+// median (12 runs), 0 while every op's median holds, 1 once one op's runs
+// have been under its warning threshold for most of the last 24 runs, and
+// absent for a target without baselines.
+func TestStoreTargetBelowPlateauIsTheLongMedianUnderWarning(t *testing.T) {
+	b, err := plateau.ParseBaselines([]byte(probefixture.BaselinesYAML), "b.yml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := probefixture.SmallSeq("s")
+	q := probefixture.SmallSeq("s")
+	s := New()
+	s.Configure(&probe.Config{Targets: []*probe.Target{
+		{Name: "t", WarningRatio: 0.8, CriticalRatio: 0.5, Probes: []*probe.ProbeConfig{&p}},
+		{Name: "u", WarningRatio: 0.8, CriticalRatio: 0.5, Probes: []*probe.ProbeConfig{&q}},
+	}}, b)
+	end := time.Date(2026, 12, 2, 0, 0, 0, 0, time.UTC)
+	run := func(target string, write, read int64) {
+		end = end.Add(time.Minute)
+		s.Record(&probe.Result{Target: target, Probe: "s", Kind: probe.KindSequential, Start: end.Add(-time.Second), End: end,
+			Direct: true, Engine: probe.EngineSync,
+			Ops: []probe.OpResult{{Op: "write", Bytes: write, Operations: 1, Seconds: 1}, {Op: "read", Bytes: read, Operations: 1, Seconds: 1}}}, false)
+	}
+	const help = "# HELP plateau_probe_target_below_plateau 1 when any op of any probe of the target has its plateau_probe_ratio_median_24_runs under its probe's warning threshold (plateau_alert_threshold_ratio{severity=\"warning\"}), the chronic shortfall PlateauProbeBelowPlateau warns of, else 0; absent while none of them has a plateau_probe_ratio_median_24_runs.\n# TYPE plateau_probe_target_below_plateau gauge\n"
+	check := func(when, want string) {
+		t.Helper()
+		if want != "" {
+			want = help + want
+		}
+		if err := testutil.CollectAndCompare(s, strings.NewReader(want), "plateau_probe_target_below_plateau"); err != nil {
+			t.Fatalf("%s: %v", when, err)
+		}
+	}
+	// t's baselines are 1000 B/s write and 2000 B/s read; u has none.
+	for i := 1; i < plateau.MinLongMedianRuns; i++ {
+		run("t", 1000, 2000)
+		run("u", 1000, 2000)
+	}
+	check("before the 12th run", "")
+	run("t", 1000, 2000)
+	run("u", 1000, 2000)
+	check("at the 12th run", `plateau_probe_target_below_plateau{target="t"} 0`+"\n")
+	// The write falls to 70% of its plateau, the read holds: after 12 low
+	// runs of 24 the median is halfway, after 13 it is low.
+	for i := 0; i < plateau.LongMedianRuns/2; i++ {
+		run("t", 700, 2000)
+	}
+	check("after 12 low runs of 24", `plateau_probe_target_below_plateau{target="t"} 0`+"\n")
+	run("t", 700, 2000)
+	check("after 13 low runs of 24", `plateau_probe_target_below_plateau{target="t"} 1`+"\n")
+}

@@ -372,7 +372,7 @@ func writtenMetrics() []string {
 		"plateau_probe_ratio", "plateau_probe_change_ratio", "plateau_probe_change_noise_ratio",
 		"plateau_probe_change_fast_ratio", "plateau_probe_change_fast_noise_ratio", "plateau_probe_change_low_runs",
 		"plateau_probe_regression", "plateau_probe_ratio_median_3_runs", "plateau_probe_ratio_median_24_runs",
-		"plateau_probe_target_regression", "plateau_probe_target_below_warning", "plateau_probe_failing", "plateau_probe_not_run",
+		"plateau_probe_target_regression", "plateau_probe_target_below_warning", "plateau_probe_target_below_plateau", "plateau_probe_failing", "plateau_probe_not_run",
 		"plateau_alert_threshold_ratio", "plateau_probe_hung", "plateau_probe_abandoned_workers", "up",
 	}
 }
@@ -658,10 +658,13 @@ func writeCase(ctx context.Context, db storage.AppendableV2, s prepared, c repla
 		{ls: base("plateau_probe_regression", "op", s.op), value: func(j int) (float64, bool) { return b2f(verdicts[j].Regression), verdicts[j].HasChange }},
 		{ls: base("plateau_probe_ratio_median_3_runs", "op", s.op), value: func(j int) (float64, bool) { return verdicts[j].RecentMedian, verdicts[j].HasRecent }},
 		{ls: base("plateau_probe_ratio_median_24_runs", "op", s.op), value: func(j int) (float64, bool) { return verdicts[j].LongMedian, verdicts[j].HasLong }},
-		// The per-target maxima of the two verdicts, of this one op.
+		// The per-target maxima of the verdicts, of this one op.
 		{ls: labels.FromStrings("__name__", "plateau_probe_target_regression", "job", "backtest", "instance", c.id, "target", c.id), value: func(j int) (float64, bool) { return b2f(verdicts[j].Regression), verdicts[j].HasChange }},
 		{ls: labels.FromStrings("__name__", "plateau_probe_target_below_warning", "job", "backtest", "instance", c.id, "target", c.id), value: func(j int) (float64, bool) {
 			return b2f(verdicts[j].RecentMedian < probe.DefaultWarningRatio), verdicts[j].HasRecent
+		}},
+		{ls: labels.FromStrings("__name__", "plateau_probe_target_below_plateau", "job", "backtest", "instance", c.id, "target", c.id), value: func(j int) (float64, bool) {
+			return b2f(verdicts[j].LongMedian < probe.DefaultWarningRatio), verdicts[j].HasLong
 		}},
 		{ls: labels.FromStrings("__name__", "plateau_alert_threshold_ratio", "job", "backtest", "instance", c.id, "target", c.id, "probe", "probe", "severity", "warning"), value: constant(probe.DefaultWarningRatio)},
 		{ls: labels.FromStrings("__name__", "plateau_alert_threshold_ratio", "job", "backtest", "instance", c.id, "target", c.id, "probe", "probe", "severity", "critical"), value: constant(probe.DefaultCriticalRatio)},
