@@ -59,6 +59,16 @@ const probeInterval = 900 // seconds, the default 15m
 // warningRatio is every probe's warning threshold (the default config's).
 const warningRatio = 0.8
 
+// belowWarning is the daemon's per-op comparison that its per-target
+// verdicts take the maximum of: 1 when a median ratio is under the warning
+// threshold, else 0.
+func belowWarning(median float64) float64 {
+	if median < warningRatio {
+		return 1
+	}
+	return 0
+}
+
 type probeDef struct {
 	target, name, kind string
 	ops                []string
@@ -303,19 +313,9 @@ func (g gen) nodeSeries(n node) []series {
 				return plateau.RunVerdicts(ratios, 1)
 			}
 			add(short, func(t int64) float64 { return medians(t).RecentMedian }, "plateau_probe_ratio_median_3_runs", ok...)
-			targetBelowWarning[p.target] = append(targetBelowWarning[p.target], func(t int64) float64 {
-				if medians(t).RecentMedian < warningRatio {
-					return 1
-				}
-				return 0
-			})
+			targetBelowWarning[p.target] = append(targetBelowWarning[p.target], func(t int64) float64 { return belowWarning(medians(t).RecentMedian) })
 			add(short, func(t int64) float64 { return medians(t).LongMedian }, "plateau_probe_ratio_median_24_runs", ok...)
-			targetBelowPlateau[p.target] = append(targetBelowPlateau[p.target], func(t int64) float64 {
-				if medians(t).LongMedian < warningRatio {
-					return 1
-				}
-				return 0
-			})
+			targetBelowPlateau[p.target] = append(targetBelowPlateau[p.target], func(t int64) float64 { return belowWarning(medians(t).LongMedian) })
 			ioBytes := func(t int64) float64 { return float64(run(t)-runs0) * p.runBytes }
 			add(ctr, ioBytes, "plateau_probe_io_bytes_total", ok...)
 			targetIOBytes[p.target] = append(targetIOBytes[p.target], ioBytes)

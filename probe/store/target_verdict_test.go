@@ -23,29 +23,9 @@ const targetVerdictHelp = `# HELP plateau_probe_target_below_warning 1 when any 
 // where no op has one: one halved op of one probe puts its target in
 // regression, a target whose ops hold is not.
 func TestStoreTargetVerdictsAreTheMaximaOfTheOps(t *testing.T) {
-	b, err := plateau.ParseBaselines([]byte(probefixture.BaselinesYAML), "b.yml")
-	if err != nil {
-		t.Fatal(err)
-	}
-	p := probefixture.SmallSeq("s")
-	q := probefixture.SmallSeq("s")
-	s := New()
-	s.Configure(&probe.Config{Targets: []*probe.Target{
-		{Name: "t", WarningRatio: 0.8, CriticalRatio: 0.5, Probes: []*probe.ProbeConfig{&p}},
-		{Name: "u", WarningRatio: 0.8, CriticalRatio: 0.5, Probes: []*probe.ProbeConfig{&q}},
-	}}, b)
+	s, run := twoTargetStore(t)
 	if n := testutil.CollectAndCount(s, "plateau_probe_target_regression", "plateau_probe_target_below_warning"); n != 0 {
 		t.Fatalf("%d target verdicts before any run, want none", n)
-	}
-	end := time.Date(2026, 12, 2, 0, 0, 0, 0, time.UTC)
-	// t's baselines are 1000 B/s write and 2000 B/s read, in the runs' I/O
-	// mode: a write at 700 is under the 0.8 warning threshold, a read at
-	// 2000 is not.
-	run := func(target string, write, read float64) {
-		end = end.Add(time.Minute)
-		s.Record(&probe.Result{Target: target, Probe: "s", Kind: probe.KindSequential, Start: end.Add(-time.Second), End: end,
-			Direct: true, Engine: probe.EngineSync,
-			Ops: []probe.OpResult{{Op: "write", Bytes: int64(write), Operations: 1, Seconds: 1}, {Op: "read", Bytes: int64(read), Operations: 1, Seconds: 1}}}, false)
 	}
 	run("t", 700, 2000)
 	run("u", 1000, 2000)
@@ -140,24 +120,7 @@ func TestStoreTargetIOBytesSumTheProbesAndSurviveReloads(t *testing.T) {
 // have been under its warning threshold for most of the last 24 runs, and
 // absent for a target without baselines.
 func TestStoreTargetBelowPlateauIsTheLongMedianUnderWarning(t *testing.T) {
-	b, err := plateau.ParseBaselines([]byte(probefixture.BaselinesYAML), "b.yml")
-	if err != nil {
-		t.Fatal(err)
-	}
-	p := probefixture.SmallSeq("s")
-	q := probefixture.SmallSeq("s")
-	s := New()
-	s.Configure(&probe.Config{Targets: []*probe.Target{
-		{Name: "t", WarningRatio: 0.8, CriticalRatio: 0.5, Probes: []*probe.ProbeConfig{&p}},
-		{Name: "u", WarningRatio: 0.8, CriticalRatio: 0.5, Probes: []*probe.ProbeConfig{&q}},
-	}}, b)
-	end := time.Date(2026, 12, 2, 0, 0, 0, 0, time.UTC)
-	run := func(target string, write, read int64) {
-		end = end.Add(time.Minute)
-		s.Record(&probe.Result{Target: target, Probe: "s", Kind: probe.KindSequential, Start: end.Add(-time.Second), End: end,
-			Direct: true, Engine: probe.EngineSync,
-			Ops: []probe.OpResult{{Op: "write", Bytes: write, Operations: 1, Seconds: 1}, {Op: "read", Bytes: read, Operations: 1, Seconds: 1}}}, false)
-	}
+	s, run := twoTargetStore(t)
 	const help = "# HELP plateau_probe_target_below_plateau 1 when any op of any probe of the target has its plateau_probe_ratio_median_24_runs under its probe's warning threshold (plateau_alert_threshold_ratio{severity=\"warning\"}), the chronic shortfall PlateauProbeBelowPlateau warns of, else 0; absent while none of them has a plateau_probe_ratio_median_24_runs.\n# TYPE plateau_probe_target_below_plateau gauge\n"
 	check := func(when, want string) {
 		t.Helper()
@@ -185,4 +148,31 @@ func TestStoreTargetBelowPlateauIsTheLongMedianUnderWarning(t *testing.T) {
 	check("after 12 low runs of 24", `plateau_probe_target_below_plateau{target="t"} 0`+"\n")
 	run("t", 700, 2000)
 	check("after 13 low runs of 24", `plateau_probe_target_below_plateau{target="t"} 1`+"\n")
+}
+
+// twoTargetStore is a store with target t, whose probe s has the
+// fixture's baselines (1000 B/s write, 2000 B/s read, in the runs' I/O
+// mode: a write at 700 is under the 0.8 warning threshold, a read at 2000
+// is not), and target u with the same probe and no baselines; run records
+// a successful run of s on a target, a minute after the last.
+func twoTargetStore(t *testing.T) (s *Store, run func(target string, write, read float64)) {
+	t.Helper()
+	b, err := plateau.ParseBaselines([]byte(probefixture.BaselinesYAML), "b.yml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := probefixture.SmallSeq("s")
+	q := probefixture.SmallSeq("s")
+	s = New()
+	s.Configure(&probe.Config{Targets: []*probe.Target{
+		{Name: "t", WarningRatio: 0.8, CriticalRatio: 0.5, Probes: []*probe.ProbeConfig{&p}},
+		{Name: "u", WarningRatio: 0.8, CriticalRatio: 0.5, Probes: []*probe.ProbeConfig{&q}},
+	}}, b)
+	end := time.Date(2026, 12, 2, 0, 0, 0, 0, time.UTC)
+	return s, func(target string, write, read float64) {
+		end = end.Add(time.Minute)
+		s.Record(&probe.Result{Target: target, Probe: "s", Kind: probe.KindSequential, Start: end.Add(-time.Second), End: end,
+			Direct: true, Engine: probe.EngineSync,
+			Ops: []probe.OpResult{{Op: "write", Bytes: int64(write), Operations: 1, Seconds: 1}, {Op: "read", Bytes: int64(read), Operations: 1, Seconds: 1}}}, false)
+	}
 }
