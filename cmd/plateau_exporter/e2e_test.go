@@ -20,7 +20,7 @@ var update = flag.Bool("update", false, "rewrite testdata/metrics.golden from th
 
 // volatile lists the series whose values change from run to run; the golden
 // test keeps their names and labels but masks their values.
-var volatile = regexp.MustCompile(`^(plateau_probe_(duration|last_run|last_success|throughput|operations_per|latency|runs_total|io_bytes|target_io_bytes|target_regression|target_below_warning|target_below_plateau|in_progress|skips_total|ratio|change_ratio|change_noise_ratio|change_fast_ratio|change_fast_noise_ratio|change_low_runs|regression|failing|not_run)|plateau_config_last_reload_success_timestamp|plateau_scrape_collector_duration_seconds|plateau_gpfs_command_(duration_seconds|last_run_timestamp_seconds))`)
+var volatile = regexp.MustCompile(`^(plateau_probe_(duration|last_run|last_success|throughput|operations_per|latency|runs_total|io_bytes|target_io_bytes|target_regression|target_below_warning|target_below_plateau|in_progress|skips_total|ratio|change_ratio|change_noise_ratio|change_fast_ratio|change_fast_noise_ratio|change_low_runs|regression|failing|not_run|target_failing_probes|target_not_run_probes)|plateau_config_last_reload_success_timestamp|plateau_scrape_collector_duration_seconds|plateau_gpfs_command_(duration_seconds|last_run_timestamp_seconds))`)
 
 var (
 	goVersionLabel = regexp.MustCompile(`goversion="[^"]*"`)
@@ -30,9 +30,10 @@ var (
 
 // machineDependent is a series whose presence depends on the machine: the
 // node's own I/O during a run is measured only when the temp directory is
-// on a block device or NFS, not on tmpfs or overlay. The golden file leaves
-// it out; checkConcurrent looks at it apart.
-var machineDependent = regexp.MustCompile(`^(# (HELP|TYPE) )?plateau_probe_concurrent_bytes_per_second[{ ]`)
+// on a block device or NFS, not on tmpfs or overlay, and so is the
+// target's comparison of it with the plateau. The golden file leaves them
+// out; checkConcurrent looks at the first apart.
+var machineDependent = regexp.MustCompile(`^(# (HELP|TYPE) )?plateau_probe_(concurrent_bytes_per_second|target_concurrent_busy)[{ ]`)
 
 // normalize masks what changes between runs, as node_exporter's
 // end-to-end-test.sh does with its sed filters.

@@ -129,6 +129,19 @@ var (
 	descTargetBelowPlateau = prometheus.NewDesc(prometheus.BuildFQName(namespace, "probe", "target_below_plateau"),
 		"1 when any op of any probe of the target has its plateau_probe_ratio_median_24_runs under its probe's warning threshold (plateau_alert_threshold_ratio{severity=\"warning\"}), the chronic shortfall PlateauProbeBelowPlateau warns of, else 0; absent while none of them has a plateau_probe_ratio_median_24_runs.",
 		[]string{"target"}, nil)
+	// Per target, what the cause and exporter rules read instead of every
+	// probe's series (issue 16): at 5,000 nodes of packaging/plateau.yml a
+	// rule over a series per probe or per probe op reads 35,000 to
+	// 100,000 series at each evaluation, over one per target 10,000.
+	descTargetConcurrentBusy = prometheus.NewDesc(prometheus.BuildFQName(namespace, "probe", "target_concurrent_busy"),
+		fmt.Sprintf("1 when, during the last successful run of any probe of the target, the node moved more bytes per second of its own on the file system for an op (plateau_probe_concurrent_bytes_per_second) than %g times that probe's throughput plateau for the op (plateau_baseline_throughput_bytes_per_second): the node was busy with its jobs' I/O, else 0; absent while no probe of the target has both.",
+			ConcurrentBusyFraction), []string{"target"}, nil)
+	descTargetFailing = prometheus.NewDesc(prometheus.BuildFQName(namespace, "probe", "target_failing_probes"),
+		"How many probes of the target have plateau_probe_failing 1.", []string{"target"}, nil)
+	descTargetNotRun = prometheus.NewDesc(prometheus.BuildFQName(namespace, "probe", "target_not_run_probes"),
+		"How many probes of the target have plateau_probe_not_run 1.", []string{"target"}, nil)
+	descTargetModeMismatch = prometheus.NewDesc(prometheus.BuildFQName(namespace, "baseline", "target_io_mode_mismatch_probes"),
+		"How many probes of the target have plateau_baseline_io_mode_mismatch 1; absent while none of them has a plateau_baseline_io_mode_mismatch.", []string{"target"}, nil)
 	descFailing = prometheus.NewDesc(prometheus.BuildFQName(namespace, "probe", "failing"),
 		fmt.Sprintf("1 when the probe fails for good, not one failed run: its last run failed or timed out and its last success is more than %d of its intervals old, or it has not succeeded since the exporter started and failed or timed out %d times; else 0. Evaluated at each scrape on the exporter's clock.",
 			failingIntervals, failingRuns), probeLabels, nil)
@@ -140,6 +153,14 @@ var (
 	descHistoryWriteErrors = prometheus.NewDesc(prometheus.BuildFQName(namespace, "probe", "history_write_errors_total"),
 		"Failed writes of the history file of the change ratios (--probe.history-file); the reason is in the log. Until a write succeeds, a restart loses the runs since the last one.", nil, nil)
 )
+
+// ConcurrentBusyFraction of a probe's throughput plateau, moved by the
+// node's own jobs on the file system during a run, makes the node busy
+// (plateau_probe_target_concurrent_busy): the probe then shares the node's
+// client (threads, cache, link) with the jobs and runs low because the
+// node is busy, not broken. The GPFS counterpart of the cause,
+// instance:plateau_gpfs_node_busy:bool in rules.yml, uses the same half.
+const ConcurrentBusyFraction = 0.5
 
 // The conditions of plateau_probe_failing and plateau_probe_not_run, which
 // PlateauProbeFailing and PlateauProbeNotRun alert on. They were PromQL
@@ -570,6 +591,7 @@ func (s *Store) Describe(ch chan<- *prometheus.Desc) {
 		descBaselineBytes, descBaselineOps, descRatio, descModeMismatch, descThreshold,
 		descChange, descChangeNoise, descChangeFast, descChangeFastNoise, descChangeLowRuns,
 		descRegression, descMedianRecent, descMedianLong, descTargetRegression, descTargetBelowWarning, descTargetBelowPlateau,
+		descTargetConcurrentBusy, descTargetFailing, descTargetNotRun, descTargetModeMismatch,
 		descFailing, descNotRun, descHistoryLoaded, descHistoryWriteErrors} {
 		ch <- d
 	}
@@ -587,14 +609,27 @@ func (s *Store) Collect(ch chan<- prometheus.Metric) {
 	}
 	now := time.Now()
 	// Per target: whether any op has the verdict (the series exists) and
-	// whether any op's verdict is 1.
-	type targetVerdict struct{ hasRegression, regression, hasRecent, belowWarning, hasLong, belowPlateau bool }
+	// whether any op's verdict is 1; how many probes have each of the
+	// exporter's own conditions.
+	type targetVerdict struct {
+		hasRegression, regression, hasRecent, belowWarning, hasLong, belowPlateau bool
+		hasConcurrent, concurrentBusy, hasModeMismatch                            bool
+		failing, notRun, modeMismatch                                             int
+	}
 	targets := map[string]*targetVerdict{}
 	for _, st := range s.probes {
 		l := []string{st.target, st.probe, st.kind}
+		tv := targets[st.target]
+		if tv == nil {
+			tv = &targetVerdict{}
+			targets[st.target] = tv
+		}
+		failing, notRun := st.failing(now), st.notRun(now)
+		tv.failing += int(b2f(failing))
+		tv.notRun += int(b2f(notRun))
 		gauge(descInterval, st.interval, l...)
-		gauge(descFailing, b2f(st.failing(now)), l...)
-		gauge(descNotRun, b2f(st.notRun(now)), l...)
+		gauge(descFailing, b2f(failing), l...)
+		gauge(descNotRun, b2f(notRun), l...)
 		gauge(descInProgress, b2f(st.inProgress), l...)
 		for _, r := range sortedKeys(st.runs) {
 			counter(descRuns, st.runs[r], append(l, r)...)
@@ -622,7 +657,10 @@ func (s *Store) Collect(ch chan<- prometheus.Metric) {
 			// A run in another I/O mode than its baselines' would raise or
 			// hide a regression that is only the mode, so it gets no ratio.
 			if len(st.plateau.Baselines) > 0 {
-				gauge(descModeMismatch, b2f(st.plateau.ModeMismatch(ls) != ""), l...)
+				mismatch := st.plateau.ModeMismatch(ls) != ""
+				tv.hasModeMismatch = true
+				tv.modeMismatch += int(b2f(mismatch))
+				gauge(descModeMismatch, b2f(mismatch), l...)
 			}
 			// Rates are only meaningful while the last run succeeded; a
 			// failing probe must not keep showing yesterday's numbers.
@@ -634,6 +672,12 @@ func (s *Store) Collect(ch chan<- prometheus.Metric) {
 				if c := st.concurrent; c != nil {
 					gauge(descConcurrent, c.Read, append(l, "read")...)
 					gauge(descConcurrent, c.Write, append(l, "write")...)
+					for op, moved := range map[string]float64{"read": c.Read, "write": c.Write} {
+						if b, ok := st.plateau.Baselines[op]; ok && b.Unit == probe.UnitBytesPerSecond {
+							tv.hasConcurrent = true
+							tv.concurrentBusy = tv.concurrentBusy || moved > ConcurrentBusyFraction*b.Value
+						}
+					}
 				}
 				// The medians divide the history, kept in the kind's unit,
 				// by the plateau: only where the ratio is exported, in the
@@ -651,11 +695,6 @@ func (s *Store) Collect(ch chan<- prometheus.Metric) {
 					k := plateau.HistoryKey{Target: st.target, Probe: st.probe, Op: op.Op, Params: st.params}
 					ol := append(l, op.Op)
 					v := plateau.RunVerdicts(s.history[k].Results, plateaus[op.Op])
-					tv := targets[st.target]
-					if tv == nil {
-						tv = &targetVerdict{}
-						targets[st.target] = tv
-					}
 					if v.HasChange {
 						tv.hasRegression = true
 						tv.regression = tv.regression || v.Regression
@@ -706,6 +745,14 @@ func (s *Store) Collect(ch chan<- prometheus.Metric) {
 		}
 		if tv.hasLong {
 			gauge(descTargetBelowPlateau, b2f(tv.belowPlateau), name)
+		}
+		if tv.hasConcurrent {
+			gauge(descTargetConcurrentBusy, b2f(tv.concurrentBusy), name)
+		}
+		gauge(descTargetFailing, float64(tv.failing), name)
+		gauge(descTargetNotRun, float64(tv.notRun), name)
+		if tv.hasModeMismatch {
+			gauge(descTargetModeMismatch, float64(tv.modeMismatch), name)
 		}
 	}
 	for name, ts := range s.targets {

@@ -1,6 +1,8 @@
 package store
 
 import (
+	"bytes"
+	"os"
 	"strings"
 	"testing"
 	"time"
@@ -10,6 +12,7 @@ import (
 	"github.com/plateau-exporter/plateau_exporter/internal/probefixture"
 	"github.com/plateau-exporter/plateau_exporter/internal/probetest"
 	"github.com/plateau-exporter/plateau_exporter/probe"
+	"github.com/plateau-exporter/plateau_exporter/probe/iocount"
 	"github.com/plateau-exporter/plateau_exporter/probe/plateau"
 )
 
@@ -174,5 +177,109 @@ func twoTargetStore(t *testing.T) (s *Store, run func(target string, write, read
 		s.Record(&probe.Result{Target: target, Probe: "s", Kind: probe.KindSequential, Start: end.Add(-time.Second), End: end,
 			Direct: true, Engine: probe.EngineSync,
 			Ops: []probe.OpResult{{Op: "write", Bytes: int64(write), Operations: 1, Seconds: 1}, {Op: "read", Bytes: int64(read), Operations: 1, Seconds: 1}}}, false)
+	}
+}
+
+// The node's own I/O against each probe's throughput plateau, per target:
+// under half of the read plateau is not busy, over half is; a target
+// without baselines has no verdict, and a failing run takes it away, as it
+// takes the concurrent bytes away.
+func TestStoreTargetConcurrentBusyIsHalfTheProbesPlateau(t *testing.T) {
+	s, run := twoTargetStore(t)
+	const name = "plateau_probe_target_concurrent_busy"
+	value := func(target string) float64 {
+		return probetest.MetricValue(t, s, name, map[string]string{"target": target})
+	}
+	run("t", 1000, 2000)
+	if n := testutil.CollectAndCount(s, name); n != 0 {
+		t.Fatalf("%d series of %s without any concurrent I/O measured, want none", n, name)
+	}
+	// t's read plateau is 2000 B/s: 900 B/s of the node's own reads is
+	// under half of it, 1100 over; u has the same I/O and no plateau.
+	for _, target := range []string{"t", "u"} {
+		s.RecordConcurrent(target, "s", iocount.Rate{Read: 900, Write: 400, Source: iocount.SourceDiskstats}, true)
+		run(target, 1000, 2000)
+	}
+	if got := value("t"); got != 0 {
+		t.Fatalf("%s{t} = %v with the node reading 900 B/s against a 2000 B/s plateau, want 0", name, got)
+	}
+	s.RecordConcurrent("t", "s", iocount.Rate{Read: 1100, Write: 400, Source: iocount.SourceDiskstats}, true)
+	run("t", 1000, 2000)
+	if got := value("t"); got != 1 {
+		t.Fatalf("%s{t} = %v with the node reading 1100 B/s against a 2000 B/s plateau, want 1", name, got)
+	}
+	// The write plateau is 1000 B/s: 600 B/s of writes alone is busy too.
+	s.RecordConcurrent("t", "s", iocount.Rate{Read: 0, Write: 600, Source: iocount.SourceDiskstats}, true)
+	run("t", 1000, 2000)
+	if got := value("t"); got != 1 {
+		t.Fatalf("%s{t} = %v with the node writing 600 B/s against a 1000 B/s plateau, want 1", name, got)
+	}
+	// u has no plateau, so no series. The expected output is a file, so
+	// that the dashboards' drift test knows the metric: the golden
+	// /metrics has no concurrent I/O without a block device.
+	want, err := os.ReadFile("testdata/target_concurrent_busy.prom")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := testutil.CollectAndCompare(s, bytes.NewReader(want), name); err != nil {
+		t.Fatal(err)
+	}
+	s.Record(&probe.Result{Target: "t", Probe: "s", Kind: probe.KindSequential, Reason: probe.ReasonEIO}, false)
+	if n := testutil.CollectAndCount(s, name); n != 0 {
+		t.Fatalf("%d series of %s while t's probe fails, want none", n, name)
+	}
+}
+
+// The exporter's own conditions counted per target, which the exporter
+// alerts read: each target always has its counts of failing and not-run
+// probes; the count of mode mismatches exists once a probe with a baseline
+// has succeeded.
+func TestStoreTargetCountsTheProbesConditions(t *testing.T) {
+	s, run := twoTargetStore(t)
+	count := func(name, target string) float64 {
+		return probetest.MetricValue(t, s, name, map[string]string{"target": target})
+	}
+	for _, target := range []string{"t", "u"} {
+		if f, n := count("plateau_probe_target_failing_probes", target), count("plateau_probe_target_not_run_probes", target); f != 0 || n != 0 {
+			t.Fatalf("target %s: %v failing and %v not-run probes before any run, want 0 and 0", target, f, n)
+		}
+	}
+	if n := testutil.CollectAndCount(s, "plateau_baseline_target_io_mode_mismatch_probes"); n != 0 {
+		t.Fatalf("%d mode-mismatch counts before any run, want none", n)
+	}
+	for i := 0; i < notRunSkips; i++ {
+		s.RecordSkip("u", "s", "budget")
+	}
+	for i := 0; i < failingRuns; i++ {
+		now := time.Now()
+		s.Record(&probe.Result{Target: "t", Probe: "s", Kind: probe.KindSequential, Start: now.Add(-time.Second), End: now, Reason: probe.ReasonEIO}, false)
+	}
+	if got := count("plateau_probe_target_failing_probes", "t"); got != 1 {
+		t.Fatalf("t has %v failing probes after %d failures, want 1", got, failingRuns)
+	}
+	if got := count("plateau_probe_target_not_run_probes", "u"); got != 1 {
+		t.Fatalf("u has %v not-run probes after %d skips, want 1", got, notRunSkips)
+	}
+	if f, n := count("plateau_probe_target_failing_probes", "u"), count("plateau_probe_target_not_run_probes", "t"); f != 0 || n != 0 {
+		t.Fatalf("u has %v failing probes and t %v not-run probes, want 0 and 0", f, n)
+	}
+	// A success in the baseline's mode: t has the count, at 0; u, without
+	// baselines, none. The same run in another engine is a mismatch.
+	run("t", 1000, 2000)
+	if got := count("plateau_baseline_target_io_mode_mismatch_probes", "t"); got != 0 {
+		t.Fatalf("t has %v probes in another I/O mode than their baseline, want 0", got)
+	}
+	if got := count("plateau_probe_target_failing_probes", "t"); got != 0 {
+		t.Fatalf("t has %v failing probes after a success, want 0", got)
+	}
+	end := time.Date(2027, 1, 1, 0, 0, 0, 0, time.UTC)
+	s.Record(&probe.Result{Target: "t", Probe: "s", Kind: probe.KindSequential, Start: end.Add(-time.Second), End: end,
+		Direct: true, Engine: probe.EngineGoroutines,
+		Ops: []probe.OpResult{{Op: "write", Bytes: 1000, Operations: 1, Seconds: 1}}}, false)
+	if got := count("plateau_baseline_target_io_mode_mismatch_probes", "t"); got != 1 {
+		t.Fatalf("t has %v probes in another I/O mode than their baseline after a goroutines run, want 1", got)
+	}
+	if n := testutil.CollectAndCount(s, "plateau_baseline_target_io_mode_mismatch_probes"); n != 1 {
+		t.Fatalf("%d mode-mismatch counts, want only t's", n)
 	}
 }
