@@ -187,7 +187,7 @@ func evaluateOnExportedSeries(t *testing.T, promtool string, queries []namedQuer
 		}
 	}
 	// Prometheus itself writes ALERTS, which the overview lists.
-	series[fmt.Sprintf(`ALERTS{alertname="PlateauProbeFailing",alertstate="firing",severity="warning",job=%q,instance=%q,target="e2e",probe="seq",kind="sequential"}`, evalJob, evalInstance)] = "1x60"
+	series[fmt.Sprintf(`ALERTS{alertname="PlateauProbeFailing",alertstate="firing",severity="warning",job=%q,instance=%q,target="e2e"}`, evalJob, evalInstance)] = "1x60"
 
 	type sample struct {
 		Labels string  `yaml:"labels"`

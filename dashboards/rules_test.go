@@ -501,12 +501,8 @@ type alertLabels map[string]string
 // node's probe alerts, and none of it reaches across file systems or nodes.
 func TestInhibitionsKeepOneProblemOnePage(t *testing.T) {
 	cfg := loadAlertmanagerConfig(t)
-	node := func(alert, severity, instance, target, op string) alertLabels {
-		return alertLabels{"alertname": alert, "severity": severity, "job": "plateau", "instance": instance,
-			"target": target, "probe": "seq", "kind": "sequential", "op": op}
-	}
-	// The verdict alerts are per node and target (alerts.yml), the exporter's
-	// per probe.
+	// The verdict alerts and the exporter's probe alerts are per node and
+	// target (alerts.yml).
 	perTarget := func(alert, severity, instance, target string) alertLabels {
 		return alertLabels{"alertname": alert, "severity": severity, "job": "plateau", "instance": instance, "target": target}
 	}
@@ -536,8 +532,8 @@ func TestInhibitionsKeepOneProblemOnePage(t *testing.T) {
 		{"a chronic warning leaves the page", warning, page, false},
 		{"a hung mount holds the node page", hung, page, true},
 		{"a hung mount holds the chronic warning", hung, warning, true},
-		{"a hung mount holds the failing probe", hung, node("PlateauProbeFailing", "warning", "node01:9731", "scratch", ""), true},
-		{"a hung mount holds the probe not run", hung, node("PlateauProbeNotRun", "warning", "node01:9731", "scratch", ""), true},
+		{"a hung mount holds the failing probe", hung, perTarget("PlateauProbeFailing", "warning", "node01:9731", "scratch"), true},
+		{"a hung mount holds the probe not run", hung, perTarget("PlateauProbeNotRun", "warning", "node01:9731", "scratch"), true},
 		{"a hung mount leaves another node", hung, perTarget("PlateauProbeRegression", "critical", "node02:9731", "scratch"), false},
 		{"a hung mount leaves another target of its node", hung, perTarget("PlateauProbeRegression", "critical", "node01:9731", "home"), false},
 		{"a hung mount leaves the file-system page", hung, fsPage, false},
@@ -617,9 +613,10 @@ func matchesAll(t *testing.T, matchers []string, a alertLabels) bool {
 // cause alert firing beside the probe alert it explains.
 func TestCauseAlertsInhibitTheProbeAlertsTheyExplain(t *testing.T) {
 	cfg := loadAlertmanagerConfig(t)
+	// The probe alerts are per node and target, naming their probes and
+	// ops in the description.
 	probe := func(alert, severity, instance, target string) alertLabels {
-		return alertLabels{"alertname": alert, "severity": severity, "job": "plateau", "instance": instance,
-			"target": target, "probe": "seq", "kind": "sequential", "op": "read"}
+		return alertLabels{"alertname": alert, "severity": severity, "job": "plateau", "instance": instance, "target": target}
 	}
 	cause := func(alert, severity, instance string, extra ...string) alertLabels {
 		a := alertLabels{"alertname": alert, "severity": severity, "job": "plateau", "instance": instance}
@@ -631,7 +628,6 @@ func TestCauseAlertsInhibitTheProbeAlertsTheyExplain(t *testing.T) {
 	page := probe("PlateauProbeRegression", "critical", "node01:9731", "scratch")
 	warning := probe("PlateauProbeBelowPlateau", "warning", "node01:9731", "scratch")
 	failing := probe("PlateauProbeFailing", "warning", "node01:9731", "scratch")
-	delete(failing, "op")
 	otherNode := probe("PlateauProbeRegression", "critical", "node02:9731", "scratch")
 	fsPage := alertLabels{"alertname": "PlateauFileSystemRegression", "severity": "critical", "job": "plateau", "target": "scratch"}
 	unmounted := cause("PlateauGPFSFileSystemNotMounted", "critical", "node01:9731", "filesystem", "scratch", "state", "not mounted")
