@@ -69,6 +69,7 @@
 #   /proc), which says what a cycle of every group costs, and the sum of
 #   the groups' median durations.
 #
+# - FLEET_TOP=N lists the N slowest rules of each group (default 3).
 # - FLEET_PPROF=DIR saves a 60s CPU profile of each Prometheus after its
 #   measured evaluations; FLEET_HOLD=SECONDS keeps it running that long
 #   afterwards, for queries by hand.
@@ -199,6 +200,7 @@ YML
 import json, os, statistics, sys, time, urllib.parse, urllib.request
 port, evals, end, pid, nodes, out = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4]), sys.argv[5], sys.argv[6]
 interval = float(sys.argv[7].rstrip("s"))  # FLEET_EVAL, in seconds
+top = int(os.environ.get("FLEET_TOP", "3"))  # slowest rules listed per group
 base = "http://127.0.0.1:%s" % port
 
 def get(path):
@@ -308,7 +310,7 @@ for key, evs in seen.items():
     for e in warm:
         for rule, t in e[1].items():
             per_rule.setdefault(rule, []).append(t)
-    slow = sorted(((statistics.median(v), r) for r, v in per_rule.items()), reverse=True)[:3]
+    slow = sorted(((statistics.median(v), r) for r, v in per_rule.items()), reverse=True)[:top]
     groups[key] = {
         "median": statistics.median(durs), "max": max(durs), "first": ordered[0][0],
         "evals": len(ordered), "rules": ordered[-1][2],

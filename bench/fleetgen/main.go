@@ -130,6 +130,16 @@ type series struct {
 	kv    []string // label pairs after the name
 	from  int64
 	value func(t int64) float64
+	// every > 0 keeps one sample each every seconds (the first at or after
+	// each multiple of it): a record of a group with a longer interval
+	// than the scrape's.
+	every int64
+}
+
+// sampled says whether the series has a sample at t, a point of the
+// -step grid.
+func (s series) sampled(t, step int64) bool {
+	return s.every <= 0 || floorDiv(t, s.every) != floorDiv(t-step, s.every)
 }
 
 type gen struct {
@@ -166,7 +176,7 @@ func (g gen) nodeSeries(n node) []series {
 			// fleet does, whatever history it has before it.
 			from = min(from, g.end-g.head)
 		}
-		out = append(out, series{name, kv, from, v})
+		out = append(out, series{name: name, kv: kv, from: from, value: v})
 	}
 	hist, long, ctr, short := g.end-g.history, g.end-g.long, g.end-g.counter, g.end-g.short
 	end := g.end
@@ -185,10 +195,23 @@ func (g gen) nodeSeries(n node) []series {
 			return m
 		}
 	}
+	// And the hourly level it reads the day from (plateau.causes.hour):
+	// one sample an hour, the maximum of the hour.
+	hourly := func(name string, v func(int64) float64, kv ...string) {
+		add(long, func(t int64) float64 {
+			m := v(t)
+			for d := g.step; d < 3600; d += g.step {
+				m = math.Max(m, v(t-d))
+			}
+			return m
+		}, name, kv...)
+		out[len(out)-1].every = 3600
+	}
 	targetRegression := map[string][]func(int64) float64{}
 	targetIOBytes := map[string][]func(int64) float64{}
 	targetBelowWarning := map[string][]func(int64) float64{}
 	targetBelowPlateau := map[string][]func(int64) float64{}
+	targetFailing := map[string][]func(int64) float64{}
 	for _, p := range probes {
 		p := p
 		off := offset(n, p)
@@ -228,12 +251,14 @@ func (g gen) nodeSeries(n node) []series {
 		// The store's plateau_probe_failing: the last run failed and the
 		// last success is over two intervals old. Every probe runs on time
 		// (plateau_probe_not_run 0).
-		add(short, func(t int64) float64 {
+		probeFailing := func(t int64) float64 {
 			if success(t) == 0 && float64(t)-lastSuccess(t) > 2*probeInterval {
 				return 1
 			}
 			return 0
-		}, "plateau_probe_failing", pk...)
+		}
+		add(short, probeFailing, "plateau_probe_failing", pk...)
+		targetFailing[p.target] = append(targetFailing[p.target], probeFailing)
 		add(short, constant(0), "plateau_probe_not_run", pk...)
 		add(short, constant(probeInterval), "plateau_probe_interval_seconds", pk...)
 		// The node's own I/O during the last run, per direction: a few
@@ -350,6 +375,14 @@ func (g gen) nodeSeries(n node) []series {
 		add(short, maxOf(targetBelowWarning[tg]), "plateau_probe_target_below_warning", "target", tg)
 		add(short, maxOf(targetBelowPlateau[tg]), "plateau_probe_target_below_plateau", "target", tg)
 		add(ctr, sumOf(targetIOBytes[tg]), "plateau_probe_target_io_bytes_total", "target", tg)
+		// The store's per-target counts and comparisons: no probe runs
+		// late or in another mode than its baseline, and the node's own
+		// I/O (plateau_probe_concurrent_bytes_per_second, 4 MB/s) is far
+		// under half of any plateau.
+		add(short, sumOf(targetFailing[tg]), "plateau_probe_target_failing_probes", "target", tg)
+		add(short, constant(0), "plateau_probe_target_not_run_probes", "target", tg)
+		add(short, constant(0), "plateau_baseline_target_io_mode_mismatch_probes", "target", tg)
+		add(short, constant(0), "plateau_probe_target_concurrent_busy", "target", tg)
 		add(short, constant(0), "plateau_probe_hung", "target", tg)
 		add(short, constant(0), "plateau_probe_abandoned_workers", "target", tg)
 	}
@@ -371,12 +404,14 @@ func (g gen) nodeSeries(n node) []series {
 				}
 				return 0
 			}, "plateau_gpfs_filesystem_mounted", "filesystem", fs, "mode", mode, "mountpoint", "/gpfs/"+fs)
-			add(long, max5m(func(t int64) float64 {
+			modeMounted := func(t int64) float64 {
 				if mode == "rw" {
 					return mounted(t)
 				}
 				return 0
-			}), "instance_filesystem_mode:plateau_gpfs_filesystem_mounted:max5m", "filesystem", fs, "mode", mode)
+			}
+			add(long, max5m(modeMounted), "instance_filesystem_mode:plateau_gpfs_filesystem_mounted:max5m", "filesystem", fs, "mode", mode)
+			hourly("instance_filesystem_mode:plateau_gpfs_filesystem_mounted:max1h", modeMounted, "filesystem", fs, "mode", mode)
 		}
 		add(short, constant(0), "plateau_gpfs_disks_not_up", "filesystem", fs)
 		add(short, constant(0), "plateau_gpfs_disks_not_ready", "filesystem", fs)
@@ -418,6 +453,7 @@ func (g gen) nodeSeries(n node) []series {
 	}
 	add(long, rdma, "plateau_gpfs_verbs_rdma_started")
 	add(long, max5m(rdma), "instance:plateau_gpfs_verbs_rdma_started:max5m")
+	hourly("instance:plateau_gpfs_verbs_rdma_started:max1h", rdma)
 	longest, ioWaiters := 0.02, 0.0
 	if n.waiters {
 		longest, ioWaiters = 120, 3
@@ -454,6 +490,7 @@ func (g gen) nodeSeries(n node) []series {
 	add(short, constant(4), "plateau_infiniband_port_state_id", ib...)
 	add(long, constant(5), "plateau_infiniband_port_physical_state_id", ib...)
 	add(long, constant(5), "instance_device_port:plateau_infiniband_port_physical_state_id:max5m", ib...)
+	hourly("instance_device_port:plateau_infiniband_port_physical_state_id:max1h", constant(5), ib...)
 	add(long, func(t int64) float64 {
 		if n.ibSlow && t >= end-30*60 {
 			return 6.25e9
@@ -567,6 +604,9 @@ func (g gen) write(nodes int, block int64, dir string) (stats, error) {
 				prefix := labels(s.name, s.kv...)
 				from := max(s.from, w)
 				for t := g.at(from); t < w+block && t <= last; t += g.step {
+					if !s.sampled(t, g.step) {
+						continue
+					}
 					buf = append(buf[:0], prefix...)
 					buf = strconv.AppendFloat(buf, s.value(t), 'g', -1, 64)
 					buf = append(buf, ' ')
@@ -615,7 +655,9 @@ func (g gen) remoteWrite(nodes int, url string) (stats, error) {
 					}
 					sort.Slice(ts.Labels, func(a, b int) bool { return ts.Labels[a].Name < ts.Labels[b].Name })
 					for t := g.at(max(s.from, from)); t <= g.end; t += g.step {
-						ts.Samples = append(ts.Samples, prompb.Sample{Value: s.value(t), Timestamp: t * 1000})
+						if s.sampled(t, g.step) {
+							ts.Samples = append(ts.Samples, prompb.Sample{Value: s.value(t), Timestamp: t * 1000})
+						}
 					}
 					samples += int64(len(ts.Samples))
 					n++

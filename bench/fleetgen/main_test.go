@@ -24,6 +24,7 @@ func TestWrite(t *testing.T) {
 		t.Fatalf("%d files, stats say %d", len(files), st.files)
 	}
 	last := map[string]int64{}
+	hourly := map[string][]int64{} // the hourly records' timestamps
 	var samples int64
 	latest := int64(0)
 	for _, name := range files {
@@ -56,6 +57,9 @@ func TestWrite(t *testing.T) {
 			if ts <= last[s] {
 				t.Fatalf("%q not after %d", line, last[s])
 			}
+			if strings.Contains(s, ":max1h{") {
+				hourly[s] = append(hourly[s], ts)
+			}
 			last[s] = ts
 			latest = max(latest, ts)
 			samples++
@@ -70,6 +74,21 @@ func TestWrite(t *testing.T) {
 	}
 	if latest != end {
 		t.Fatalf("last sample at %d, want %d", latest, end)
+	}
+	// The hourly level of the day group has one sample an hour, as the
+	// group writes it, over the whole long history.
+	if len(hourly) != 3*(2*2+1+1) {
+		t.Errorf("%d hourly series, want 3 nodes x (2 file systems x 2 modes, RDMA, one port)", len(hourly))
+	}
+	for s, ts := range hourly {
+		if len(ts) < 6 || len(ts) > 7 {
+			t.Errorf("%s: %d samples over the 6h15m history, want one an hour", s, len(ts))
+		}
+		for i := 1; i < len(ts); i++ {
+			if ts[i]/3600 != ts[i-1]/3600+1 {
+				t.Errorf("%s: samples at %d and %d, not in consecutive hours", s, ts[i-1], ts[i])
+			}
+		}
 	}
 	for _, want := range []string{`up{instance="node0003:9731",job="plateau"}`,
 		`plateau_probe_ratio{instance="node0001:9731",job="plateau",kind="metadata",op="create",probe="md4k",target="scratch"}`} {
