@@ -491,12 +491,19 @@ func (g gen) nodeSeries(n node) []series {
 	add(long, constant(5), "plateau_infiniband_port_physical_state_id", ib...)
 	add(long, constant(5), "instance_device_port:plateau_infiniband_port_physical_state_id:max5m", ib...)
 	hourly("instance_device_port:plateau_infiniband_port_physical_state_id:max1h", constant(5), ib...)
-	add(long, func(t int64) float64 {
+	ibRate := func(t int64) float64 {
 		if n.ibSlow && t >= end-30*60 {
 			return 6.25e9
 		}
 		return 1.25e10
-	}, "plateau_infiniband_port_rate_bytes_per_second", ib...)
+	}
+	add(long, ibRate, "plateau_infiniband_port_rate_bytes_per_second", ib...)
+	// rules.yml's plateau.infiniband.hour: the hour's maximum, and the
+	// week's, which is the EDR rate every port had before the last 30
+	// minutes.
+	hourly("instance_device_port:plateau_infiniband_port_rate_bytes_per_second:max1h", ibRate, ib...)
+	add(long, constant(1.25e10), "instance_device_port:plateau_infiniband_port_rate_bytes_per_second:max7d", ib...)
+	out[len(out)-1].every = 3600
 	for _, c := range []string{"symbol_errors", "link_error_recovery", "link_downed", "errors_received",
 		"local_link_integrity_errors", "excessive_buffer_overrun_errors", "receive_remote_physical_errors"} {
 		c := c

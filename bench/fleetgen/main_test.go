@@ -57,7 +57,7 @@ func TestWrite(t *testing.T) {
 			if ts <= last[s] {
 				t.Fatalf("%q not after %d", line, last[s])
 			}
-			if strings.Contains(s, ":max1h{") {
+			if strings.Contains(s, ":max1h{") || strings.Contains(s, ":max7d{") {
 				hourly[s] = append(hourly[s], ts)
 			}
 			last[s] = ts
@@ -77,8 +77,8 @@ func TestWrite(t *testing.T) {
 	}
 	// The hourly level of the day group has one sample an hour, as the
 	// group writes it, over the whole long history.
-	if len(hourly) != 3*(2*2+1+1) {
-		t.Errorf("%d hourly series, want 3 nodes x (2 file systems x 2 modes, RDMA, one port)", len(hourly))
+	if len(hourly) != 3*(2*2+1+1+2) {
+		t.Errorf("%d hourly series, want 3 nodes x (2 file systems x 2 modes, RDMA, one port's physical state, its rate's hour and week)", len(hourly))
 	}
 	for s, ts := range hourly {
 		if len(ts) < 6 || len(ts) > 7 {
