@@ -81,6 +81,12 @@ cd "$(dirname "$0")/.."
 [ $# -gt 0 ] || set -- 5000
 step=${FLEET_STEP:-60s}
 head_span=$((${FLEET_HEAD_MINUTES:-50} * 60))
+# The head takes remote-written samples only within half a block range (1h
+# here) of its newest one; older ones fail the write as "out of bounds".
+if [ "$head_span" -gt 3600 ]; then
+	echo "FLEET_HEAD_MINUTES must be at most 60: Prometheus's head refuses older samples"
+	exit 1
+fi
 eval_interval=${FLEET_EVAL:-30s}
 evals=${FLEET_EVALS:-5}
 nice_level=${FLEET_NICE:-10}
