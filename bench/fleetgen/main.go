@@ -182,30 +182,21 @@ func (g gen) nodeSeries(n node) []series {
 	end := g.end
 
 	add(short, constant(1), "up")
-	// The history of rules.yml's plateau.causes.day, as if it had run
-	// through the -long history: its 5-minute maxima, from which it reads
-	// the day. Written at -step rather than every 5m, so the day group reads
-	// more samples here than in production, never fewer.
-	max5m := func(v func(int64) float64) func(int64) float64 {
-		return func(t int64) float64 {
-			m := v(t)
-			for d := g.step; d < 300; d += g.step {
-				m = math.Max(m, v(t-d))
-			}
-			return m
-		}
-	}
-	// And the hourly level it reads the day from (plateau.causes.hour):
-	// one sample an hour, the maximum of the hour.
-	hourly := func(name string, v func(int64) float64, kv ...string) {
+	// The history of the records that rules.yml's groups with an interval
+	// of their own write (plateau.causes.day every 5m, plateau.causes.hour
+	// and plateau.infiniband.hour every hour), as if they had run through
+	// the -long history: one sample an interval, the maximum over it, as
+	// the groups write them, so that the levels read the samples they read
+	// in production.
+	level := func(name string, interval int64, v func(int64) float64, kv ...string) {
 		add(long, func(t int64) float64 {
 			m := v(t)
-			for d := g.step; d < 3600; d += g.step {
+			for d := g.step; d < interval; d += g.step {
 				m = math.Max(m, v(t-d))
 			}
 			return m
 		}, name, kv...)
-		out[len(out)-1].every = 3600
+		out[len(out)-1].every = interval
 	}
 	targetRegression := map[string][]func(int64) float64{}
 	targetIOBytes := map[string][]func(int64) float64{}
@@ -410,8 +401,8 @@ func (g gen) nodeSeries(n node) []series {
 				}
 				return 0
 			}
-			add(long, max5m(modeMounted), "instance_filesystem_mode:plateau_gpfs_filesystem_mounted:max5m", "filesystem", fs, "mode", mode)
-			hourly("instance_filesystem_mode:plateau_gpfs_filesystem_mounted:max1h", modeMounted, "filesystem", fs, "mode", mode)
+			level("instance_filesystem_mode:plateau_gpfs_filesystem_mounted:max5m", 300, modeMounted, "filesystem", fs, "mode", mode)
+			level("instance_filesystem_mode:plateau_gpfs_filesystem_mounted:max1h", 3600, modeMounted, "filesystem", fs, "mode", mode)
 		}
 		add(short, constant(0), "plateau_gpfs_disks_not_up", "filesystem", fs)
 		add(short, constant(0), "plateau_gpfs_disks_not_ready", "filesystem", fs)
@@ -452,8 +443,8 @@ func (g gen) nodeSeries(n node) []series {
 		return 1
 	}
 	add(long, rdma, "plateau_gpfs_verbs_rdma_started")
-	add(long, max5m(rdma), "instance:plateau_gpfs_verbs_rdma_started:max5m")
-	hourly("instance:plateau_gpfs_verbs_rdma_started:max1h", rdma)
+	level("instance:plateau_gpfs_verbs_rdma_started:max5m", 300, rdma)
+	level("instance:plateau_gpfs_verbs_rdma_started:max1h", 3600, rdma)
 	longest, ioWaiters := 0.02, 0.0
 	if n.waiters {
 		longest, ioWaiters = 120, 3
@@ -489,8 +480,8 @@ func (g gen) nodeSeries(n node) []series {
 	ib := []string{"device", "mlx5_0", "port", "1"}
 	add(short, constant(4), "plateau_infiniband_port_state_id", ib...)
 	add(long, constant(5), "plateau_infiniband_port_physical_state_id", ib...)
-	add(long, constant(5), "instance_device_port:plateau_infiniband_port_physical_state_id:max5m", ib...)
-	hourly("instance_device_port:plateau_infiniband_port_physical_state_id:max1h", constant(5), ib...)
+	level("instance_device_port:plateau_infiniband_port_physical_state_id:max5m", 300, constant(5), ib...)
+	level("instance_device_port:plateau_infiniband_port_physical_state_id:max1h", 3600, constant(5), ib...)
 	ibRate := func(t int64) float64 {
 		if n.ibSlow && t >= end-30*60 {
 			return 6.25e9
@@ -501,7 +492,7 @@ func (g gen) nodeSeries(n node) []series {
 	// rules.yml's plateau.infiniband.hour: the hour's maximum, and the
 	// week's, which is the EDR rate every port had before the last 30
 	// minutes.
-	hourly("instance_device_port:plateau_infiniband_port_rate_bytes_per_second:max1h", ibRate, ib...)
+	level("instance_device_port:plateau_infiniband_port_rate_bytes_per_second:max1h", 3600, ibRate, ib...)
 	add(long, constant(1.25e10), "instance_device_port:plateau_infiniband_port_rate_bytes_per_second:max7d", ib...)
 	out[len(out)-1].every = 3600
 	for _, c := range []string{"symbol_errors", "link_error_recovery", "link_downed", "errors_received",

@@ -24,7 +24,8 @@ func TestWrite(t *testing.T) {
 		t.Fatalf("%d files, stats say %d", len(files), st.files)
 	}
 	last := map[string]int64{}
-	hourly := map[string][]int64{} // the hourly records' timestamps
+	hourly := map[string][]int64{}      // the hourly records' timestamps
+	fiveMinutes := map[string][]int64{} // the 5-minute records'
 	var samples int64
 	latest := int64(0)
 	for _, name := range files {
@@ -60,6 +61,9 @@ func TestWrite(t *testing.T) {
 			if strings.Contains(s, ":max1h{") || strings.Contains(s, ":max7d{") {
 				hourly[s] = append(hourly[s], ts)
 			}
+			if strings.Contains(s, ":max5m{") {
+				fiveMinutes[s] = append(fiveMinutes[s], ts)
+			}
 			last[s] = ts
 			latest = max(latest, ts)
 			samples++
@@ -87,6 +91,20 @@ func TestWrite(t *testing.T) {
 		for i := 1; i < len(ts); i++ {
 			if ts[i]/3600 != ts[i-1]/3600+1 {
 				t.Errorf("%s: samples at %d and %d, not in consecutive hours", s, ts[i-1], ts[i])
+			}
+		}
+	}
+	// The day group's 5-minute maxima, likewise every 5 minutes.
+	if len(fiveMinutes) != 3*(2*2+1+1) {
+		t.Errorf("%d 5-minute series, want 3 nodes x (2 file systems x 2 modes, RDMA, one port)", len(fiveMinutes))
+	}
+	for s, ts := range fiveMinutes {
+		if n := len(ts); n < 6*12 || n > 6*12+4 {
+			t.Errorf("%s: %d samples over the 6h15m history, want one every 5 minutes", s, n)
+		}
+		for i := 1; i < len(ts); i++ {
+			if ts[i]/300 != ts[i-1]/300+1 {
+				t.Errorf("%s: samples at %d and %d, not in consecutive 5 minutes", s, ts[i-1], ts[i])
 			}
 		}
 	}
