@@ -132,7 +132,7 @@ type series struct {
 	value func(t int64) float64
 	// every > 0 keeps one sample each every seconds (the first at or after
 	// each multiple of it): a record of a group with a longer interval
-	// than the scrape's.
+	// than the scrape's. A value that is NaN is no sample.
 	every int64
 }
 
@@ -188,11 +188,17 @@ func (g gen) nodeSeries(n node) []series {
 	// the -long history: one sample an interval, the maximum over it, as
 	// the groups write them, so that the levels read the samples they read
 	// in production.
-	level := func(name string, interval int64, v func(int64) float64, kv ...string) {
+	// plateau.causes.5m keeps only what the node had (at least had, 1 for
+	// a mount or RDMA, 5 for a port's link): under it there is no sample,
+	// and so none in the hourly level either.
+	level := func(name string, interval int64, had float64, v func(int64) float64, kv ...string) {
 		add(long, func(t int64) float64 {
 			m := v(t)
 			for d := g.step; d < interval; d += g.step {
 				m = math.Max(m, v(t-d))
+			}
+			if m < had {
+				return math.NaN()
 			}
 			return m
 		}, name, kv...)
@@ -401,8 +407,10 @@ func (g gen) nodeSeries(n node) []series {
 				}
 				return 0
 			}
-			level("instance_filesystem_mode:plateau_gpfs_filesystem_mounted:max5m", 300, modeMounted, "filesystem", fs, "mode", mode)
-			level("instance_filesystem_mode:plateau_gpfs_filesystem_mounted:max1h", 3600, modeMounted, "filesystem", fs, "mode", mode)
+			if mode == "rw" { // never mounted read-only: no level series
+				level("instance_filesystem_mode:plateau_gpfs_filesystem_mounted:max5m", 300, 1, modeMounted, "filesystem", fs, "mode", mode)
+				level("instance_filesystem_mode:plateau_gpfs_filesystem_mounted:max1h", 3600, 1, modeMounted, "filesystem", fs, "mode", mode)
+			}
 		}
 		add(short, constant(0), "plateau_gpfs_disks_not_up", "filesystem", fs)
 		add(short, constant(0), "plateau_gpfs_disks_not_ready", "filesystem", fs)
@@ -443,8 +451,8 @@ func (g gen) nodeSeries(n node) []series {
 		return 1
 	}
 	add(long, rdma, "plateau_gpfs_verbs_rdma_started")
-	level("instance:plateau_gpfs_verbs_rdma_started:max5m", 300, rdma)
-	level("instance:plateau_gpfs_verbs_rdma_started:max1h", 3600, rdma)
+	level("instance:plateau_gpfs_verbs_rdma_started:max5m", 300, 1, rdma)
+	level("instance:plateau_gpfs_verbs_rdma_started:max1h", 3600, 1, rdma)
 	longest, ioWaiters := 0.02, 0.0
 	if n.waiters {
 		longest, ioWaiters = 120, 3
@@ -480,8 +488,8 @@ func (g gen) nodeSeries(n node) []series {
 	ib := []string{"device", "mlx5_0", "port", "1"}
 	add(short, constant(4), "plateau_infiniband_port_state_id", ib...)
 	add(long, constant(5), "plateau_infiniband_port_physical_state_id", ib...)
-	level("instance_device_port:plateau_infiniband_port_physical_state_id:max5m", 300, constant(5), ib...)
-	level("instance_device_port:plateau_infiniband_port_physical_state_id:max1h", 3600, constant(5), ib...)
+	level("instance_device_port:plateau_infiniband_port_physical_state_id:max5m", 300, 5, constant(5), ib...)
+	level("instance_device_port:plateau_infiniband_port_physical_state_id:max1h", 3600, 5, constant(5), ib...)
 	ibRate := func(t int64) float64 {
 		if n.ibSlow && t >= end-30*60 {
 			return 6.25e9
@@ -492,7 +500,7 @@ func (g gen) nodeSeries(n node) []series {
 	// rules.yml's plateau.infiniband.hour: the hour's maximum, and the
 	// week's, which is the EDR rate every port had before the last 30
 	// minutes.
-	level("instance_device_port:plateau_infiniband_port_rate_bytes_per_second:max1h", 3600, ibRate, ib...)
+	level("instance_device_port:plateau_infiniband_port_rate_bytes_per_second:max1h", 3600, 0, ibRate, ib...)
 	add(long, constant(1.25e10), "instance_device_port:plateau_infiniband_port_rate_bytes_per_second:max7d", ib...)
 	out[len(out)-1].every = 3600
 	for _, c := range []string{"symbol_errors", "link_error_recovery", "link_downed", "errors_received",
@@ -602,11 +610,12 @@ func (g gen) write(nodes int, block int64, dir string) (stats, error) {
 				prefix := labels(s.name, s.kv...)
 				from := max(s.from, w)
 				for t := g.at(from); t < w+block && t <= last; t += g.step {
-					if !s.sampled(t, g.step) {
+					v := s.value(t)
+					if !s.sampled(t, g.step) || math.IsNaN(v) {
 						continue
 					}
 					buf = append(buf[:0], prefix...)
-					buf = strconv.AppendFloat(buf, s.value(t), 'g', -1, 64)
+					buf = strconv.AppendFloat(buf, v, 'g', -1, 64)
 					buf = append(buf, ' ')
 					buf = strconv.AppendInt(buf, t, 10)
 					buf = append(buf, '\n')
@@ -653,8 +662,8 @@ func (g gen) remoteWrite(nodes int, url string) (stats, error) {
 					}
 					sort.Slice(ts.Labels, func(a, b int) bool { return ts.Labels[a].Name < ts.Labels[b].Name })
 					for t := g.at(max(s.from, from)); t <= g.end; t += g.step {
-						if s.sampled(t, g.step) {
-							ts.Samples = append(ts.Samples, prompb.Sample{Value: s.value(t), Timestamp: t * 1000})
+						if v := s.value(t); s.sampled(t, g.step) && !math.IsNaN(v) {
+							ts.Samples = append(ts.Samples, prompb.Sample{Value: v, Timestamp: t * 1000})
 						}
 					}
 					samples += int64(len(ts.Samples))

@@ -81,8 +81,8 @@ func TestWrite(t *testing.T) {
 	}
 	// The hourly level of the day group has one sample an hour, as the
 	// group writes it, over the whole long history.
-	if len(hourly) != 3*(2*2+1+1+2) {
-		t.Errorf("%d hourly series, want 3 nodes x (2 file systems x 2 modes, RDMA, one port's physical state, its rate's hour and week)", len(hourly))
+	if len(hourly) != 3*(2+1+1+2) {
+		t.Errorf("%d hourly series, want 3 nodes x (2 file systems mounted rw, RDMA, one port's physical state, its rate's hour and week)", len(hourly))
 	}
 	for s, ts := range hourly {
 		if len(ts) < 6 || len(ts) > 7 {
@@ -95,8 +95,8 @@ func TestWrite(t *testing.T) {
 		}
 	}
 	// The day group's 5-minute maxima, likewise every 5 minutes.
-	if len(fiveMinutes) != 3*(2*2+1+1) {
-		t.Errorf("%d 5-minute series, want 3 nodes x (2 file systems x 2 modes, RDMA, one port)", len(fiveMinutes))
+	if len(fiveMinutes) != 3*(2+1+1) {
+		t.Errorf("%d 5-minute series, want 3 nodes x (2 file systems mounted rw, RDMA, one port)", len(fiveMinutes))
 	}
 	for s, ts := range fiveMinutes {
 		if n := len(ts); n < 6*12 || n > 6*12+4 {
