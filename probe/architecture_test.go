@@ -17,9 +17,12 @@ type importRule struct {
 }
 
 // importRules are the directions of the probe packages: cmd wires them;
-// store -> plateau -> probe; schedule -> worker -> engine -> probe.
+// store -> plateau -> probe; schedule -> worker -> engine -> probe;
+// backtest -> characterize -> plateau. What the daemon runs at every probe
+// (plateau, store, schedule) never reaches the characterization, the
+// backtest or Prometheus's rule engine.
 var importRules = []importRule{
-	{"probe", []string{"probe/engine", "probe/worker", "probe/schedule", "probe/plateau", "probe/store", "collector"},
+	{"probe", []string{"probe/engine", "probe/worker", "probe/schedule", "probe/plateau", "probe/characterize", "probe/backtest", "probe/store", "collector"},
 		"the root holds what crosses packages; it imports none of them"},
 	{"collector", []string{"probe"}, "counters and probes are independent halves of the exporter"},
 	{"probe/engine", []string{"probe/worker", "probe/schedule", "probe/plateau", "probe/store", "collector",
@@ -31,13 +34,19 @@ var importRules = []importRule{
 	{"probe/iocount", []string{"probe", "probe/engine", "probe/worker", "probe/schedule", "probe/plateau", "probe/store", "collector", "internal/statuspage",
 		"github.com/prometheus/client_golang/prometheus"},
 		"the node's I/O counters are read from /proc and from a function cmd wires to the gpfs collector; they know nothing of probes or exposition"},
-	{"probe/plateau", []string{"probe/plateau/backtest", "probe/store", "probe/schedule", "probe/worker", "probe/engine", "collector"}, "the verdict depends on results, not on how they were obtained"},
-	{"probe/plateau/backtest", []string{"probe/store", "probe/schedule", "probe/worker", "probe/engine", "collector"},
+	{"probe/plateau", []string{"probe/backtest", "probe/characterize", "probe/store", "probe/schedule", "probe/worker", "probe/engine", "collector"}, "the verdict depends on results, not on how they were obtained"},
+	{"probe/plateau", []string{"github.com/prometheus/prometheus", "github.com/prometheus/client_golang/prometheus"},
+		"what the daemon reads at every run is plain data: no rule engine, no exposition"},
+	{"probe/characterize", []string{"probe/backtest", "probe/store", "probe/schedule", "probe/worker", "probe/engine", "collector", "github.com/prometheus/prometheus"},
+		"characterize measures through the probe.Request runner cmd hands it and writes baselines; it never reaches the daemon's schedule or exposition, nor the rule engine"},
+	{"probe/backtest", []string{"probe/store", "probe/schedule", "probe/worker", "probe/engine", "collector"},
 		"the backtest replays recorded results through the verdict's own code and the rules, never the probing"},
-	{"probe/store", []string{"probe/plateau/backtest", "github.com/prometheus/prometheus/promql", "github.com/prometheus/prometheus/rules"},
+	{"probe/schedule", []string{"probe/characterize", "probe/backtest", "github.com/prometheus/prometheus"}, "the daemon's schedule never links characterization or the rule engine"},
+	{"probe/worker", []string{"probe/characterize", "probe/backtest", "github.com/prometheus/prometheus"}, "the probe worker never links characterization or the rule engine"},
+	{"probe/store", []string{"probe/backtest", "probe/characterize", "github.com/prometheus/prometheus"},
 		"the scrape path computes nothing with Prometheus's engine; the backtest is a command of its own"},
 	{"cmd/plateau_exporter", []string{"internal/probetest", "internal/probefixture", "internal/faultfs"}, "test helpers never ship in the binary"},
-	{"internal/statuspage", []string{"probe/engine", "probe/worker", "probe/schedule", "probe/plateau/backtest", "internal/probetest", "internal/faultfs"},
+	{"internal/statuspage", []string{"probe/engine", "probe/worker", "probe/schedule", "probe/backtest", "probe/characterize", "internal/probetest", "internal/faultfs", "github.com/prometheus/prometheus"},
 		"the page reads snapshots and draws them; it never reaches the code that runs probes and can hang on a dead mount"},
 	// The status page sits above the store and the collectors, wired by
 	// cmd: none of them may depend on it.
@@ -46,7 +55,8 @@ var importRules = []importRule{
 	{"probe/worker", []string{"internal/statuspage"}, "the status page reads the probes and counters, never the other way"},
 	{"probe/schedule", []string{"internal/statuspage"}, "the status page reads the probes and counters, never the other way"},
 	{"probe/plateau", []string{"internal/statuspage"}, "the status page reads the probes and counters, never the other way"},
-	{"probe/plateau/backtest", []string{"internal/statuspage"}, "the status page reads the probes and counters, never the other way"},
+	{"probe/characterize", []string{"internal/statuspage"}, "the status page reads the probes and counters, never the other way"},
+	{"probe/backtest", []string{"internal/statuspage"}, "the status page reads the probes and counters, never the other way"},
 	{"probe/store", []string{"internal/statuspage"}, "the status page reads the probes and counters, never the other way"},
 	{"collector", []string{"internal/statuspage"}, "the status page reads the probes and counters, never the other way"},
 }

@@ -12,7 +12,7 @@ import (
 	"sort"
 	"time"
 
-	"github.com/plateau-exporter/plateau_exporter/internal/yamlfield"
+	"github.com/plateau-exporter/plateau_exporter/probe/internal/yamlfield"
 )
 
 // Defaults of the design's config contract.

@@ -9,7 +9,7 @@ import (
 
 	"gopkg.in/yaml.v3"
 
-	"github.com/plateau-exporter/plateau_exporter/internal/yamlfield"
+	"github.com/plateau-exporter/plateau_exporter/probe/internal/yamlfield"
 )
 
 var nameRE = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_.-]{0,62}$`)

@@ -14,7 +14,7 @@ import (
 	"github.com/alecthomas/kingpin/v2"
 
 	"github.com/plateau-exporter/plateau_exporter/probe"
-	"github.com/plateau-exporter/plateau_exporter/probe/plateau/backtest"
+	"github.com/plateau-exporter/plateau_exporter/probe/backtest"
 )
 
 // backtestOptions are the flags of `backtest`; the flag names and the JSON

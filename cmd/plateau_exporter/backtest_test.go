@@ -11,7 +11,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/plateau-exporter/plateau_exporter/probe/plateau/backtest"
+	"github.com/plateau-exporter/plateau_exporter/probe/backtest"
 )
 
 // The command's flags reach the replay: a CSV in MiB/s, the shipped and the

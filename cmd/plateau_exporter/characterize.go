@@ -24,6 +24,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/plateau-exporter/plateau_exporter/probe"
+	"github.com/plateau-exporter/plateau_exporter/probe/characterize"
 	"github.com/plateau-exporter/plateau_exporter/probe/plateau"
 	"github.com/plateau-exporter/plateau_exporter/probe/worker"
 )
@@ -82,7 +83,7 @@ func characterizeCommand(app *kingpin.Application) (*kingpin.CmdClause, func(log
 	cmd.Flag("max-queue-depth", "Highest queue depth a random probe's sweep tries; levels are the powers of two up to it.").Default("64").IntVar(&o.maxQueueDepth)
 	cmd.Flag("sweep-runs", "Runs per sweep step; the step's value is their median.").Default("3").IntVar(&o.sweepRuns)
 	cmd.Flag("size-sweep", "Also run each probe at doubling sizes (file_size for sequential, segment_size for shared_file, files for metadata, duration for random) from a small one up to 64x the configured one (within --size-sweep.max-io, --size-sweep.max-time and the room above min_free_ratio), report the smallest whose every op is within 5% of its value at 8x that size, with its I/O per hour at the probe's interval, and write it to the baselines file (min_file_size, ...), which check-config then warns below.").BoolVar(&o.sizeSweep)
-	cmd.Flag("size-sweep.runs", "Runs per size of a size sweep; the size's value is their median.").Default(strconv.Itoa(plateau.DefaultSizeSweepRuns)).IntVar(&o.sizeRuns)
+	cmd.Flag("size-sweep.runs", "Runs per size of a size sweep; the size's value is their median.").Default(strconv.Itoa(characterize.DefaultSizeSweepRuns)).IntVar(&o.sizeRuns)
 	cmd.Flag("size-sweep.max-io", "Most I/O one probe's size sweep may do (by each run's planned bytes); larger sizes are left out, and a probe whose four smallest sizes do not fit is not swept. A target's max_bytes_per_hour bounds it too.").Default("8GiB").StringVar(&o.sizeMaxIO)
 	cmd.Flag("size-sweep.max-time", "Most time a random probe's size sweep may plan for its runs' phases (2 x duration per run); longer durations are left out.").Default("10m").DurationVar(&o.sizeMaxTime)
 	cmd.Flag("output-dir", "Directory for the sweep's SVG and CSV files. Default: the baselines file's directory.").StringVar(&o.outputDir)
@@ -122,7 +123,7 @@ func runCharacterize(w io.Writer, logger log.Logger, o characterizeOptions) erro
 	case o.sizeSweep && o.sizeRuns < 1:
 		return exitErr(2, fmt.Errorf("--size-sweep.runs must be at least 1, got %d", o.sizeRuns))
 	}
-	sizer := plateau.SizeSweeper{Runs: o.sizeRuns, Room: roomAboveMinFree, MaxTime: o.sizeMaxTime}
+	sizer := characterize.SizeSweeper{Runs: o.sizeRuns, Room: roomAboveMinFree, MaxTime: o.sizeMaxTime}
 	if o.sizeSweep {
 		maxIO, err := probe.ParseSize(o.sizeMaxIO)
 		if err != nil || maxIO <= 0 {
@@ -166,16 +167,16 @@ func runCharacterize(w io.Writer, logger log.Logger, o characterizeOptions) erro
 	if err != nil {
 		return exitErr(2, err)
 	}
-	refs := make([]plateau.ProbeRef, len(selected))
+	refs := make([]characterize.ProbeRef, len(selected))
 	for i, sp := range selected {
-		refs[i] = plateau.ProbeRef{Target: sp.target, Probe: sp.probe}
+		refs[i] = characterize.ProbeRef{Target: sp.target, Probe: sp.probe}
 	}
 
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	runner := &worker.ProcessRunner{Command: worker.DefaultCommand(), Logger: logger}
 	prog := newProgress(w, o.termWidth, logger, time.Now)
-	c := &plateau.Characterizer{
+	c := &characterize.Characterizer{
 		Run: func(ctx context.Context, req probe.Request) *probe.Result {
 			return runWhenFree(ctx, runner, req, req.Probe.Timeout)
 		},
@@ -204,7 +205,7 @@ func runCharacterize(w io.Writer, logger log.Logger, o characterizeOptions) erro
 	// characterized are the probes whose baselines this run wrote: only
 	// those are size-swept, as only those are swept.
 	characterized := map[plateau.ProbeKey]bool{}
-	report := plateau.Session{
+	report := characterize.Session{
 		Baselines: baselines, Path: path, OutDir: outDir, Sweep: o.sweep,
 		OnNotCharacterized: func(err error) { prog.printf("not characterized: %v\n", err) },
 		OnNothingWritten:   func(path string) { prog.printf("no probe could be characterized; %s is left as it was\n", path) },
@@ -224,10 +225,10 @@ func runCharacterize(w io.Writer, logger log.Logger, o characterizeOptions) erro
 			printRecent(&sb, o.historyFile, changes)
 			prog.printf("%s", sb.String())
 		},
-		OnNoSweep: func(ref plateau.ProbeRef) {
+		OnNoSweep: func(ref characterize.ProbeRef) {
 			prog.printf("\nno sweep of %s/%s: its baseline runs failed\n", ref.Target.Name, ref.Probe.Name)
 		},
-		OnSwept: func(sw *plateau.Sweep, svgPath, csvPath string, err error) {
+		OnSwept: func(sw *characterize.Sweep, svgPath, csvPath string, err error) {
 			var sb strings.Builder
 			if sw != nil && len(sw.Steps) > 0 {
 				printSweep(&sb, sw, o.maxWorkers, o.maxQueueDepth)
@@ -253,7 +254,7 @@ func runCharacterize(w io.Writer, logger log.Logger, o characterizeOptions) erro
 
 // sizeSweeps runs the size sweep of each characterized probe, prints its
 // table and writes the smallest good sizes to the baselines file.
-func sizeSweeps(ctx context.Context, c *plateau.Characterizer, sizer plateau.SizeSweeper, refs []plateau.ProbeRef, characterized map[plateau.ProbeKey]bool, baselines *plateau.Baselines, path string, prog *progress) error {
+func sizeSweeps(ctx context.Context, c *characterize.Characterizer, sizer characterize.SizeSweeper, refs []characterize.ProbeRef, characterized map[plateau.ProbeKey]bool, baselines *plateau.Baselines, path string, prog *progress) error {
 	var errs []error
 	changed := false
 	for _, ref := range refs {
@@ -297,7 +298,7 @@ func sizeSweeps(ctx context.Context, c *plateau.Characterizer, sizer plateau.Siz
 		prog.printf("\nwrote the smallest good sizes to %s%s\n", path, kept)
 	}
 	if len(errs) > 0 {
-		return fmt.Errorf("%w: %w", plateau.ErrIncomplete, errors.Join(errs...))
+		return fmt.Errorf("%w: %w", characterize.ErrIncomplete, errors.Join(errs...))
 	}
 	return nil
 }
@@ -305,11 +306,11 @@ func sizeSweeps(ctx context.Context, c *plateau.Characterizer, sizer plateau.Siz
 // printSizeSweep shows each size of a size sweep with its ops' medians,
 // its I/O per run and per hour at the probe's interval, and whether it
 // measured the plateau.
-func printSizeSweep(w io.Writer, sw *plateau.SizeSweep, t *probe.Target) {
+func printSizeSweep(w io.Writer, sw *characterize.SizeSweep, t *probe.Target) {
 	size := func(v int64) string { return plateau.FormatProbeSize(sw.Kind, v) }
 	first, last := sw.Steps[0].Size, sw.Steps[len(sw.Steps)-1].Size
 	fmt.Fprintf(w, "\nsize sweep of %s/%s (%s): %s %s to %s, doubling, median of %d run(s) per size; a size is good when every op is within %.0f%% of its value at %dx the size\n",
-		sw.Target, sw.Probe, sw.Params, sw.Key, size(first), size(last), sw.Runs, 100*plateau.SizeTolerance, plateau.SizeFactor)
+		sw.Target, sw.Probe, sw.Params, sw.Key, size(first), size(last), sw.Runs, 100*characterize.SizeTolerance, characterize.SizeFactor)
 	if sw.Capped != "" {
 		fmt.Fprintf(w, "(capped: %s)\n", sw.Capped)
 	}
@@ -329,7 +330,7 @@ func printSizeSweep(w io.Writer, sw *plateau.SizeSweep, t *probe.Target) {
 		good := "-"
 		switch j := sw.Judge(i); {
 		case !j.Judged:
-			good = fmt.Sprintf("- (no %s step)", size(plateau.SizeFactor*st.Size))
+			good = fmt.Sprintf("- (no %s step)", size(characterize.SizeFactor*st.Size))
 		case j.Good:
 			good = "yes"
 			if i == best {
@@ -338,11 +339,11 @@ func printSizeSweep(w io.Writer, sw *plateau.SizeSweep, t *probe.Target) {
 		default:
 			var off []string
 			for _, op := range sw.Ops {
-				if r := j.Ratio[op]; math.Abs(r-1) > plateau.SizeTolerance {
+				if r := j.Ratio[op]; math.Abs(r-1) > characterize.SizeTolerance {
 					off = append(off, fmt.Sprintf("%s %.2f", op, r))
 				}
 			}
-			good = fmt.Sprintf("no (%s of %s)", strings.Join(off, ", "), size(plateau.SizeFactor*st.Size))
+			good = fmt.Sprintf("no (%s of %s)", strings.Join(off, ", "), size(characterize.SizeFactor*st.Size))
 		}
 		row = append(row, probe.FormatSize(st.BytesPerRun), probe.FormatSize(st.HourlyIO), formatIO(st.Moved), good)
 		fmt.Fprintln(tw, strings.Join(row, "\t"))
@@ -357,7 +358,7 @@ func printSizeSweep(w io.Writer, sw *plateau.SizeSweep, t *probe.Target) {
 		if sw.Capped != "" {
 			why = "the cap above"
 		}
-		fmt.Fprintf(w, "smallest good %s: none up to %s, the largest size with an %dx step before %s; the probe's results still change with its size there\n", sw.Key, size(last/plateau.SizeFactor), plateau.SizeFactor, why)
+		fmt.Fprintf(w, "smallest good %s: none up to %s, the largest size with an %dx step before %s; the probe's results still change with its size there\n", sw.Key, size(last/characterize.SizeFactor), characterize.SizeFactor, why)
 		return
 	}
 	st := sw.Steps[best]
@@ -467,9 +468,9 @@ func printRecent(w io.Writer, historyFile string, changes []plateau.BaselineChan
 // printSweep reports a sweep in the shape of the characterizations'
 // "maximum and sustained" table, with the worker count to suggest for the
 // continuous probe.
-func printSweep(w io.Writer, sw *plateau.Sweep, maxWorkers, maxQueueDepth int) {
+func printSweep(w io.Writer, sw *characterize.Sweep, maxWorkers, maxQueueDepth int) {
 	limit, limitFlag := maxWorkers, "--max-workers"
-	if sw.Variable == plateau.VariableQueueDepth {
+	if sw.Variable == characterize.VariableQueueDepth {
 		limit, limitFlag = maxQueueDepth, "--max-queue-depth"
 	}
 	levels := sw.Levels()
@@ -478,7 +479,7 @@ func printSweep(w io.Writer, sw *plateau.Sweep, maxWorkers, maxQueueDepth int) {
 		ls = append(ls, strconv.Itoa(l))
 	}
 	fmt.Fprintf(w, "\nsweep of %s/%s (%s): %s %s, median of %d run(s) per step\n", sw.Target, sw.Probe, sw.Params, sw.Variable, strings.Join(ls, ", "), sw.Runs)
-	if sw.Variable == plateau.VariableQueueDepth {
+	if sw.Variable == characterize.VariableQueueDepth {
 		fmt.Fprintf(w, "(a %s probe has no workers: its queue_depth was swept instead)\n", sw.Kind)
 	}
 	last := levels[len(levels)-1]
@@ -511,7 +512,7 @@ func printSweep(w io.Writer, sw *plateau.Sweep, maxWorkers, maxQueueDepth int) {
 // stepString is s.String(), with a size sweep's level written as the
 // config writes its key (file_size=8MiB, duration=500ms) rather than in
 // bytes or nanoseconds.
-func stepString(s plateau.Step) string {
+func stepString(s characterize.Step) string {
 	if s.Variable != "" && s.Variable == plateau.SizeKey(s.Kind) {
 		return fmt.Sprintf("%s/%s %s=%s run %d/%d", s.Target, s.Probe, s.Variable, plateau.FormatProbeSize(s.Kind, int64(s.Level)), s.Run, s.Runs)
 	}
@@ -549,7 +550,7 @@ type progress struct {
 	last   int // Index of the last finished run
 	ran    int // runs finished, for the mean
 	ranFor time.Duration
-	cur    *plateau.Step
+	cur    *characterize.Step
 	curAt  time.Time
 	shown  bool // the progress line is on the terminal
 	stop   chan struct{}
@@ -599,14 +600,14 @@ func (p *progress) finish() {
 	p.clear()
 }
 
-func (p *progress) start(s plateau.Step) {
+func (p *progress) start(s characterize.Step) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	p.cur, p.curAt = &s, p.now()
 	p.draw()
 }
 
-func (p *progress) done(s plateau.Step, res *probe.Result) {
+func (p *progress) done(s characterize.Step, res *probe.Result) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	now := p.now()

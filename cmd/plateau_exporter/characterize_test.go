@@ -18,6 +18,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/plateau-exporter/plateau_exporter/probe"
+	"github.com/plateau-exporter/plateau_exporter/probe/characterize"
 	"github.com/plateau-exporter/plateau_exporter/probe/plateau"
 )
 
@@ -267,12 +268,12 @@ func TestSweepStillRisingNamesItsLimitFlag(t *testing.T) {
 	for _, tc := range []struct {
 		variable, want string
 	}{
-		{plateau.VariableQueueDepth, "the plateau lies beyond --max-queue-depth 4"},
-		{plateau.VariableWorkers, "the plateau lies beyond --max-workers 4"},
+		{characterize.VariableQueueDepth, "the plateau lies beyond --max-queue-depth 4"},
+		{characterize.VariableWorkers, "the plateau lies beyond --max-workers 4"},
 	} {
-		sw := &plateau.Sweep{Target: "t", Probe: "p", Variable: tc.variable, Configured: 1, Unit: probe.UnitOpsPerSecond, Ops: []string{"read"}, Runs: 1}
+		sw := &characterize.Sweep{Target: "t", Probe: "p", Variable: tc.variable, Configured: 1, Unit: probe.UnitOpsPerSecond, Ops: []string{"read"}, Runs: 1}
 		for i, v := range []float64{1000, 2000, 4000} {
-			sw.Steps = append(sw.Steps, plateau.SweepStep{Level: 1 << i, Values: map[string][]float64{"read": {v}}})
+			sw.Steps = append(sw.Steps, characterize.SweepStep{Level: 1 << i, Values: map[string][]float64{"read": {v}}})
 		}
 		var out strings.Builder
 		printSweep(&out, sw, 4, 4)
@@ -292,7 +293,7 @@ func TestProgressRedrawsOneLineOnATerminal(t *testing.T) {
 	clock := &fakeClock{t: time.Date(2026, 11, 30, 10, 0, 0, 0, time.UTC)}
 	p := newProgress(&buf, 80, log.NewNopLogger(), clock.now)
 	p.begin(4)
-	step := plateau.Step{Index: 1, Total: 4, Target: "scratch", Probe: "seq", Kind: probe.KindSequential, Variable: "workers", Level: 4, Run: 1, Runs: 2}
+	step := characterize.Step{Index: 1, Total: 4, Target: "scratch", Probe: "seq", Kind: probe.KindSequential, Variable: "workers", Level: 4, Run: 1, Runs: 2}
 	p.start(step)
 	if got := buf.String(); got != "\r[1/4] scratch/seq workers=4 run 1/2  elapsed 0s  ETA --\x1b[K" {
 		t.Errorf("first line %q", got)
@@ -334,7 +335,7 @@ func TestProgressLogsOneLinePerRunWithoutATerminal(t *testing.T) {
 	clock := &fakeClock{t: time.Date(2026, 11, 30, 10, 0, 0, 0, time.UTC)}
 	p := newProgress(&out, 0, log.NewLogfmtLogger(&logs), clock.now)
 	p.begin(3)
-	step := plateau.Step{Index: 1, Total: 3, Target: "t", Probe: "md", Kind: probe.KindMetadata, Run: 1, Runs: 3}
+	step := characterize.Step{Index: 1, Total: 3, Target: "t", Probe: "md", Kind: probe.KindMetadata, Run: 1, Runs: 3}
 	p.start(step)
 	clock.t = clock.t.Add(1500 * time.Millisecond)
 	p.done(step, &probe.Result{Reason: "enospc", Error: "no space left on device"})

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/plateau-exporter/plateau_exporter/probe"
+	"github.com/plateau-exporter/plateau_exporter/probe/characterize"
 	"github.com/plateau-exporter/plateau_exporter/probe/plateau"
 	"github.com/plateau-exporter/plateau_exporter/probe/schedule"
 )
@@ -58,7 +59,7 @@ func checkConfig(w io.Writer, o checkOptions) error {
 		var target int64
 		for _, p := range t.Probes {
 			offset := schedule.ProbeOffset(hostname, t.Name, p)
-			perHour := plateau.HourlyIO(p)
+			perHour := characterize.HourlyIO(p)
 			target += perHour
 			random = random || p.Kind == probe.KindRandom
 			interval := p.Interval.String()

@@ -7,7 +7,7 @@ import (
 	"time"
 
 	"github.com/plateau-exporter/plateau_exporter/probe"
-	"github.com/plateau-exporter/plateau_exporter/probe/plateau"
+	"github.com/plateau-exporter/plateau_exporter/probe/characterize"
 	"github.com/plateau-exporter/plateau_exporter/probe/schedule"
 )
 
@@ -115,8 +115,8 @@ func printFleetLoads(w io.Writer, fleets []fleetReport, bin time.Duration) error
 		for _, p := range t.Probes {
 			configured := *p
 			configured.Interval = p.BaseInterval()
-			before += plateau.HourlyIO(&configured)
-			after += plateau.HourlyIO(p)
+			before += characterize.HourlyIO(&configured)
+			after += characterize.HourlyIO(p)
 		}
 		switch {
 		case t.Fleet == nil || t.Fleet.MaxBytesPerHour <= 0:

@@ -13,6 +13,7 @@ import (
 
 	"github.com/plateau-exporter/plateau_exporter/internal/probetest"
 	"github.com/plateau-exporter/plateau_exporter/probe"
+	"github.com/plateau-exporter/plateau_exporter/probe/characterize"
 	"github.com/plateau-exporter/plateau_exporter/probe/plateau"
 )
 
@@ -97,7 +98,7 @@ baselines_file: %s
 		t.Fatalf("baselines hold min_file_size %+v (%v); the report chose %s, want one of the judged sizes 1MiB ... 16MiB", m, ok, summary[1])
 	}
 	perHour, _ := probe.ParseSize(summary[2])
-	if want := probe.BytesPerRun(plateau.WithSize(p, m.Value)) * int64(time.Hour/interval); perHour != want {
+	if want := probe.BytesPerRun(characterize.WithSize(p, m.Value)) * int64(time.Hour/interval); perHour != want {
 		t.Errorf("hourly cost of %s = %s, want BytesPerRun × 360 = %s", m, summary[2], probe.FormatSize(want))
 	}
 	data, _ := os.ReadFile(baseFile)
@@ -169,7 +170,7 @@ func sizeSweepOnce(t *testing.T, cfg string, p *probe.ProbeConfig, interval time
 		if err != nil || size != int64(1<<20)<<i {
 			t.Fatalf("row %d is size %q, want %s", i, r[1], probe.FormatSize(int64(1<<20)<<i))
 		}
-		v := plateau.WithSize(p, size)
+		v := characterize.WithSize(p, size)
 		perRun, _ := probe.ParseSize(r[2])
 		perHour, _ := probe.ParseSize(r[3])
 		moved, _ := probe.ParseSize(r[4])

@@ -17,12 +17,12 @@ import (
 	"github.com/go-kit/log/level"
 
 	"github.com/plateau-exporter/plateau_exporter/probe"
+	"github.com/plateau-exporter/plateau_exporter/probe/characterize"
 	"github.com/plateau-exporter/plateau_exporter/probe/engine"
-	"github.com/plateau-exporter/plateau_exporter/probe/plateau"
 )
 
 // runFleetCharacterize is characterize --slurm: it reads the allocation
-// from Slurm's environment and hands over to plateau.FleetCharacterizer.
+// from Slurm's environment and hands over to characterize.FleetCharacterizer.
 func runFleetCharacterize(w io.Writer, logger log.Logger, o characterizeOptions) error {
 	switch {
 	case o.maxWorkers < 1:
@@ -55,9 +55,9 @@ func runFleetCharacterize(w io.Writer, logger log.Logger, o characterizeOptions)
 	if err != nil {
 		return exitErr(2, err)
 	}
-	refs := make([]plateau.ProbeRef, len(selected))
+	refs := make([]characterize.ProbeRef, len(selected))
 	for i, sp := range selected {
-		refs[i] = plateau.ProbeRef{Target: sp.target, Probe: sp.probe}
+		refs[i] = characterize.ProbeRef{Target: sp.target, Probe: sp.probe}
 	}
 	self, err := os.Executable()
 	if err != nil {
@@ -65,10 +65,10 @@ func runFleetCharacterize(w io.Writer, logger log.Logger, o characterizeOptions)
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	fc := &plateau.FleetCharacterizer{
+	fc := &characterize.FleetCharacterizer{
 		Self: self,
-		Run:  plateau.ExecSrun(o.srun, os.Stderr),
-		Open: func(t *probe.Target) (plateau.SlurmSteps, error) {
+		Run:  characterize.ExecSrun(o.srun, os.Stderr),
+		Open: func(t *probe.Target) (characterize.SlurmSteps, error) {
 			return engine.OpenSlurmSession(t, o.hostname)
 		},
 		Hostname:   o.hostname,

@@ -1,7 +1,10 @@
-// Package plateau owns what a result is compared with and the comparison
-// itself: the baselines file, characterization of one node (baseline runs
-// and sweeps), the knee of a sweep's curve, its chart, and Compare, the one
-// verdict that /metrics, the probe command and the status page all use.
+// Package plateau owns what the daemon compares every result with, and
+// the comparison itself: the baselines and their file, Compare (the one
+// verdict that /metrics, the probe command and the status page all use),
+// the run verdicts and the change statistic, and the history of recent
+// runs the daemon keeps across restarts. How the baselines are measured
+// lives in probe/characterize; how the rules fire on recorded series, in
+// probe/backtest.
 package plateau
 
 import (

@@ -7,14 +7,13 @@ import (
 	"path/filepath"
 	"slices"
 	"sort"
-	"strconv"
 	"strings"
 	"time"
 
 	"gopkg.in/yaml.v3"
 
-	"github.com/plateau-exporter/plateau_exporter/internal/yamlfield"
 	"github.com/plateau-exporter/plateau_exporter/probe"
+	"github.com/plateau-exporter/plateau_exporter/probe/internal/yamlfield"
 )
 
 // baselinesDecoder decodes the baselines file.
@@ -270,22 +269,10 @@ func (b *Baselines) Marshal() []byte {
 		for _, k := range ops {
 			e := b.Entries[k]
 			fmt.Fprintf(&sb, "        %s: {%s: %s, spread: %s, runs: %d}\n", k.Op, e.Unit,
-				yamlFloat(e.Value, 6), yamlFloat(e.Spread, 3), e.Runs)
+				yamlfield.Float(e.Value, 6), yamlfield.Float(e.Spread, 3), e.Runs)
 		}
 	}
 	return []byte(sb.String())
-}
-
-// yamlFloat formats v with prec significant digits so that every YAML tool
-// reads a number: YAML 1.1 (PyYAML, and the tools built on it) takes an
-// exponent only after a mantissa with a dot, so Go's "3e+09" would read
-// back as the string "3e+09"; it is written "3.0e+09".
-func yamlFloat(v float64, prec int) string {
-	s := strconv.FormatFloat(v, 'g', prec, 64)
-	if i := strings.IndexByte(s, 'e'); i >= 0 && !strings.Contains(s[:i], ".") {
-		s = s[:i] + ".0" + s[i:]
-	}
-	return s
 }
 
 func writeBackup(path string, data []byte) (string, error) {

@@ -9,6 +9,7 @@ import (
 
 	"github.com/plateau-exporter/plateau_exporter/internal/probefixture"
 	"github.com/plateau-exporter/plateau_exporter/probe"
+	"github.com/plateau-exporter/plateau_exporter/probe/internal/yamlfield"
 )
 
 func TestBaselinesRoundTrip(t *testing.T) {
@@ -68,8 +69,8 @@ func TestBadBaselinesNameLineAndField(t *testing.T) {
 // exponent only after a dot ("3e+09" would be a string to PyYAML).
 func TestYAMLFloat(t *testing.T) {
 	for v, want := range map[float64]string{3e9: "3.0e+09", 1.25e9: "1.25e+09", 1e-5: "1.0e-05", 1000: "1000", 0.03: "0.03", 0: "0"} {
-		if got := yamlFloat(v, 6); got != want {
-			t.Errorf("yamlFloat(%g) = %q, want %q", v, got, want)
+		if got := yamlfield.Float(v, 6); got != want {
+			t.Errorf("yamlfield.Float(%g) = %q, want %q", v, got, want)
 		}
 	}
 }

@@ -1,4 +1,4 @@
-package plateau
+package characterize
 
 import (
 	"log/slog"

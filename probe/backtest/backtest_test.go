@@ -15,8 +15,8 @@ import (
 )
 
 var (
-	shippedRules   = []string{filepath.Join("..", "..", "..", "dashboards", "rules.yml"), filepath.Join("..", "..", "..", "dashboards", "alerts.yml")}
-	referenceRules = []string{filepath.Join("..", "..", "..", "dashboards", "testdata", "reference", "rules.yml"), filepath.Join("..", "..", "..", "dashboards", "testdata", "reference", "alerts.yml")}
+	shippedRules   = []string{filepath.Join("..", "..", "dashboards", "rules.yml"), filepath.Join("..", "..", "dashboards", "alerts.yml")}
+	referenceRules = []string{filepath.Join("..", "..", "dashboards", "testdata", "reference", "rules.yml"), filepath.Join("..", "..", "dashboards", "testdata", "reference", "alerts.yml")}
 )
 
 func TestReadCSVNamesFileLineAndColumn(t *testing.T) {

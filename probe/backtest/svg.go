@@ -5,7 +5,7 @@ import (
 	"os"
 	"strings"
 
-	"github.com/plateau-exporter/plateau_exporter/probe/plateau"
+	"github.com/plateau-exporter/plateau_exporter/probe/characterize"
 )
 
 // WriteSVGFile draws the series named key (the first when key is empty):
@@ -30,7 +30,7 @@ func (r *Report) WriteSVGFile(path, key string) error {
 		return fmt.Errorf("backtest --svg: no series to draw")
 	}
 	cd := r.charts[i]
-	chart := plateau.RunsChart{
+	chart := characterize.RunsChart{
 		Title:   fmt.Sprintf("%s: runs, plateau and page episodes (%s rules vs %s rules)", r.Series[i].Key, RuleSetCurrent, RuleSetReference),
 		Unit:    r.Options.Unit,
 		Values:  cd.values,

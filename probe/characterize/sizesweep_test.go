@@ -1,4 +1,4 @@
-package plateau
+package characterize
 
 import (
 	"context"
@@ -8,17 +8,18 @@ import (
 
 	"github.com/plateau-exporter/plateau_exporter/internal/probefixture"
 	"github.com/plateau-exporter/plateau_exporter/probe"
+	"github.com/plateau-exporter/plateau_exporter/probe/plateau"
 )
 
 // synthetic answers a run with a rate that approaches plateau as the size
 // grows: a fixed start-up cost (overhead, in units of the size) spread
 // over the run, as a real probe's open, fsync and first blocks are.
-func synthetic(plateau, overhead float64, reqs *[]probe.Request) func(context.Context, probe.Request) *probe.Result {
+func synthetic(level, overhead float64, reqs *[]probe.Request) func(context.Context, probe.Request) *probe.Result {
 	return func(_ context.Context, req probe.Request) *probe.Result {
 		*reqs = append(*reqs, req)
 		p := req.Probe
-		size := float64(SizeOf(&p))
-		rate := plateau * size / (size + overhead)
+		size := float64(plateau.SizeOf(&p))
+		rate := level * size / (size + overhead)
 		res := &probe.Result{Target: req.Target, Probe: p.Name, Kind: p.Kind, Engine: probe.EngineSync}
 		for _, op := range probe.OpsOf(p.Kind) {
 			// One second of work at rate: the value is rate in the
@@ -198,7 +199,7 @@ func TestMinSizeInBaselinesFile(t *testing.T) {
 	text := probefixture.BaselinesYAML + "" // s is sequential, md metadata
 	text = strings.Replace(text, "      method: \"characterize --runs 5\"\n", "      method: \"characterize --runs 5\"\n      min_file_size: 4MiB\n", 1)
 	text = strings.Replace(text, "      kind: metadata\n", "      kind: metadata\n      min_files: 256\n", 1)
-	b, err := ParseBaselines([]byte(text), "b.yml")
+	b, err := plateau.ParseBaselines([]byte(text), "b.yml")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -213,21 +214,21 @@ func TestMinSizeInBaselinesFile(t *testing.T) {
 	if w := b.BelowMinSize("t", &seq); w != "" {
 		t.Errorf("a probe at the smallest good size warned: %q", w)
 	}
-	again, err := ParseBaselines(b.Marshal(), "again.yml")
+	again, err := plateau.ParseBaselines(b.Marshal(), "again.yml")
 	if err != nil {
 		t.Fatalf("%v\n%s", err, b.Marshal())
 	}
-	if len(again.MinSizes) != 2 || again.MinSizes[ProbeKey{"t", "md"}].Value != 256 || again.MinSizes[ProbeKey{"t", "s"}].Value != 4<<20 {
+	if len(again.MinSizes) != 2 || again.MinSizes[plateau.ProbeKey{Target: "t", Probe: "md"}].Value != 256 || again.MinSizes[plateau.ProbeKey{Target: "t", Probe: "s"}].Value != 4<<20 {
 		t.Fatalf("round trip: %+v\n%s", again.MinSizes, b.Marshal())
 	}
 	// Characterizing the probe again keeps its size.
-	m := &Measured{Target: "t", Probe: &seq, Entries: map[string]*Baseline{"write": {Kind: probe.KindSequential, Unit: probe.UnitBytesPerSecond, Value: 1}}}
+	m := &plateau.Measured{Target: "t", Probe: &seq, Entries: map[string]*plateau.Baseline{"write": {Kind: probe.KindSequential, Unit: probe.UnitBytesPerSecond, Value: 1}}}
 	again.Replace(m)
 	if _, ok := again.MinSizeFor("t", &seq); !ok {
 		t.Error("Replace dropped the probe's smallest good size")
 	}
-	rnd := &Baselines{Entries: map[BaselineKey]*Baseline{{"t", "r", "read"}: {Kind: probe.KindRandom, Unit: probe.UnitOpsPerSecond, Value: 1}}}
-	rnd.SetMinSize("t", "r", MinSize{Kind: probe.KindRandom, Key: "duration", Value: int64(1500 * time.Millisecond)})
+	rnd := &plateau.Baselines{Entries: map[plateau.BaselineKey]*plateau.Baseline{{Target: "t", Probe: "r", Op: "read"}: {Kind: probe.KindRandom, Unit: probe.UnitOpsPerSecond, Value: 1}}}
+	rnd.SetMinSize("t", "r", plateau.MinSize{Kind: probe.KindRandom, Key: "duration", Value: int64(1500 * time.Millisecond)})
 	if !strings.Contains(string(rnd.Marshal()), "min_duration: 1.5s\n") {
 		t.Errorf("random's size written as:\n%s", rnd.Marshal())
 	}
@@ -243,7 +244,7 @@ func TestBadMinSizeNamesLineAndField(t *testing.T) {
 		{"targets:\n  t:\n    s:\n      kind: sequential\n      min_size: 1MiB\n      ops:\n        write: {bytes_per_second: 1}\n", "b.yml:5: targets.t.s.min_size: unknown key"},
 		{"targets:\n  t:\n    s:\n      kind: random\n      min_duration: [1s]\n      ops:\n        read: {operations_per_second: 1}\n", "b.yml:5: targets.t.s.min_duration: "},
 	} {
-		if _, err := ParseBaselines([]byte(tc.yaml), "b.yml"); err == nil || !strings.Contains(err.Error(), tc.want) {
+		if _, err := plateau.ParseBaselines([]byte(tc.yaml), "b.yml"); err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("got %v, want %q", err, tc.want)
 		}
 	}

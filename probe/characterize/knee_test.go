@@ -1,9 +1,11 @@
-package plateau
+package characterize
 
 import (
 	"math"
 	"math/rand/v2"
 	"testing"
+
+	"github.com/plateau-exporter/plateau_exporter/probe/plateau"
 )
 
 // Sweep shapes of the reference characterization (PixStor, GPFS 5.0.4),
@@ -111,7 +113,7 @@ func noisy(r *rand.Rand, values []float64, sigma float64, runs int) []float64 {
 		for j := range draws {
 			draws[j] = v * (1 + sigma*r.NormFloat64())
 		}
-		out[i] = Median(draws)
+		out[i] = plateau.Median(draws)
 	}
 	return out
 }
@@ -186,20 +188,20 @@ func TestFindKneeLinearGrowthUnderHeavyNoise(t *testing.T) {
 }
 
 func TestMedianAndSpread(t *testing.T) {
-	if m := Median([]float64{3, 1, 2}); m != 2 {
+	if m := plateau.Median([]float64{3, 1, 2}); m != 2 {
 		t.Errorf("median of 3,1,2 = %g", m)
 	}
-	if m := Median([]float64{4, 1, 3, 2}); m != 2.5 {
+	if m := plateau.Median([]float64{4, 1, 3, 2}); m != 2.5 {
 		t.Errorf("median of 4,1,3,2 = %g", m)
 	}
-	if !math.IsNaN(Median(nil)) {
+	if !math.IsNaN(plateau.Median(nil)) {
 		t.Error("median of nothing is not NaN")
 	}
 	// (110 - 90) / (2 * 100)
-	if s := Spread([]float64{90, 100, 110}); math.Abs(s-0.1) > 1e-12 {
+	if s := plateau.Spread([]float64{90, 100, 110}); math.Abs(s-0.1) > 1e-12 {
 		t.Errorf("spread of 90,100,110 = %g, want 0.1", s)
 	}
-	if s := Spread([]float64{0, 0}); s != 0 {
+	if s := plateau.Spread([]float64{0, 0}); s != 0 {
 		t.Errorf("spread of zeros = %g", s)
 	}
 }
@@ -252,15 +254,15 @@ func FuzzFindKnee(f *testing.F) {
 		if knee >= 0 {
 			best := maxOf(s[:knee+1])
 			limit := (1 + KneeGain) * best
-			if !(best > 0) || s[knee+1] >= limit || Median(s[knee+1:]) >= limit {
-				t.Fatalf("knee %d: best %g, next %g, later median %g", knee, best, s[knee+1], Median(s[knee+1:]))
+			if !(best > 0) || s[knee+1] >= limit || plateau.Median(s[knee+1:]) >= limit {
+				t.Fatalf("knee %d: best %g, next %g, later median %g", knee, best, s[knee+1], plateau.Median(s[knee+1:]))
 			}
 		}
 		// The knee is the first step that qualifies.
 		for i := 0; i >= 0 && i < knee; i++ {
 			best := maxOf(s[:i+1])
 			limit := (1 + KneeGain) * best
-			if best > 0 && s[i+1] < limit && Median(s[i+1:]) < limit {
+			if best > 0 && s[i+1] < limit && plateau.Median(s[i+1:]) < limit {
 				t.Fatalf("step %d qualifies before knee %d", i, knee)
 			}
 		}

@@ -1,4 +1,4 @@
-package plateau
+package characterize
 
 import (
 	"bufio"
@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/plateau-exporter/plateau_exporter/probe"
+	"github.com/plateau-exporter/plateau_exporter/probe/plateau"
 )
 
 // A fleet step's value is aggregated from what its tasks report, as IOR
@@ -262,7 +263,7 @@ func aggregateOp(name string, ops []probe.SlurmTaskOp) StepOp {
 	if s := so.Stonewall.Sub(so.First).Seconds(); s > 0 {
 		so.Stonewalled = so.StonewallDone / s
 	}
-	med := Median(durs)
+	med := plateau.Median(durs)
 	for i, d := range durs {
 		if d > StragglerFactor*med {
 			so.Stragglers = append(so.Stragglers, i)

@@ -1,14 +1,21 @@
-package plateau
+// Package characterize measures the plateaus a baselines file holds, on
+// a known-good system: baseline runs of each probe, sweeps over workers
+// or queue depth and their knee, size sweeps for the smallest probe that
+// still measures the plateau, and the Slurm characterization of a whole
+// file system from many nodes at once, with the charts, CSV files and
+// recording rules each writes. It runs probes only through the runner cmd
+// hands it, and never reaches the daemon's schedule or exposition.
+package characterize
 
 import (
 	"context"
 	"fmt"
 	"math"
-	"sort"
 	"strconv"
 	"time"
 
 	"github.com/plateau-exporter/plateau_exporter/probe"
+	"github.com/plateau-exporter/plateau_exporter/probe/plateau"
 )
 
 // Characterization measures what the probes achieve on a known-good
@@ -103,24 +110,13 @@ func (c *Characterizer) Plan(probes []ProbeRef) int {
 	return n
 }
 
-// Measured is what the baseline runs of one probe gave.
-type Measured struct {
-	Target string
-	Probe  *probe.ProbeConfig
-	// Entries is each op's baseline: the median of the runs and their
-	// spread.
-	Entries map[string]*Baseline
-	// Values is each op's value in every run, in run order.
-	Values map[string][]float64
-}
-
 // Baseline runs a probe Runs times as configured and returns each op's
 // median and spread. A run that fails or is skipped gives up the probe:
 // a median of fewer runs than asked for would pass for a full one.
-func (c *Characterizer) Baseline(ctx context.Context, ref ProbeRef) (*Measured, error) {
+func (c *Characterizer) Baseline(ctx context.Context, ref ProbeRef) (*plateau.Measured, error) {
 	p := ref.Probe
 	unit := probe.OpUnit(p.Kind)
-	m := &Measured{Target: ref.Target.Name, Probe: p, Entries: map[string]*Baseline{}, Values: map[string][]float64{}}
+	m := &plateau.Measured{Target: ref.Target.Name, Probe: p, Entries: map[string]*plateau.Baseline{}, Values: map[string][]float64{}}
 	step := Step{Total: c.total, Target: ref.Target.Name, Probe: p.Name, Kind: p.Kind, Runs: c.Runs}
 	var first *probe.Result
 	for run := 1; run <= c.Runs; run++ {
@@ -165,16 +161,16 @@ func (c *Characterizer) Baseline(ctx context.Context, ref ProbeRef) (*Measured, 
 	}
 	at := now().UTC().Truncate(time.Second)
 	for op, vs := range m.Values {
-		m.Entries[op] = &Baseline{
+		m.Entries[op] = &plateau.Baseline{
 			Kind:       p.Kind,
 			Unit:       unit,
-			Value:      Median(vs),
-			Spread:     Spread(vs),
+			Value:      plateau.Median(vs),
+			Spread:     plateau.Spread(vs),
 			Runs:       len(vs),
 			Method:     "characterize --runs " + strconv.Itoa(c.Runs),
 			MeasuredAt: at,
 			Host:       c.Hostname,
-			Params:     ProbeParams(p),
+			Params:     plateau.ProbeParams(p),
 			Direct:     strconv.FormatBool(first.Direct),
 			Engine:     first.Engine,
 		}
@@ -243,55 +239,6 @@ func (c *Characterizer) runStep(ctx context.Context, step Step, req probe.Reques
 		c.OnDone(step, res)
 	}
 	return res
-}
-
-// Replace puts the measured entries of one probe in place of whatever the
-// baselines held for it, keeping every other target's and probe's entries,
-// and returns what changed, in the kind's op order.
-func (b *Baselines) Replace(m *Measured) []BaselineChange {
-	var changes []BaselineChange
-	old := map[string]*Baseline{}
-	for k, e := range b.Entries {
-		if k.Target == m.Target && k.Probe == m.Probe.Name {
-			old[k.Op] = e
-			delete(b.Entries, k)
-		}
-	}
-	for op, e := range m.Entries {
-		b.Entries[BaselineKey{m.Target, m.Probe.Name, op}] = e
-		changes = append(changes, BaselineChange{Key: BaselineKey{m.Target, m.Probe.Name, op}, Old: old[op], New: e})
-	}
-	for op, e := range old {
-		if m.Entries[op] == nil {
-			changes = append(changes, BaselineChange{Key: BaselineKey{m.Target, m.Probe.Name, op}, Old: e})
-		}
-	}
-	order := probe.OpsOf(m.Probe.Kind)
-	sort.Slice(changes, func(i, j int) bool {
-		a, b := opIndex(order, changes[i].Key.Op), opIndex(order, changes[j].Key.Op)
-		if a != b {
-			return a < b
-		}
-		return changes[i].Key.Op < changes[j].Key.Op
-	})
-	return changes
-}
-
-// BaselineChange is what characterize did to one op's baseline: Old is nil
-// for a new entry, New is nil for an op the probe no longer reports.
-type BaselineChange struct {
-	Key      BaselineKey
-	Old, New *Baseline
-}
-
-// Relative is the new value's change over the old one (0.1 for +10%); ok
-// is false when there is no old value to compare with or it is in another
-// unit.
-func (c BaselineChange) Relative() (float64, bool) {
-	if c.Old == nil || c.New == nil || c.Old.Unit != c.New.Unit || !(c.Old.Value > 0) {
-		return 0, false
-	}
-	return c.New.Value/c.Old.Value - 1, true
 }
 
 // SweepVariable is what a sweep of the kind doubles: workers where the kind
@@ -384,7 +331,7 @@ type SweepStep struct {
 }
 
 // Median is the step's value for op: the median of its runs.
-func (s SweepStep) Median(op string) float64 { return Median(s.Values[op]) }
+func (s SweepStep) Median(op string) float64 { return plateau.Median(s.Values[op]) }
 
 // Curve is op's step values (medians), in level order.
 func (s *Sweep) Curve(op string) []float64 {
@@ -483,7 +430,7 @@ func (c *Characterizer) Sweep(ctx context.Context, ref ProbeRef) (*Sweep, error)
 		now = c.Now
 	}
 	sw := &Sweep{
-		Target: ref.Target.Name, Probe: p.Name, Kind: p.Kind, Params: ProbeParams(p),
+		Target: ref.Target.Name, Probe: p.Name, Kind: p.Kind, Params: plateau.ProbeParams(p),
 		Variable: variable, Configured: p.Workers, Unit: probe.OpUnit(p.Kind), Ops: probe.OpsOf(p.Kind),
 		Runs: c.SweepRuns, Host: c.Hostname, At: now().UTC().Truncate(time.Second),
 	}

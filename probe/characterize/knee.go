@@ -1,45 +1,15 @@
-package plateau
+package characterize
 
 import (
 	"math"
-	"sort"
+
+	"github.com/plateau-exporter/plateau_exporter/probe/plateau"
 )
 
 // KneeGain is the gain under which a doubling of workers no longer pays:
 // the published characterizations call a curve flat from the first doubling
 // that adds less than 5%.
 const KneeGain = 0.05
-
-// Median of values; NaN for none. An even count gives the mean of the two
-// middle values.
-func Median(values []float64) float64 {
-	if len(values) == 0 {
-		return math.NaN()
-	}
-	s := append([]float64(nil), values...)
-	sort.Float64s(s)
-	n := len(s)
-	if n%2 == 1 {
-		return s[n/2]
-	}
-	return (s[n/2-1] + s[n/2]) / 2
-}
-
-// Spread is the relative spread of runs around their median,
-// (max - min) / (2 * median), as the baselines file documents it: 0.05
-// means the runs lay within about ±5% of the median. 0 when the median is
-// not positive.
-func Spread(values []float64) float64 {
-	m := Median(values)
-	if len(values) == 0 || !(m > 0) {
-		return 0
-	}
-	lo, hi := values[0], values[0]
-	for _, v := range values[1:] {
-		lo, hi = math.Min(lo, v), math.Max(hi, v)
-	}
-	return (hi - lo) / (2 * m)
-}
 
 // FindKnee returns the index of the step of a doubling sweep (workers 1, 2,
 // 4, ...) where the plateau starts, or -1 when the curve is still rising at
@@ -79,7 +49,7 @@ func FindKnee(values []float64) int {
 			continue
 		}
 		limit := (1 + KneeGain) * best
-		if s[i+1] < limit && Median(s[i+1:]) < limit {
+		if s[i+1] < limit && plateau.Median(s[i+1:]) < limit {
 			return i
 		}
 	}
@@ -130,5 +100,5 @@ func Sustained(values []float64, knee int) float64 {
 	if knee < 0 || knee >= len(values) {
 		return values[len(values)-1]
 	}
-	return Median(values[knee:])
+	return plateau.Median(values[knee:])
 }

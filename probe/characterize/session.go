@@ -1,10 +1,12 @@
-package plateau
+package characterize
 
 import (
 	"context"
 	"errors"
 	"fmt"
 	"slices"
+
+	"github.com/plateau-exporter/plateau_exporter/probe/plateau"
 )
 
 // Session is what one characterization does beyond its runs: where the
@@ -14,7 +16,7 @@ import (
 type Session struct {
 	// Baselines are the entries already on file (NewBaselines when there
 	// is none); the measured probes replace theirs, the rest are kept.
-	Baselines *Baselines
+	Baselines *plateau.Baselines
 	// Path is the baselines file written; OutDir takes each sweep's SVG
 	// and CSV.
 	Path, OutDir string
@@ -27,7 +29,7 @@ type Session struct {
 	// OnWritten reports the baselines file written, its backup ("" when
 	// there was no file) and what changed in it; OnNothingWritten that no
 	// probe could be characterized, so the file was left alone.
-	OnWritten        func(path, backup string, changes []BaselineChange)
+	OnWritten        func(path, backup string, changes []plateau.BaselineChange)
 	OnNothingWritten func(path string)
 	// OnNoSweep reports a probe not swept because its baseline failed;
 	// OnSwept a sweep, with its files when written, and why it is
@@ -48,7 +50,7 @@ var ErrIncomplete = errors.New("could not be characterized fully")
 // written.
 func (c *Characterizer) Characterize(ctx context.Context, refs []ProbeRef, s Session) error {
 	failed := 0
-	var measured []*Measured
+	var measured []*plateau.Measured
 	var characterized []ProbeRef
 	for _, ref := range refs {
 		m, err := c.Baseline(ctx, ref)
@@ -65,7 +67,7 @@ func (c *Characterizer) Characterize(ctx context.Context, refs []ProbeRef, s Ses
 			s.OnNothingWritten(s.Path)
 		}
 	} else {
-		var changes []BaselineChange
+		var changes []plateau.BaselineChange
 		for _, m := range measured {
 			changes = append(changes, s.Baselines.Replace(m)...)
 		}

@@ -1,4 +1,4 @@
-package plateau
+package characterize
 
 import (
 	"context"
@@ -18,6 +18,8 @@ import (
 	"time"
 
 	"github.com/plateau-exporter/plateau_exporter/probe"
+	"github.com/plateau-exporter/plateau_exporter/probe/internal/yamlfield"
+	"github.com/plateau-exporter/plateau_exporter/probe/plateau"
 )
 
 // Fleet characterization (characterize --slurm) measures the whole file
@@ -159,7 +161,7 @@ type ClassBaseline struct {
 	Nodes  []NodeSample
 	// Measured holds the class's entries: the median of the nodes and
 	// their spread.
-	Measured *Measured
+	Measured *plateau.Measured
 	Outliers []Outlier
 	Err      error
 }
@@ -312,7 +314,7 @@ func (c *FleetCharacterizer) sweep(ctx context.Context, steps SlurmSteps, r Prob
 // fleetParams is ProbeParams without the workers, which a fleet step sets.
 func fleetParams(p *probe.ProbeConfig) string {
 	var keep []string
-	for _, f := range strings.Fields(ProbeParams(p)) {
+	for _, f := range strings.Fields(plateau.ProbeParams(p)) {
 		if !strings.HasPrefix(f, "workers=") {
 			keep = append(keep, f)
 		}
@@ -469,11 +471,11 @@ func (c *FleetCharacterizer) sampleClass(ctx context.Context, r ProbeRef, nodes 
 			}
 		}
 		for op, vs := range values {
-			ns.Values[op] = Median(vs)
+			ns.Values[op] = plateau.Median(vs)
 		}
 		cb.Nodes = append(cb.Nodes, ns)
 	}
-	m := &Measured{Target: r.Target.Name, Probe: p, Entries: map[string]*Baseline{}, Values: map[string][]float64{}}
+	m := &plateau.Measured{Target: r.Target.Name, Probe: p, Entries: map[string]*plateau.Baseline{}, Values: map[string][]float64{}}
 	names := make([]string, len(cb.Nodes))
 	for i, ns := range cb.Nodes {
 		names[i] = ns.Node
@@ -485,13 +487,13 @@ func (c *FleetCharacterizer) sampleClass(ctx context.Context, r ProbeRef, nodes 
 			vs = append(vs, ns.Values[op])
 		}
 		m.Values[op] = vs
-		m.Entries[op] = &Baseline{
-			Kind: p.Kind, Unit: unit, Value: Median(vs), Spread: Spread(vs), Runs: len(vs) * runs,
+		m.Entries[op] = &plateau.Baseline{
+			Kind: p.Kind, Unit: unit, Value: plateau.Median(vs), Spread: plateau.Spread(vs), Runs: len(vs) * runs,
 			Method:     fmt.Sprintf("characterize --slurm --sample %d: median over nodes %s of each node's median of %d run(s)", len(names), strings.Join(names, ","), runs),
 			MeasuredAt: at,
 			// The entry describes the node class, not one host: no
 			// host, so every node of the class loads it as its own.
-			Params: ProbeParams(p), Direct: strconv.FormatBool(first.Direct), Engine: first.Engine,
+			Params: plateau.ProbeParams(p), Direct: strconv.FormatBool(first.Direct), Engine: first.Engine,
 		}
 		cb.Outliers = append(cb.Outliers, FindOutliers(op, cb.Nodes)...)
 	}
@@ -524,12 +526,12 @@ func FindOutliers(op string, nodes []NodeSample) []Outlier {
 	if len(vs) < 3 {
 		return nil
 	}
-	med := Median(vs)
+	med := plateau.Median(vs)
 	dev := make([]float64, len(vs))
 	for i, v := range vs {
 		dev[i] = math.Abs(v - med)
 	}
-	mad := 1.4826 * Median(dev)
+	mad := 1.4826 * plateau.Median(dev)
 	var out []Outlier
 	for _, n := range nodes {
 		v := n.Values[op]
@@ -730,7 +732,7 @@ func (rep *FleetReport) PlateauRules() []byte {
 			knee = "still rising at the last step"
 		}
 		fmt.Fprintf(&sb, "      # %s/%s (%s), %s\n", k.target, v.probe, v.kind, knee)
-		fmt.Fprintf(&sb, "      - record: %s\n        expr: %q\n        labels: {target: %q, op: %q}\n", k.record, yamlFloat(v.v, 4), k.target, k.op)
+		fmt.Fprintf(&sb, "      - record: %s\n        expr: %q\n        labels: {target: %q, op: %q}\n", k.record, yamlfield.Float(v.v, 4), k.target, k.op)
 	}
 	return []byte(sb.String())
 }
@@ -783,7 +785,7 @@ func (rep *FleetReport) WriteFiles(dir, rulesPath, baselinesPath string) (FleetF
 		}
 		ff.Rules = rulesPath
 	}
-	var measured []*Measured
+	var measured []*plateau.Measured
 	for _, cb := range rep.Classes {
 		if cb.Measured != nil {
 			measured = append(measured, cb.Measured)
@@ -795,10 +797,10 @@ func (rep *FleetReport) WriteFiles(dir, rulesPath, baselinesPath string) (FleetF
 	if baselinesPath == "" {
 		baselinesPath = filepath.Join(dir, "baselines.yml")
 	}
-	b, err := LoadBaselines(baselinesPath)
+	b, err := plateau.LoadBaselines(baselinesPath)
 	switch {
 	case errors.Is(err, os.ErrNotExist):
-		b = NewBaselines()
+		b = plateau.NewBaselines()
 	case err != nil:
 		return ff, fmt.Errorf("%w; not overwritten", err)
 	}

@@ -1,14 +1,13 @@
-package plateau
+package characterize
 
 import (
 	"context"
 	"fmt"
 	"math"
-	"strconv"
-	"strings"
 	"time"
 
 	"github.com/plateau-exporter/plateau_exporter/probe"
+	"github.com/plateau-exporter/plateau_exporter/probe/plateau"
 )
 
 // A size sweep answers "how small can this probe be and still measure the
@@ -41,47 +40,6 @@ const (
 	minSweepDuration = 125 * time.Millisecond
 )
 
-// SizeKey is the config key a size sweep of the kind grows, "" for none.
-func SizeKey(kind string) string {
-	switch kind {
-	case probe.KindSequential:
-		return "file_size"
-	case probe.KindSharedFile:
-		return "segment_size"
-	case probe.KindMetadata:
-		return "files"
-	case probe.KindRandom:
-		return "duration"
-	}
-	return ""
-}
-
-// MinSizeKey is the baselines file's per-probe key holding the smallest
-// good size, "min_" + SizeKey: min_file_size, min_segment_size, min_files
-// or min_duration.
-func MinSizeKey(kind string) string {
-	if k := SizeKey(kind); k != "" {
-		return "min_" + k
-	}
-	return ""
-}
-
-// SizeOf is the probe's value of its size key: bytes, a file count, or
-// nanoseconds.
-func SizeOf(p *probe.ProbeConfig) int64 {
-	switch p.Kind {
-	case probe.KindSequential:
-		return p.FileSize
-	case probe.KindSharedFile:
-		return p.SegmentSize
-	case probe.KindMetadata:
-		return int64(p.Files)
-	case probe.KindRandom:
-		return int64(p.Duration)
-	}
-	return 0
-}
-
 // WithSize is the probe with its size key set to size. A variant larger
 // than the configured probe gets its timeout scaled likewise, because its
 // run takes that much longer (for random, 2 × duration must stay inside
@@ -98,51 +56,10 @@ func WithSize(p *probe.ProbeConfig, size int64) *probe.ProbeConfig {
 	case probe.KindRandom:
 		v.Duration = time.Duration(size)
 	}
-	if conf := SizeOf(p); conf > 0 && size > conf {
+	if conf := plateau.SizeOf(p); conf > 0 && size > conf {
 		v.Timeout = time.Duration(math.Ceil(float64(size)/float64(conf))) * p.Timeout
 	}
 	return &v
-}
-
-// FormatProbeSize renders a value of the kind's size key as the config
-// writes it: 16MiB, 256, 1s.
-func FormatProbeSize(kind string, v int64) string {
-	switch kind {
-	case probe.KindMetadata:
-		return strconv.FormatInt(v, 10)
-	case probe.KindRandom:
-		return time.Duration(v).String()
-	}
-	return probe.FormatSize(v)
-}
-
-// ParseProbeSize reads a value of the kind's size key as the config
-// accepts it.
-func ParseProbeSize(kind, s string) (int64, error) {
-	switch kind {
-	case probe.KindMetadata:
-		n, err := strconv.ParseInt(s, 10, 64)
-		if err != nil || n < 1 {
-			return 0, fmt.Errorf("must be a positive number of files, got %q", s)
-		}
-		return n, nil
-	case probe.KindRandom:
-		d, err := time.ParseDuration(s)
-		if err != nil || d <= 0 {
-			return 0, fmt.Errorf("must be a positive duration, got %q", s)
-		}
-		return int64(d), nil
-	case probe.KindSequential, probe.KindSharedFile:
-		n, err := probe.ParseSize(s)
-		if err != nil {
-			return 0, err
-		}
-		if n <= 0 {
-			return 0, fmt.Errorf("must be a positive size, got %q", s)
-		}
-		return n, nil
-	}
-	return 0, fmt.Errorf("kind %s has no size to sweep", kind)
 }
 
 // Footprint is the space a run of the probe occupies on the file system
@@ -192,7 +109,7 @@ func SizeLadder(p *probe.ProbeConfig) []int64 {
 	default:
 		return nil
 	}
-	top := max(SizeFactor*SizeFactor*SizeOf(p), start<<sizeSteps)
+	top := max(SizeFactor*SizeFactor*plateau.SizeOf(p), start<<sizeSteps)
 	if p.Kind == probe.KindMetadata {
 		top = min(top, 1<<20)
 	}
@@ -240,7 +157,7 @@ type SizeStep struct {
 }
 
 // Median is the step's value for op.
-func (s SizeStep) Median(op string) float64 { return Median(s.Values[op]) }
+func (s SizeStep) Median(op string) float64 { return plateau.Median(s.Values[op]) }
 
 // Judgement says whether a step measured the plateau.
 type Judgement struct {
@@ -359,13 +276,13 @@ func (s SizeSweeper) Plan(ref ProbeRef) (SizePlan, error) {
 		took := time.Duration(runs) * plannedTime(v)
 		switch {
 		case s.MaxTime > 0 && planned+took > s.MaxTime:
-			plan.Capped = fmt.Sprintf("%s=%s would bring the sweep's planned time to %s, over --size-sweep.max-time %s", SizeKey(p.Kind), FormatProbeSize(p.Kind, size),
+			plan.Capped = fmt.Sprintf("%s=%s would bring the sweep's planned time to %s, over --size-sweep.max-time %s", plateau.SizeKey(p.Kind), plateau.FormatProbeSize(p.Kind, size),
 				planned+took, s.MaxTime)
 		case limit > 0 && plan.TotalIO+cost > limit:
-			plan.Capped = fmt.Sprintf("%s=%s would bring the sweep's I/O to %s, over %s (%s)", SizeKey(p.Kind), FormatProbeSize(p.Kind, size),
+			plan.Capped = fmt.Sprintf("%s=%s would bring the sweep's I/O to %s, over %s (%s)", plateau.SizeKey(p.Kind), plateau.FormatProbeSize(p.Kind, size),
 				probe.FormatSize(plan.TotalIO+cost), limitName, probe.FormatSize(limit))
 		case room >= 0 && Footprint(v) > room:
-			plan.Capped = fmt.Sprintf("%s=%s needs %s on the file system, more than the %s it has above min_free_ratio", SizeKey(p.Kind), FormatProbeSize(p.Kind, size),
+			plan.Capped = fmt.Sprintf("%s=%s needs %s on the file system, more than the %s it has above min_free_ratio", plateau.SizeKey(p.Kind), plateau.FormatProbeSize(p.Kind, size),
 				probe.FormatSize(Footprint(v)), probe.FormatSize(room))
 		}
 		if plan.Capped != "" {
@@ -418,8 +335,8 @@ func (c *Characterizer) SweepSizes(ctx context.Context, s SizeSweeper, ref Probe
 	}
 	runs := s.runs()
 	sw := &SizeSweep{
-		Target: ref.Target.Name, Probe: p.Name, Kind: p.Kind, Params: ProbeParams(p),
-		Key: SizeKey(p.Kind), Configured: SizeOf(p), Interval: p.Interval,
+		Target: ref.Target.Name, Probe: p.Name, Kind: p.Kind, Params: plateau.ProbeParams(p),
+		Key: plateau.SizeKey(p.Kind), Configured: plateau.SizeOf(p), Interval: p.Interval,
 		Unit: probe.OpUnit(p.Kind), Ops: probe.OpsOf(p.Kind), Runs: runs, Capped: plan.Capped,
 		Host: c.Hostname, At: now().UTC().Truncate(time.Second),
 	}
@@ -438,7 +355,7 @@ func (c *Characterizer) SweepSizes(ctx context.Context, s SizeSweeper, ref Probe
 			}
 			if err != nil {
 				c.index += runs - run + (len(plan.Sizes)-si-1)*runs
-				return sw, fmt.Errorf("%s/%s: size sweep stopped at %s=%s, run %d of %d: %w", ref.Target.Name, p.Name, sw.Key, FormatProbeSize(p.Kind, size), run, runs, err)
+				return sw, fmt.Errorf("%s/%s: size sweep stopped at %s=%s, run %d of %d: %w", ref.Target.Name, p.Name, sw.Key, plateau.FormatProbeSize(p.Kind, size), run, runs, err)
 			}
 			for op, val := range values {
 				st.Values[op] = append(st.Values[op], val)
@@ -449,87 +366,21 @@ func (c *Characterizer) SweepSizes(ctx context.Context, s SizeSweeper, ref Probe
 			}
 			moved = append(moved, float64(b))
 		}
-		st.Moved = int64(Median(moved))
+		st.Moved = int64(plateau.Median(moved))
 		sw.Steps = append(sw.Steps, st)
 	}
 	return sw, nil
 }
 
-// MinSize is the smallest good size of one probe, as the baselines file
-// keeps it under the probe's min_<key>.
-type MinSize struct {
-	Kind string
-	// Key is SizeKey(Kind); Value is in its units.
-	Key   string
-	Value int64
-	Line  int
-}
-
-// String renders the size as the config writes it.
-func (m MinSize) String() string { return FormatProbeSize(m.Kind, m.Value) }
-
-// ProbeKey names one probe of one target.
-type ProbeKey struct{ Target, Probe string }
-
 // Result is the smallest good size the sweep found, or false when no
 // judged size was good.
-func (s *SizeSweep) Result() (MinSize, bool) {
+func (s *SizeSweep) Result() (plateau.MinSize, bool) {
 	if s == nil {
-		return MinSize{}, false
+		return plateau.MinSize{}, false
 	}
 	i := s.Smallest()
 	if i < 0 {
-		return MinSize{}, false
+		return plateau.MinSize{}, false
 	}
-	return MinSize{Kind: s.Kind, Key: s.Key, Value: s.Steps[i].Size}, true
-}
-
-// SetMinSize records a probe's smallest good size. The size is kept
-// beside the probe's op entries, which must exist for it to be written.
-func (b *Baselines) SetMinSize(target, probeName string, m MinSize) {
-	if b.MinSizes == nil {
-		b.MinSizes = map[ProbeKey]MinSize{}
-	}
-	b.MinSizes[ProbeKey{target, probeName}] = m
-}
-
-// MinSizeFor is the smallest good size on file for a configured probe,
-// when one is and it was measured for the probe's kind.
-func (b *Baselines) MinSizeFor(target string, p *probe.ProbeConfig) (MinSize, bool) {
-	if b == nil {
-		return MinSize{}, false
-	}
-	m, ok := b.MinSizes[ProbeKey{target, p.Name}]
-	if !ok || m.Kind != p.Kind {
-		return MinSize{}, false
-	}
-	return m, true
-}
-
-// BelowMinSize says, when a configured probe is smaller than the smallest
-// size that measured the plateau on this target, by how much; "" when it
-// is not or nothing is on file.
-func (b *Baselines) BelowMinSize(target string, p *probe.ProbeConfig) string {
-	m, ok := b.MinSizeFor(target, p)
-	if !ok || SizeOf(p) >= m.Value {
-		return ""
-	}
-	return fmt.Sprintf("%s %s is below %s, the smallest size that measured the plateau on this target (characterize --size-sweep); its results read the probe's start-up more than the storage",
-		m.Key, FormatProbeSize(p.Kind, SizeOf(p)), m)
-}
-
-// sizeKeyKind is the kind whose min_<key> key is named key, "" for none.
-func sizeKeyKind(key string) []string {
-	var kinds []string
-	for _, k := range probe.KindNames() {
-		if MinSizeKey(k) == key {
-			kinds = append(kinds, k)
-		}
-	}
-	return kinds
-}
-
-// isMinSizeKey reports whether key is some kind's min_<key>.
-func isMinSizeKey(key string) bool {
-	return strings.HasPrefix(key, "min_") && len(sizeKeyKind(key)) > 0
+	return plateau.MinSize{Kind: s.Kind, Key: s.Key, Value: s.Steps[i].Size}, true
 }

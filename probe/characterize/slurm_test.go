@@ -1,4 +1,4 @@
-package plateau
+package characterize
 
 import (
 	"bytes"
@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/plateau-exporter/plateau_exporter/probe"
+	"github.com/plateau-exporter/plateau_exporter/probe/plateau"
 )
 
 var fixtureStart = time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
@@ -296,7 +297,7 @@ func TestFleetCharacterizerFlowAndOutputs(t *testing.T) {
 			t.Errorf("promtool check rules: %v\n%s", err, out)
 		}
 	}
-	b, err := LoadBaselines(ff.Baselines)
+	b, err := plateau.LoadBaselines(ff.Baselines)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,4 +1,4 @@
-package plateau
+package characterize
 
 import (
 	"context"
@@ -18,6 +18,7 @@ import (
 	"github.com/plateau-exporter/plateau_exporter/internal/probefixture"
 	"github.com/plateau-exporter/plateau_exporter/probe"
 	"github.com/plateau-exporter/plateau_exporter/probe/engine"
+	"github.com/plateau-exporter/plateau_exporter/probe/plateau"
 )
 
 // recorder runs requests in this process through the real probe code and
@@ -115,7 +116,7 @@ func TestCharacterizeBaselineIsMedianOfRealRuns(t *testing.T) {
 				t.Errorf("%s %s: spread %g, want %g", p.Name, op, e.Spread, want)
 			}
 			if e.Unit != unit || e.Kind != p.Kind || e.Runs != 3 || e.Host != "node1" ||
-				e.Method != "characterize --runs 3" || !e.MeasuredAt.Equal(characterizeTime) || e.Params != ProbeParams(p) ||
+				e.Method != "characterize --runs 3" || !e.MeasuredAt.Equal(characterizeTime) || e.Params != plateau.ProbeParams(p) ||
 				e.Direct != strconv.FormatBool(results[0].Direct) || e.Engine != results[0].Engine || e.Engine == "" {
 				t.Errorf("%s %s: entry %+v", p.Name, op, e)
 			}
@@ -218,17 +219,17 @@ func TestCharacterizeTargetHeldByAnotherProbe(t *testing.T) {
 }
 
 func TestBaselinesReplaceKeepsOtherEntries(t *testing.T) {
-	b := NewBaselines()
-	other := &Baseline{Kind: probe.KindSequential, Unit: probe.UnitBytesPerSecond, Value: 5e8}
-	b.Entries[BaselineKey{"other", "seq", "write"}] = other
-	b.Entries[BaselineKey{"t", "md", "create"}] = &Baseline{Kind: probe.KindMetadata, Unit: probe.UnitOpsPerSecond, Value: 1000}
-	b.Entries[BaselineKey{"t", "seq", "write"}] = &Baseline{Kind: probe.KindSequential, Unit: probe.UnitBytesPerSecond, Value: 1e9}
+	b := plateau.NewBaselines()
+	other := &plateau.Baseline{Kind: probe.KindSequential, Unit: probe.UnitBytesPerSecond, Value: 5e8}
+	b.Entries[plateau.BaselineKey{Target: "other", Probe: "seq", Op: "write"}] = other
+	b.Entries[plateau.BaselineKey{Target: "t", Probe: "md", Op: "create"}] = &plateau.Baseline{Kind: probe.KindMetadata, Unit: probe.UnitOpsPerSecond, Value: 1000}
+	b.Entries[plateau.BaselineKey{Target: "t", Probe: "seq", Op: "write"}] = &plateau.Baseline{Kind: probe.KindSequential, Unit: probe.UnitBytesPerSecond, Value: 1e9}
 	// A hand-written entry in another unit cannot be compared.
-	b.Entries[BaselineKey{"t", "seq", "read"}] = &Baseline{Kind: probe.KindSequential, Unit: probe.UnitOpsPerSecond, Value: 300}
+	b.Entries[plateau.BaselineKey{Target: "t", Probe: "seq", Op: "read"}] = &plateau.Baseline{Kind: probe.KindSequential, Unit: probe.UnitOpsPerSecond, Value: 300}
 	p := probefixture.SmallSeq("seq")
-	m := &Measured{Target: "t", Probe: &p, Entries: map[string]*Baseline{
-		"write": {Kind: probe.KindSequential, Unit: probe.UnitBytesPerSecond, Value: 1.1e9, Runs: 3, Params: ProbeParams(&p)},
-		"read":  {Kind: probe.KindSequential, Unit: probe.UnitBytesPerSecond, Value: 2e9, Runs: 3, Params: ProbeParams(&p)},
+	m := &plateau.Measured{Target: "t", Probe: &p, Entries: map[string]*plateau.Baseline{
+		"write": {Kind: probe.KindSequential, Unit: probe.UnitBytesPerSecond, Value: 1.1e9, Runs: 3, Params: plateau.ProbeParams(&p)},
+		"read":  {Kind: probe.KindSequential, Unit: probe.UnitBytesPerSecond, Value: 2e9, Runs: 3, Params: plateau.ProbeParams(&p)},
 	}}
 	changes := b.Replace(m)
 	if len(changes) != 2 || changes[0].Key.Op != "write" || changes[1].Key.Op != "read" {
@@ -240,7 +241,7 @@ func TestBaselinesReplaceKeepsOtherEntries(t *testing.T) {
 	if _, ok := changes[1].Relative(); ok {
 		t.Error("a change of unit has no relative change")
 	}
-	if b.Entries[BaselineKey{"other", "seq", "write"}] != other || b.Entries[BaselineKey{"t", "md", "create"}] == nil {
+	if b.Entries[plateau.BaselineKey{Target: "other", Probe: "seq", Op: "write"}] != other || b.Entries[plateau.BaselineKey{Target: "t", Probe: "md", Op: "create"}] == nil {
 		t.Error("entries of other targets or probes were dropped")
 	}
 	if len(b.Entries) != 4 {
@@ -250,13 +251,13 @@ func TestBaselinesReplaceKeepsOtherEntries(t *testing.T) {
 	// An op the probe no longer reports is removed and said so; a new op
 	// is new.
 	md := smallMetadata("md")
-	changes = b.Replace(&Measured{Target: "t", Probe: &md, Entries: map[string]*Baseline{
+	changes = b.Replace(&plateau.Measured{Target: "t", Probe: &md, Entries: map[string]*plateau.Baseline{
 		"stat": {Kind: probe.KindMetadata, Unit: probe.UnitOpsPerSecond, Value: 5000},
 	}})
 	if len(changes) != 2 || changes[0].Key.Op != "create" || changes[0].New != nil || changes[1].Key.Op != "stat" || changes[1].Old != nil {
 		t.Fatalf("changes %+v, want create removed and stat new", changes)
 	}
-	parsed, err := ParseBaselines(b.Marshal(), "merged")
+	parsed, err := plateau.ParseBaselines(b.Marshal(), "merged")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -327,7 +328,7 @@ func TestCharacterizeSweepRunsEachLevel(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if sw.Variable != VariableWorkers || sw.Configured != 1 || sw.Params != ProbeParams(&p) || sw.Unit != probe.UnitBytesPerSecond || sw.Runs != 2 {
+	if sw.Variable != VariableWorkers || sw.Configured != 1 || sw.Params != plateau.ProbeParams(&p) || sw.Unit != probe.UnitBytesPerSecond || sw.Runs != 2 {
 		t.Errorf("sweep %+v", sw)
 	}
 	if len(sw.Steps) != 2 || sw.Steps[0].Level != 1 || sw.Steps[1].Level != 2 {
