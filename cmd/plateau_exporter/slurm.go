@@ -18,11 +18,12 @@ import (
 
 	"github.com/plateau-exporter/plateau_exporter/probe"
 	"github.com/plateau-exporter/plateau_exporter/probe/characterize"
+	"github.com/plateau-exporter/plateau_exporter/probe/characterize/slurm"
 	"github.com/plateau-exporter/plateau_exporter/probe/engine"
 )
 
 // runFleetCharacterize is characterize --slurm: it reads the allocation
-// from Slurm's environment and hands over to characterize.FleetCharacterizer.
+// from Slurm's environment and hands over to slurm.FleetCharacterizer.
 func runFleetCharacterize(w io.Writer, logger log.Logger, o characterizeOptions) error {
 	switch {
 	case o.maxWorkers < 1:
@@ -65,10 +66,10 @@ func runFleetCharacterize(w io.Writer, logger log.Logger, o characterizeOptions)
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	fc := &characterize.FleetCharacterizer{
+	fc := &slurm.FleetCharacterizer{
 		Self: self,
-		Run:  characterize.ExecSrun(o.srun, os.Stderr),
-		Open: func(t *probe.Target) (characterize.SlurmSteps, error) {
+		Run:  slurm.ExecSrun(o.srun, os.Stderr),
+		Open: func(t *probe.Target) (slurm.Steps, error) {
 			return engine.OpenSlurmSession(t, o.hostname)
 		},
 		Hostname:   o.hostname,

@@ -18,6 +18,7 @@ import (
 
 	"github.com/plateau-exporter/plateau_exporter/collector"
 	"github.com/plateau-exporter/plateau_exporter/probe"
+	"github.com/plateau-exporter/plateau_exporter/probe/chart"
 	"github.com/plateau-exporter/plateau_exporter/probe/plateau"
 	"github.com/plateau-exporter/plateau_exporter/probe/store"
 )
@@ -352,7 +353,7 @@ func overall(vs []plateau.OpVerdict) string {
 // floatPtr is v, or nil when it is not finite: JSON has no NaN or
 // infinity, and a page that fails to encode would hide every other probe.
 func floatPtr(v float64) *float64 {
-	if !finite(v) {
+	if !chart.Finite(v) {
 		return nil
 	}
 	return &v

@@ -5,7 +5,7 @@ import (
 	"os"
 	"strings"
 
-	"github.com/plateau-exporter/plateau_exporter/probe/characterize"
+	"github.com/plateau-exporter/plateau_exporter/probe/chart"
 )
 
 // WriteSVGFile draws the series named key (the first when key is empty):
@@ -30,7 +30,7 @@ func (r *Report) WriteSVGFile(path, key string) error {
 		return fmt.Errorf("backtest --svg: no series to draw")
 	}
 	cd := r.charts[i]
-	chart := characterize.RunsChart{
+	rc := chart.RunsChart{
 		Title:   fmt.Sprintf("%s: runs, plateau and page episodes (%s rules vs %s rules)", r.Series[i].Key, RuleSetCurrent, RuleSetReference),
 		Unit:    r.Options.Unit,
 		Values:  cd.values,
@@ -41,7 +41,7 @@ func (r *Report) WriteSVGFile(path, key string) error {
 		},
 		BandOrder: []string{"pages, " + RuleSetReference + " rules", "pages, " + RuleSetCurrent + " rules"},
 	}
-	if err := os.WriteFile(path, chart.SVG(), 0o644); err != nil {
+	if err := os.WriteFile(path, rc.SVG(), 0o644); err != nil {
 		return fmt.Errorf("backtest --svg: %w", err)
 	}
 	return nil

@@ -128,11 +128,11 @@ func (c *Characterizer) Baseline(ctx context.Context, ref ProbeRef) (*plateau.Me
 			}
 		}
 		res := c.runStep(ctx, step, probe.NewRequest(ref.Target, p, c.Hostname))
-		if err := resultError(res); err != nil {
+		if err := ResultError(res); err != nil {
 			c.index += c.Runs - run
 			return nil, fmt.Errorf("%s/%s: run %d of %d: %w", ref.Target.Name, p.Name, run, c.Runs, err)
 		}
-		values, err := opValues(res, p.Kind, unit)
+		values, err := OpValues(res, p.Kind, unit)
 		if err != nil {
 			c.index += c.Runs - run
 			return nil, fmt.Errorf("%s/%s: run %d of %d: %w", ref.Target.Name, p.Name, run, c.Runs, err)
@@ -178,8 +178,8 @@ func (c *Characterizer) Baseline(ctx context.Context, ref ProbeRef) (*plateau.Me
 	return m, nil
 }
 
-// resultError says why a run measured nothing, or nil.
-func resultError(res *probe.Result) error {
+// ResultError says why a run measured nothing, or nil.
+func ResultError(res *probe.Result) error {
 	switch {
 	case res == nil:
 		return fmt.Errorf("no result")
@@ -196,10 +196,10 @@ func resultError(res *probe.Result) error {
 	return nil
 }
 
-// opValues takes each measured op of a result in unit. Results may carry
+// OpValues takes each measured op of a result in unit. Results may carry
 // phases that are not the kind's ops (the random probe reports the
 // preallocation of its file); those are no plateau and are left out.
-func opValues(res *probe.Result, kind, unit string) (map[string]float64, error) {
+func OpValues(res *probe.Result, kind, unit string) (map[string]float64, error) {
 	out := map[string]float64{}
 	for _, op := range probe.OpsOf(kind) {
 		o := res.Op(op)
@@ -445,10 +445,10 @@ func (c *Characterizer) Sweep(ctx context.Context, ref ProbeRef) (*Sweep, error)
 		for run := 1; run <= c.SweepRuns; run++ {
 			step.Run = run
 			res := c.runStep(ctx, step, probe.NewRequest(ref.Target, variant, c.Hostname))
-			err := resultError(res)
+			err := ResultError(res)
 			var values map[string]float64
 			if err == nil {
-				values, err = opValues(res, p.Kind, sw.Unit)
+				values, err = OpValues(res, p.Kind, sw.Unit)
 			}
 			if err != nil {
 				c.index += c.SweepRuns - run + (len(levels)-li-1)*c.SweepRuns

@@ -2,7 +2,6 @@ package characterize
 
 import (
 	"encoding/csv"
-	"encoding/xml"
 	"fmt"
 	"io"
 	"math"
@@ -13,12 +12,13 @@ import (
 	"strings"
 
 	"github.com/plateau-exporter/plateau_exporter/probe"
+	"github.com/plateau-exporter/plateau_exporter/probe/chart"
 )
 
 // A sweep is kept as data (CSV) and drawn as a chart (SVG) in the style of
 // the published characterizations: concurrency doubling along a log2
-// x-axis, one line per op, the knee marked. The SVG is written by hand so
-// that it needs no library and opens in any browser.
+// x-axis, one line per op, the knee marked; the axis, units and palette
+// are probe/chart's, as every chart's are.
 
 // WriteCSV writes every run of the sweep, one row each, followed by each
 // step's median as a row whose run column says "median":
@@ -87,62 +87,6 @@ const (
 	chartGridCol = "#dddddd"
 )
 
-// opColors are distinguishable for the common forms of colour blindness
-// (Okabe and Ito's palette); metadata has the most ops, four.
-var opColors = []string{"#0072B2", "#D55E00", "#009E73", "#CC79A7", "#E69F00", "#56B4E9"}
-
-// axisUnit is how the y-axis shows values: divided by div, labelled name.
-type axisUnit struct {
-	div  float64
-	name string
-}
-
-func chooseAxisUnit(unit string, top float64) axisUnit {
-	var units []axisUnit
-	if unit == probe.UnitBytesPerSecond {
-		// Binary prefixes, as block and file sizes are given.
-		units = []axisUnit{{1 << 30, "GiB/s"}, {1 << 20, "MiB/s"}, {1 << 10, "KiB/s"}, {1, "B/s"}}
-	} else {
-		units = []axisUnit{{1e6, "M ops/s"}, {1e3, "K ops/s"}, {1, "ops/s"}}
-	}
-	for _, u := range units {
-		if top >= u.div {
-			return u
-		}
-	}
-	return units[len(units)-1]
-}
-
-// niceStep is a tick step of 1, 2, 2.5 or 5 times a power of ten that cuts
-// top into at most about five intervals.
-func niceStep(top float64) float64 {
-	if !(top > 0) || math.IsInf(top, 0) {
-		return 1
-	}
-	raw := top / 5
-	mag := math.Pow(10, math.Floor(math.Log10(raw)))
-	for _, m := range []float64{1, 2, 2.5, 5, 10} {
-		if m*mag >= raw {
-			return m * mag
-		}
-	}
-	return 10 * mag
-}
-
-func finite(v float64) bool { return !math.IsNaN(v) && !math.IsInf(v, 0) }
-
-// svgText escapes s for XML character data.
-func svgText(s string) string {
-	var sb strings.Builder
-	_ = xml.EscapeText(&sb, []byte(s))
-	return sb.String()
-}
-
-// trimFloat prints a tick label without trailing zeros.
-func trimFloat(v float64) string {
-	return strconv.FormatFloat(v, 'f', -1, 64)
-}
-
 // SVG draws the sweep: one line per op through the step medians, each
 // run's value as a faint dot, y from 0, x on a log2 scale of the levels,
 // and each knee as a dashed vertical line with the ops whose plateau
@@ -157,20 +101,16 @@ func (s *Sweep) SVG() []byte {
 	for _, st := range s.Steps {
 		for _, op := range s.Ops {
 			for _, v := range st.Values[op] {
-				if finite(v) && v > top {
+				if chart.Finite(v) && v > top {
 					top = v
 				}
 			}
 		}
 	}
-	au := chooseAxisUnit(s.Unit, top)
-	step := niceStep(top / au.div)
-	ymax := step * math.Max(1, math.Ceil(top/au.div/step))
-	if !finite(ymax) || ymax <= 0 {
-		ymax, step = 1, 0.2
-	}
+	axis := chart.NewAxis(s.Unit, top)
+	au := axis.Unit
 	y := func(v float64) float64 {
-		return chartTop + plotHeight - plotHeight*math.Max(0, math.Min(v/au.div/ymax, 1))
+		return chartTop + plotHeight - plotHeight*axis.Fraction(v)
 	}
 	// x: log2 of the level, the first level at the left edge.
 	lo, hi := 0.0, 0.0
@@ -192,9 +132,9 @@ func (s *Sweep) SVG() []byte {
 		variableLabel = "queue depth"
 	}
 	title := fmt.Sprintf("%s/%s: %s sweep of %s", s.Target, s.Probe, s.Kind, variableLabel)
-	fmt.Fprintf(&b, "<title>%s</title>\n", svgText(title))
+	fmt.Fprintf(&b, "<title>%s</title>\n", chart.Escape(title))
 	fmt.Fprintf(&b, `<rect width="%d" height="%d" fill="#ffffff"/>`+"\n", chartWidth, chartHeight)
-	fmt.Fprintf(&b, `<text x="%d" y="30" font-size="18" font-weight="bold">%s</text>`+"\n", chartLeft, svgText(title))
+	fmt.Fprintf(&b, `<text x="%d" y="30" font-size="18" font-weight="bold">%s</text>`+"\n", chartLeft, chart.Escape(title))
 	sub := fmt.Sprintf("configured: %s · median of %d runs per step", s.Params, s.Runs)
 	if s.Host != "" {
 		sub += " · " + s.Host
@@ -202,25 +142,21 @@ func (s *Sweep) SVG() []byte {
 	if !s.At.IsZero() {
 		sub += " · " + s.At.Format("2006-01-02 15:04 MST")
 	}
-	fmt.Fprintf(&b, `<text x="%d" y="52" font-size="12" fill="#444444">%s</text>`+"\n", chartLeft, svgText(sub))
+	fmt.Fprintf(&b, `<text x="%d" y="52" font-size="12" fill="#444444">%s</text>`+"\n", chartLeft, chart.Escape(sub))
 
 	// Grid and y ticks.
 	b.WriteString(`<g class="y-axis" font-size="12" text-anchor="end">` + "\n")
-	for i := 0; ; i++ {
-		v := float64(i) * step
-		if v > ymax*(1+1e-9) || i > 50 {
-			break
-		}
-		yy := chartTop + plotHeight - plotHeight*v/ymax
+	for _, v := range axis.Ticks() {
+		yy := chartTop + plotHeight - plotHeight*v/axis.Max
 		fmt.Fprintf(&b, `<line x1="%d" y1="%.1f" x2="%d" y2="%.1f" stroke="%s"/>`+"\n", chartLeft, yy, chartLeft+plotWidth, yy, chartGridCol)
-		fmt.Fprintf(&b, `<text x="%d" y="%.1f">%s</text>`+"\n", chartLeft-8, yy+4, svgText(trimFloat(roundTick(v, step))))
+		fmt.Fprintf(&b, `<text x="%d" y="%.1f">%s</text>`+"\n", chartLeft-8, yy+4, chart.Escape(axis.Label(v)))
 	}
 	b.WriteString("</g>\n")
-	yLabel := "throughput (" + au.name + ")"
+	yLabel := "throughput (" + au.Name + ")"
 	if s.Unit != probe.UnitBytesPerSecond {
-		yLabel = "rate (" + au.name + ")"
+		yLabel = "rate (" + au.Name + ")"
 	}
-	fmt.Fprintf(&b, `<text transform="translate(24 %d) rotate(-90)" text-anchor="middle">%s</text>`+"\n", chartTop+plotHeight/2, svgText(yLabel))
+	fmt.Fprintf(&b, `<text transform="translate(24 %d) rotate(-90)" text-anchor="middle">%s</text>`+"\n", chartTop+plotHeight/2, chart.Escape(yLabel))
 
 	// x ticks at every level swept.
 	b.WriteString(`<g class="x-axis" font-size="12" text-anchor="middle">` + "\n")
@@ -230,7 +166,7 @@ func (s *Sweep) SVG() []byte {
 		fmt.Fprintf(&b, `<text x="%.1f" y="%d">%d</text>`+"\n", xx, chartTop+plotHeight+18, l)
 	}
 	b.WriteString("</g>\n")
-	fmt.Fprintf(&b, `<text x="%d" y="%d" text-anchor="middle">%s (log2 scale)</text>`+"\n", chartLeft+plotWidth/2, chartHeight-22, svgText(variableLabel))
+	fmt.Fprintf(&b, `<text x="%d" y="%d" text-anchor="middle">%s (log2 scale)</text>`+"\n", chartLeft+plotWidth/2, chartHeight-22, chart.Escape(variableLabel))
 	fmt.Fprintf(&b, `<path d="M%d %d V%d H%d" fill="none" stroke="#333333"/>`+"\n", chartLeft, chartTop, chartTop+plotHeight, chartLeft+plotWidth)
 
 	// Knees: one dashed line per level, naming the ops whose plateau
@@ -256,25 +192,25 @@ func (s *Sweep) SVG() []byte {
 			anchor, tx = "end", xx-5
 		}
 		fmt.Fprintf(&b, `<text x="%.1f" y="%d" font-size="12" text-anchor="%s" fill="#333333">%s</text></g>`+"\n",
-			tx, chartTop-10+14*(i%2), anchor, svgText(fmt.Sprintf("knee (%s): %s=%d", strings.Join(kneeOps[l], ", "), s.Variable, l)))
+			tx, chartTop-10+14*(i%2), anchor, chart.Escape(fmt.Sprintf("knee (%s): %s=%d", strings.Join(kneeOps[l], ", "), s.Variable, l)))
 	}
 
 	// One series per op.
 	for i, o := range summary {
-		color := opColors[i%len(opColors)]
-		fmt.Fprintf(&b, `<g class="op" data-op="%s">`+"\n", svgAttr(o.Op))
+		color := chart.Color(i)
+		fmt.Fprintf(&b, `<g class="op" data-op="%s">`+"\n", chart.Escape(o.Op))
 		for _, st := range s.Steps {
 			for r, v := range st.Values[o.Op] {
-				if !finite(v) {
+				if !chart.Finite(v) {
 					continue
 				}
 				fmt.Fprintf(&b, `<circle cx="%.1f" cy="%.1f" r="2.5" fill="%s" fill-opacity="0.35"><title>%s</title></circle>`+"\n",
-					x(st.Level), y(v), color, svgText(fmt.Sprintf("%s %s=%d run %d: %s %s", o.Op, s.Variable, st.Level, r+1, trimFloat(round3(v/au.div)), au.name)))
+					x(st.Level), y(v), color, chart.Escape(fmt.Sprintf("%s %s=%d run %d: %s %s", o.Op, s.Variable, st.Level, r+1, chart.FormatNumber(v/au.Div), au.Name)))
 			}
 		}
 		var pts []string
 		for _, st := range s.Steps {
-			if m := st.Median(o.Op); finite(m) {
+			if m := st.Median(o.Op); chart.Finite(m) {
 				pts = append(pts, fmt.Sprintf("%.1f,%.1f", x(st.Level), y(m)))
 			}
 		}
@@ -282,12 +218,12 @@ func (s *Sweep) SVG() []byte {
 			fmt.Fprintf(&b, `<polyline points="%s" fill="none" stroke="%s" stroke-width="2.5" stroke-linejoin="round"/>`+"\n", strings.Join(pts, " "), color)
 		}
 		for _, st := range s.Steps {
-			if m := st.Median(o.Op); finite(m) {
+			if m := st.Median(o.Op); chart.Finite(m) {
 				fmt.Fprintf(&b, `<circle cx="%.1f" cy="%.1f" r="4" fill="%s"><title>%s</title></circle>`+"\n", x(st.Level), y(m), color,
-					svgText(fmt.Sprintf("%s %s=%d median: %s %s", o.Op, s.Variable, st.Level, trimFloat(round3(m/au.div)), au.name)))
+					chart.Escape(fmt.Sprintf("%s %s=%d median: %s %s", o.Op, s.Variable, st.Level, chart.FormatNumber(m/au.Div), au.Name)))
 			}
 		}
-		if o.Knee > 0 && finite(o.Sustained) {
+		if o.Knee > 0 && chart.Finite(o.Sustained) {
 			fmt.Fprintf(&b, `<line x1="%.1f" y1="%.1f" x2="%d" y2="%.1f" stroke="%s" stroke-width="1.5" stroke-dasharray="2 3"/>`+"\n",
 				x(o.Knee), y(o.Sustained), chartLeft+plotWidth, y(o.Sustained), color)
 		}
@@ -297,62 +233,22 @@ func (s *Sweep) SVG() []byte {
 	// Legend: each op with its maximum, sustained value and knee.
 	b.WriteString(`<g class="legend">` + "\n")
 	for i, o := range summary {
-		color := opColors[i%len(opColors)]
+		color := chart.Color(i)
 		ly := chartTop + 10 + 62*i
 		fmt.Fprintf(&b, `<line x1="%d" y1="%d" x2="%d" y2="%d" stroke="%s" stroke-width="3"/>`, legendX, ly, legendX+24, ly, color)
-		fmt.Fprintf(&b, `<text x="%d" y="%d" font-weight="bold">%s</text>`+"\n", legendX+32, ly+4, svgText(o.Op))
+		fmt.Fprintf(&b, `<text x="%d" y="%d" font-weight="bold">%s</text>`+"\n", legendX+32, ly+4, chart.Escape(o.Op))
 		knee := fmt.Sprintf("knee at %s=%d", s.Variable, o.Knee)
 		if o.Knee == 0 && len(levels) > 0 {
 			knee = fmt.Sprintf("still rising at %s=%d", s.Variable, levels[len(levels)-1])
 		}
 		for j, line := range []string{
-			fmt.Sprintf("max %s at %d", formatRate(o.Max, s.Unit), o.MaxLevel),
-			"sustained " + formatRate(o.Sustained, s.Unit),
+			fmt.Sprintf("max %s at %d", chart.FormatRate(o.Max, s.Unit), o.MaxLevel),
+			"sustained " + chart.FormatRate(o.Sustained, s.Unit),
 			knee,
 		} {
-			fmt.Fprintf(&b, `<text x="%d" y="%d" font-size="11" fill="#333333">%s</text>`+"\n", legendX+32, ly+20+14*j, svgText(line))
+			fmt.Fprintf(&b, `<text x="%d" y="%d" font-size="11" fill="#333333">%s</text>`+"\n", legendX+32, ly+20+14*j, chart.Escape(line))
 		}
 	}
 	b.WriteString("</g>\n</svg>\n")
 	return []byte(b.String())
-}
-
-// svgAttr escapes s for a double-quoted attribute value; EscapeText
-// escapes quotes too.
-func svgAttr(s string) string { return svgText(s) }
-
-// formatRate writes a value with three significant digits in the unit
-// that suits it: the ops of a metadata sweep share an axis although their
-// rates differ by orders of magnitude.
-func formatRate(v float64, unit string) string {
-	if !finite(v) {
-		return "-"
-	}
-	u := chooseAxisUnit(unit, v)
-	return trimFloat(round3(v/u.div)) + " " + u.name
-}
-
-// round3 keeps three significant digits for labels.
-func round3(v float64) float64 {
-	if !finite(v) || v == 0 {
-		return v
-	}
-	p, err := strconv.ParseFloat(strconv.FormatFloat(v, 'g', 3, 64), 64)
-	if err != nil {
-		return v
-	}
-	return p
-}
-
-// roundTick removes the float error of i*step (0.30000000000000004).
-func roundTick(v, step float64) float64 {
-	if step <= 0 || !finite(v) {
-		return v
-	}
-	digits := max(0, -int(math.Floor(math.Log10(step)))+2)
-	p, err := strconv.ParseFloat(strconv.FormatFloat(v, 'f', digits, 64), 64)
-	if err != nil {
-		return v
-	}
-	return p
 }

@@ -170,16 +170,6 @@ func TestSweepSVGEscapesNamesAndSurvivesEdgeCases(t *testing.T) {
 	}
 }
 
-func TestNiceStep(t *testing.T) {
-	for _, tc := range []struct{ top, want float64 }{
-		{23.3, 5}, {100, 20}, {7, 2}, {1, 0.2}, {12, 2.5}, {0, 1}, {450, 100},
-	} {
-		if got := niceStep(tc.top); math.Abs(got-tc.want) > 1e-9 {
-			t.Errorf("niceStep(%g) = %g, want %g", tc.top, got, tc.want)
-		}
-	}
-}
-
 func TestSweepCSVHasEveryRunAndTheMedians(t *testing.T) {
 	sw := referenceChartSweep()
 	var buf bytes.Buffer

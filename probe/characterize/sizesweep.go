@@ -348,10 +348,10 @@ func (c *Characterizer) SweepSizes(ctx context.Context, s SizeSweeper, ref Probe
 		for run := 1; run <= runs; run++ {
 			step.Run = run
 			res := c.runStep(ctx, step, probe.NewRequest(ref.Target, v, c.Hostname))
-			err := resultError(res)
+			err := ResultError(res)
 			var values map[string]float64
 			if err == nil {
-				values, err = opValues(res, p.Kind, sw.Unit)
+				values, err = OpValues(res, p.Kind, sw.Unit)
 			}
 			if err != nil {
 				c.index += runs - run + (len(plan.Sizes)-si-1)*runs

@@ -1,4 +1,4 @@
-package characterize
+package slurm
 
 import (
 	"bytes"
@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/plateau-exporter/plateau_exporter/probe"
+	"github.com/plateau-exporter/plateau_exporter/probe/characterize"
 	"github.com/plateau-exporter/plateau_exporter/probe/plateau"
 )
 
@@ -245,8 +246,8 @@ func TestFleetCharacterizerFlowAndOutputs(t *testing.T) {
 	steps := &fakeSteps{}
 	c := &FleetCharacterizer{Self: "/usr/bin/plateau_exporter", Run: fs.run, Hostname: "login1", Nodes: []string{"n0", "n1"},
 		MaxWorkers: 16, StepRuns: 2, StartDelay: time.Second, Sample: 2, SampleRuns: 1,
-		Open: func(*probe.Target) (SlurmSteps, error) { return steps, nil }}
-	rep, err := c.Characterize(context.Background(), []ProbeRef{{target, seq}, {target, md}})
+		Open: func(*probe.Target) (Steps, error) { return steps, nil }}
+	rep, err := c.Characterize(context.Background(), []characterize.ProbeRef{{Target: target, Probe: seq}, {Target: target, Probe: md}})
 	if err != nil {
 		t.Fatal(err)
 	}

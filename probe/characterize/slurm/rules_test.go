@@ -1,4 +1,4 @@
-package characterize
+package slurm
 
 import (
 	"log/slog"

@@ -1,4 +1,4 @@
-package characterize
+package slurm
 
 import (
 	"context"
@@ -18,6 +18,8 @@ import (
 	"time"
 
 	"github.com/plateau-exporter/plateau_exporter/probe"
+	"github.com/plateau-exporter/plateau_exporter/probe/characterize"
+	"github.com/plateau-exporter/plateau_exporter/probe/chart"
 	"github.com/plateau-exporter/plateau_exporter/probe/internal/yamlfield"
 	"github.com/plateau-exporter/plateau_exporter/probe/plateau"
 )
@@ -32,22 +34,22 @@ import (
 // probe is then run alone on a sample of the nodes, and the nodes' median
 // becomes the baselines of the whole node class.
 
-// SlurmSteps is the coordinator's side of the step directories; cmd wires
+// Steps is the coordinator's side of the step directories; cmd wires
 // engine.OpenSlurmSession to it (plateau does no probe I/O itself).
-type SlurmSteps interface {
+type Steps interface {
 	NewStep(p *probe.ProbeConfig) (string, error)
 	RemoveStep(name string) error
 	Close() error
 }
 
-// SlurmRun runs one srun with the given arguments and extra environment
+// Srun runs one srun with the given arguments and extra environment
 // and returns its stdout; the default is ExecSrun.
-type SlurmRun func(ctx context.Context, args []string, env []string) ([]byte, error)
+type Srun func(ctx context.Context, args []string, env []string) ([]byte, error)
 
 // ExecSrun runs srun (path) and returns its stdout; its stderr goes to
 // stderr. An srun that fails still returns its output, whose task lines
 // say more than its exit status.
-func ExecSrun(path string, stderr io.Writer) SlurmRun {
+func ExecSrun(path string, stderr io.Writer) Srun {
 	return func(ctx context.Context, args []string, env []string) ([]byte, error) {
 		cmd := exec.CommandContext(ctx, path, args...)
 		cmd.Env = append(os.Environ(), env...)
@@ -69,10 +71,10 @@ type FleetCharacterizer struct {
 	// Self is the plateau_exporter the tasks run (`Self slurm-task`).
 	Self string
 	// Run runs one srun.
-	Run SlurmRun
+	Run Srun
 	// Open opens the step directories of a target in the coordinator's
 	// probe directory, <path>/<Hostname>/.
-	Open     func(t *probe.Target) (SlurmSteps, error)
+	Open     func(t *probe.Target) (Steps, error)
 	Hostname string
 	// Nodes are the allocation's nodes (scontrol show hostnames
 	// $SLURM_JOB_NODELIST).
@@ -118,8 +120,8 @@ type FleetSweep struct {
 // Curve is the probe's sweep of op as a Sweep over total workers, with
 // the aggregate (or, stonewalled, the stonewalled value) of each step, for
 // the knee, the table and the chart.
-func (f *FleetSweep) Curve(stonewalled bool, host string, at time.Time) *Sweep {
-	sw := &Sweep{Target: f.Target, Probe: f.Probe, Kind: f.Kind, Params: f.Params + " per task",
+func (f *FleetSweep) Curve(stonewalled bool, host string, at time.Time) *characterize.Sweep {
+	sw := &characterize.Sweep{Target: f.Target, Probe: f.Probe, Kind: f.Kind, Params: f.Params + " per task",
 		Variable: "workers", Unit: f.Unit, Ops: f.Ops, Runs: max(f.Runs, 1), Host: host, At: at}
 	byLevel := map[int]int{}
 	for _, st := range f.Steps {
@@ -127,7 +129,7 @@ func (f *FleetSweep) Curve(stonewalled bool, host string, at time.Time) *Sweep {
 		if !ok {
 			i = len(sw.Steps)
 			byLevel[st.Workers] = i
-			sw.Steps = append(sw.Steps, SweepStep{Level: st.Workers, Values: map[string][]float64{}})
+			sw.Steps = append(sw.Steps, characterize.SweepStep{Level: st.Workers, Values: map[string][]float64{}})
 		}
 		v := st.Aggregate
 		if stonewalled {
@@ -209,7 +211,7 @@ func (c *FleetCharacterizer) Levels() []int {
 // then samples every probe of refs on c.Sample nodes. A step that fails
 // stops its probe's sweep (the steps so far are kept); the error returned
 // joins every failure, and the report holds what was measured.
-func (c *FleetCharacterizer) Characterize(ctx context.Context, refs []ProbeRef) (*FleetReport, error) {
+func (c *FleetCharacterizer) Characterize(ctx context.Context, refs []characterize.ProbeRef) (*FleetReport, error) {
 	if c.MaxWorkers < 1 {
 		return nil, fmt.Errorf("max workers must be at least 1, got %d", c.MaxWorkers)
 	}
@@ -218,7 +220,7 @@ func (c *FleetCharacterizer) Characterize(ctx context.Context, refs []ProbeRef) 
 	}
 	rep := &FleetReport{Host: c.Hostname, At: c.now().UTC().Truncate(time.Second), Nodes: c.Nodes}
 	var errs []error
-	byTarget := map[*probe.Target][]ProbeRef{}
+	byTarget := map[*probe.Target][]characterize.ProbeRef{}
 	var targets []*probe.Target
 	for _, r := range refs {
 		if !containsString(FleetKinds, r.Probe.Kind) {
@@ -285,7 +287,7 @@ func (c *FleetCharacterizer) taskTimeout(p *probe.ProbeConfig, workers int) time
 	return t + c.StartDelay
 }
 
-func (c *FleetCharacterizer) sweep(ctx context.Context, steps SlurmSteps, r ProbeRef) *FleetSweep {
+func (c *FleetCharacterizer) sweep(ctx context.Context, steps Steps, r characterize.ProbeRef) *FleetSweep {
 	p := r.Probe
 	runs := max(c.StepRuns, 1)
 	sw := &FleetSweep{Target: r.Target.Name, Probe: p.Name, Kind: p.Kind, Params: fleetParams(p), Unit: probe.OpUnit(p.Kind), Ops: probe.OpsOf(p.Kind), Runs: runs}
@@ -299,7 +301,7 @@ func (c *FleetCharacterizer) sweep(ctx context.Context, steps SlurmSteps, r Prob
 			for _, o := range ops {
 				sw.Steps = append(sw.Steps, FleetStep{Workers: level, Run: run, StepOp: o})
 				c.logf("%s/%s workers=%d run %d/%d nodes=%d %s: %s aggregate, %s stonewalled, span %s, %d late, %d straggler(s)\n",
-					r.Target.Name, p.Name, level, run, runs, o.Nodes, o.Op, formatRate(o.Aggregate, sw.Unit), formatRate(o.Stonewalled, sw.Unit),
+					r.Target.Name, p.Name, level, run, runs, o.Nodes, o.Op, chart.FormatRate(o.Aggregate, sw.Unit), chart.FormatRate(o.Stonewalled, sw.Unit),
 					o.Span.Round(time.Millisecond), len(o.Late), len(o.Stragglers))
 			}
 			if err != nil {
@@ -363,7 +365,7 @@ func (c *FleetCharacterizer) srun(ctx context.Context, req *probe.SlurmTaskReque
 // step runs one level of a probe's sweep: for the data kinds a write
 // phase, then a read phase in a second srun whose tasks read another
 // node's data; for metadata one srun per op (mdtest's barriers).
-func (c *FleetCharacterizer) step(ctx context.Context, steps SlurmSteps, r ProbeRef, workers int) ([]StepOp, error) {
+func (c *FleetCharacterizer) step(ctx context.Context, steps Steps, r characterize.ProbeRef, workers int) ([]StepOp, error) {
 	p := r.Probe
 	nodes := min(workers, len(c.Nodes))
 	run, err := steps.NewStep(p)
@@ -433,7 +435,7 @@ func SampleNodes(nodes []string, n int) []string {
 // sampleClass runs the configured probe alone on each sampled node,
 // SampleRuns times, as the daemon runs it there (in the node's own probe
 // directory), and takes the median of the nodes' medians.
-func (c *FleetCharacterizer) sampleClass(ctx context.Context, r ProbeRef, nodes []string) *ClassBaseline {
+func (c *FleetCharacterizer) sampleClass(ctx context.Context, r characterize.ProbeRef, nodes []string) *ClassBaseline {
 	p := r.Probe
 	cb := &ClassBaseline{Target: r.Target.Name, Probe: p}
 	unit := probe.OpUnit(p.Kind)
@@ -450,10 +452,10 @@ func (c *FleetCharacterizer) sampleClass(ctx context.Context, r ProbeRef, nodes 
 			res, err := c.srun(ctx, &req, 1, node, timeout)
 			var v map[string]float64
 			if err == nil {
-				err = resultError(res[0].Result)
+				err = characterize.ResultError(res[0].Result)
 			}
 			if err == nil {
-				v, err = opValues(res[0].Result, p.Kind, unit)
+				v, err = characterize.OpValues(res[0].Result, p.Kind, unit)
 			}
 			if err == nil && first == nil {
 				first = res[0].Result
@@ -543,7 +545,7 @@ func FindOutliers(op string, nodes []NodeSample) []Outlier {
 		case v < OutlierRatio*med:
 			o.Why = fmt.Sprintf("under %.0f%% of the median", 100*OutlierRatio)
 		case mad > 0 && v < med-OutlierMADs*mad:
-			o.Why = fmt.Sprintf("more than %g scaled MADs (%s) below the median", OutlierMADs, trimFloat(round3(mad)))
+			o.Why = fmt.Sprintf("more than %g scaled MADs (%s) below the median", OutlierMADs, chart.FormatNumber(mad))
 		default:
 			continue
 		}
@@ -577,8 +579,8 @@ func (rep *FleetReport) WriteTable(w io.Writer) {
 				knee = fmt.Sprintf("still rising at %d", last)
 			}
 			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s at %d\t%s\t%s\t%s at %d\t%s\n", f.Target, f.Probe, f.Kind, s.Op,
-				formatRate(s.Max, f.Unit), s.MaxLevel, formatRate(s.Sustained, f.Unit), knee,
-				formatRate(ss[i].Max, f.Unit), ss[i].MaxLevel, formatRate(ss[i].Sustained, f.Unit))
+				chart.FormatRate(s.Max, f.Unit), s.MaxLevel, chart.FormatRate(s.Sustained, f.Unit), knee,
+				chart.FormatRate(ss[i].Max, f.Unit), ss[i].MaxLevel, chart.FormatRate(ss[i].Sustained, f.Unit))
 		}
 	}
 	tw.Flush()
@@ -625,7 +627,7 @@ func (rep *FleetReport) WriteTable(w io.Writer) {
 					lo, loNode = v, n.Node
 				}
 			}
-			fmt.Fprintf(tw, "%s\t%s\t±%.1f%%\t%s on %s\n", op, formatRate(e.Value, e.Unit), 100*e.Spread, formatRate(lo, e.Unit), loNode)
+			fmt.Fprintf(tw, "%s\t%s\t±%.1f%%\t%s on %s\n", op, chart.FormatRate(e.Value, e.Unit), 100*e.Spread, chart.FormatRate(lo, e.Unit), loNode)
 		}
 		tw.Flush()
 		switch {
@@ -635,7 +637,7 @@ func (rep *FleetReport) WriteTable(w io.Writer) {
 			fmt.Fprintln(w, "outliers: none")
 		}
 		for _, o := range cb.Outliers {
-			fmt.Fprintf(w, "outlier: %s %s %s = %.2f of the median (%s)\n", o.Node, o.Op, formatRate(o.Value, probe.OpUnit(cb.Probe.Kind)), o.Ratio, o.Why)
+			fmt.Fprintf(w, "outlier: %s %s %s = %.2f of the median (%s)\n", o.Node, o.Op, chart.FormatRate(o.Value, probe.OpUnit(cb.Probe.Kind)), o.Ratio, o.Why)
 		}
 	}
 }
@@ -692,7 +694,7 @@ func (rep *FleetReport) PlateauRules() []byte {
 			record = RuleOperationsPerSecond
 		}
 		for _, s := range f.Curve(false, "", rep.At).Summary() {
-			if !finite(s.Sustained) || s.Sustained <= 0 {
+			if !chart.Finite(s.Sustained) || s.Sustained <= 0 {
 				continue
 			}
 			k := key{f.Target, record, s.Op}

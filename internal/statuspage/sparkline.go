@@ -7,7 +7,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/plateau-exporter/plateau_exporter/probe"
+	"github.com/plateau-exporter/plateau_exporter/probe/chart"
 )
 
 // The chart of an op's last runs is small enough to sit in a table row:
@@ -29,8 +29,8 @@ const (
 	plotHeight  = chartHeight - chartTop - chartBottom
 )
 
-// chart is what the "chart" template draws; coordinates are formatted.
-type chart struct {
+// sparkline is what the "chart" template draws; coordinates are formatted.
+type sparkline struct {
 	Width, Height int
 	// FrameWidth and FrameHeight are the frame's, inside the edges.
 	FrameWidth, FrameHeight int
@@ -59,8 +59,8 @@ type dot struct {
 }
 
 // chartOf lays out the chart of one op of a probe of a target.
-func chartOf(t TargetStatus, p ProbeStatus, o OpStatus) chart {
-	c := chart{
+func chartOf(t TargetStatus, p ProbeStatus, o OpStatus) sparkline {
+	c := sparkline{
 		Width: chartWidth, Height: chartHeight, FrameWidth: chartWidth - 1, FrameHeight: chartHeight - 1,
 		Label:    fmt.Sprintf("%s/%s %s: last %d runs", t.Name, p.Name, o.Op, len(o.History)),
 		Caption:  fmt.Sprintf("%s/%s %s", t.Name, p.Name, o.Op),
@@ -75,12 +75,12 @@ func chartOf(t TargetStatus, p ProbeStatus, o OpStatus) chart {
 	}
 	top := plateauV
 	for _, v := range o.History {
-		if finite(v) && v > top {
+		if chart.Finite(v) && v > top {
 			top = v
 		}
 	}
 	top *= 1.15
-	if !(top > 0) || !finite(top) {
+	if !(top > 0) || !chart.Finite(top) {
 		top = 1
 	}
 	y := func(v float64) float64 {
@@ -98,15 +98,15 @@ func chartOf(t TargetStatus, p ProbeStatus, o OpStatus) chart {
 		py, wy, cy := y(plateauV), y(plateauV*t.WarningRatio), y(plateauV*t.CriticalRatio)
 		c.PlateauY, c.WarnY, c.CritY = coord(py), coord(wy), coord(cy)
 		c.WarnHeight, c.CritHeight = coord(math.Max(0, cy-wy)), coord(math.Max(0, chartTop+plotHeight-cy))
-		c.PlateauLabel = "plateau " + formatRate(plateauV, o.HistoryUnit)
+		c.PlateauLabel = "plateau " + chart.FormatRate(plateauV, o.HistoryUnit)
 	}
 	var pts []string
 	for i, v := range o.History {
-		if !finite(v) {
+		if !chart.Finite(v) {
 			continue
 		}
 		d := dot{X: coord(x(i)), Y: coord(y(v)), R: "1.8", Class: "run",
-			Title: fmt.Sprintf("run %d of %d: %s", i+1, n, formatRate(v, o.HistoryUnit))}
+			Title: fmt.Sprintf("run %d of %d: %s", i+1, n, chart.FormatRate(v, o.HistoryUnit))}
 		if i == n-1 {
 			d.R, d.Class = "3.2", "last "+verdictClass(o.Verdict)
 		}
@@ -119,8 +119,6 @@ func chartOf(t TargetStatus, p ProbeStatus, o OpStatus) chart {
 
 func coord(v float64) string { return strconv.FormatFloat(v, 'f', 1, 64) }
 
-func finite(v float64) bool { return !math.IsNaN(v) && !math.IsInf(v, 0) }
-
 // verdictClass is the CSS class of a verdict; the names are the page's
 // own, so that nothing from a result can inject a class.
 func verdictClass(v string) string {
@@ -131,51 +129,12 @@ func verdictClass(v string) string {
 	return "v-none"
 }
 
-// formatRate prints a rate with three significant digits in the unit
-// that suits it: binary prefixes for bytes, as block and file sizes are
-// given, decimal ones for operations.
-func formatRate(v float64, unit string) string {
-	if !finite(v) {
-		return "-"
-	}
-	type scale struct {
-		div  float64
-		name string
-	}
-	scales := []scale{{1e6, "M ops/s"}, {1e3, "K ops/s"}, {1, "ops/s"}}
-	if unit == probe.UnitBytesPerSecond {
-		scales = []scale{{1 << 30, "GiB/s"}, {1 << 20, "MiB/s"}, {1 << 10, "KiB/s"}, {1, "B/s"}}
-	}
-	s := scales[len(scales)-1]
-	for _, c := range scales {
-		if math.Abs(v) >= c.div {
-			s = c
-			break
-		}
-	}
-	return threeDigits(v/s.div) + " " + s.name
-}
-
-// threeDigits prints v with about three significant digits and never in
-// exponent form: 1000 B/s, not 1e+03.
-func threeDigits(v float64) string {
-	a := math.Abs(v)
-	prec := 2
-	switch {
-	case a >= 100:
-		prec = 0
-	case a >= 10:
-		prec = 1
-	}
-	return strconv.FormatFloat(v, 'f', prec, 64)
-}
-
 // formatRatePtr is formatRate of a value that may be absent.
 func formatRatePtr(v *float64, unit string) string {
 	if v == nil {
 		return "–"
 	}
-	return formatRate(*v, unit)
+	return chart.FormatRate(*v, unit)
 }
 
 // formatRatio prints a ratio to two decimals, as the probe command does.
