@@ -8,17 +8,11 @@ import (
 	"io"
 	"os/exec"
 	"strings"
-	"sync"
 	"syscall"
 	"time"
 
 	"golang.org/x/sys/unix"
 )
-
-// errStillRunning is returned when a command started by an earlier scrape has
-// not exited yet. Starting a second copy would pile up processes behind a
-// wedged daemon, so the scrape fails instead.
-var errStillRunning = errors.New("previous run has not exited yet")
 
 // errCommandTimeout is returned when a command is killed at its deadline.
 var errCommandTimeout = errors.New("timed out")
@@ -47,18 +41,12 @@ const (
 // never starts a second copy of a command that has not exited.
 type commandRunner struct {
 	sudo bool
-
-	mu      sync.Mutex
-	running map[string]runningCommand
-}
-
-type runningCommand struct {
-	pid     int
-	started time.Time
+	// commands are the commands started and not yet reaped, by path.
+	commands stuckCalls[error]
 }
 
 func newCommandRunner(sudo bool) *commandRunner {
-	return &commandRunner{sudo: sudo, running: map[string]runningCommand{}}
+	return &commandRunner{sudo: sudo}
 }
 
 // commandError is a command that ran and exited non-zero.
@@ -108,30 +96,23 @@ func (r *commandRunner) run(ctx context.Context, stdin []byte, path string, args
 	cmd.Stdout = stdout
 	cmd.Stderr = stderr
 
-	r.mu.Lock()
-	if prev, ok := r.running[path]; ok {
-		r.mu.Unlock()
+	var pid int
+	done, err := r.commands.start(path, func() (int, error) {
+		if err := cmd.Start(); err != nil {
+			return 0, fmt.Errorf("starting %s: %w", display, err)
+		}
+		pid = cmd.Process.Pid
+		return pid, nil
+	}, cmd.Wait)
+	var prev *stillRunningError
+	if errors.As(err, &prev) {
 		return nil, fmt.Errorf("%s (pid %d, started %s ago): %w",
 			display, prev.pid, time.Since(prev.started).Round(time.Millisecond), errStillRunning)
 	}
-	if err := cmd.Start(); err != nil {
-		r.mu.Unlock()
-		return nil, fmt.Errorf("starting %s: %w", display, err)
+	if err != nil {
+		return nil, err
 	}
-	pid := cmd.Process.Pid
-	r.running[path] = runningCommand{pid: pid, started: time.Now()}
-	r.mu.Unlock()
 
-	done := make(chan error, 1)
-	go func() {
-		err := cmd.Wait()
-		r.mu.Lock()
-		delete(r.running, path)
-		r.mu.Unlock()
-		done <- err
-	}()
-
-	var err error
 	select {
 	case err = <-done:
 	case <-ctx.Done():

@@ -64,10 +64,11 @@ type nvmeCollector struct {
 	// the daemon reads SMART logs itself.
 	helperRunning func() bool
 
+	// smartReads are the SMART reads by controller: one whose read from
+	// an earlier scrape has not returned is not asked again until it does.
+	smartReads stuckCalls[smartResult]
+
 	mu sync.Mutex
-	// inflight marks controllers whose SMART read from an earlier scrape
-	// has not returned; such a controller is not asked again until it does.
-	inflight map[string]bool
 	// lastProblem is the last SMART problem logged per controller, so each
 	// problem is logged once rather than on every scrape.
 	lastProblem map[string]string
@@ -113,7 +114,6 @@ func newNVMeCollector(sysRoot, devDir string, smartTimeout time.Duration, logger
 		devDir:       devDir,
 		smartTimeout: smartTimeout,
 		logger:       logger,
-		inflight:     map[string]bool{},
 		lastProblem:  map[string]string{},
 
 		info: gauge("info", "NVMe controller of this node; the value is always 1.",
@@ -182,7 +182,7 @@ func (c *nvmeCollector) Update(ch chan<- prometheus.Metric) error {
 	// SMART reads run concurrently under one deadline: a fabrics
 	// controller whose target is gone can hold an admin command for the
 	// kernel's whole admin timeout.
-	results := make(map[string]chan smartResult, len(names))
+	results := make(map[string]<-chan smartResult, len(names))
 	for _, n := range names {
 		dev := class[n]
 		if dev.state != "live" {
@@ -234,28 +234,18 @@ func settled(r smartResult) chan smartResult {
 
 // startSMARTRead reads a controller's SMART log in the background, unless a
 // read started by an earlier scrape is still blocked in the kernel.
-func (c *nvmeCollector) startSMARTRead(name string) chan smartResult {
-	c.mu.Lock()
-	if c.inflight[name] {
-		c.mu.Unlock()
-		return settled(smartResult{err: errors.New("SMART log read from an earlier scrape has not returned yet")})
-	}
-	c.inflight[name] = true
-	c.mu.Unlock()
-
-	ch := make(chan smartResult, 1)
-	go func() {
+func (c *nvmeCollector) startSMARTRead(name string) <-chan smartResult {
+	ch, err := c.smartReads.start(name, nil, func() smartResult {
 		b, err := c.readSMART(name, c.smartTimeout)
-		c.mu.Lock()
-		delete(c.inflight, name)
-		c.mu.Unlock()
 		if err != nil {
-			ch <- smartResult{err: err}
-			return
+			return smartResult{err: err}
 		}
 		l, err := parseSMARTLog(b)
-		ch <- smartResult{log: l, err: err}
-	}()
+		return smartResult{log: l, err: err}
+	})
+	if err != nil {
+		return settled(smartResult{err: errors.New("SMART log read from an earlier scrape has not returned yet")})
+	}
 	return ch
 }
 

@@ -323,9 +323,7 @@ func TestNVMeBlockedSMARTRead(t *testing.T) {
 	}
 	unix.Close(fd)
 	probetest.WaitUntil(t, "the blocked SMART read to return", 10*time.Second, func() bool {
-		c.mu.Lock()
-		defer c.mu.Unlock()
-		return !c.inflight["nvme0"]
+		return !c.smartReads.inFlight("nvme0")
 	})
 }
 

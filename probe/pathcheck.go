@@ -24,6 +24,9 @@ func (c *Config) CheckPaths(deadline time.Duration) error {
 // mount recovers; the daemon checks its paths again on every reload, and
 // without this each SIGHUP during an outage would block one more thread.
 // A path whose earlier check is still blocked is reported hung at once.
+// The collector's stuckCalls guards its commands and SMART reads the same
+// way; it is not shared because no package may serve both: collector never
+// imports probe, and probe no internal/ package (TestImportDirections).
 type PathChecker struct {
 	mu      sync.Mutex
 	blocked map[string]bool

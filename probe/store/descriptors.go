@@ -1,0 +1,143 @@
+package store
+
+// The descriptors of the probe metrics, declared once: every series the
+// store exports, its name, help and labels, and Describe. store.go records
+// the values and collect.go copies them out.
+
+import (
+	"fmt"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/plateau-exporter/plateau_exporter/probe/plateau"
+)
+
+// namespace prefixes every metric of the exporter.
+const namespace = "plateau"
+
+var (
+	probeLabels   = []string{"target", "probe", "kind"}
+	probeOpLabels = []string{"target", "probe", "kind", "op"}
+
+	descSuccess = prometheus.NewDesc(prometheus.BuildFQName(namespace, "probe", "success"),
+		"1 if the last run of the probe completed and measured, 0 if it failed or timed out.", probeLabels, nil)
+	descLastRun = prometheus.NewDesc(prometheus.BuildFQName(namespace, "probe", "last_run_timestamp_seconds"),
+		"Unix time at which the last run of the probe ended, successful or not.", probeLabels, nil)
+	descLastSuccess = prometheus.NewDesc(prometheus.BuildFQName(namespace, "probe", "last_success_timestamp_seconds"),
+		"Unix time at which the last successful run of the probe ended.", probeLabels, nil)
+	descDuration = prometheus.NewDesc(prometheus.BuildFQName(namespace, "probe", "duration_seconds"),
+		"Wall time of the last run of the probe, in seconds, including set-up and clean-up.", probeLabels, nil)
+	descInterval = prometheus.NewDesc(prometheus.BuildFQName(namespace, "probe", "interval_seconds"),
+		"Interval between runs of the probe, in seconds: as configured, or as the target's fleet budget stretched it (fleet.max_bytes_per_hour).", probeLabels, nil)
+	descInProgress = prometheus.NewDesc(prometheus.BuildFQName(namespace, "probe", "in_progress"),
+		"1 while a run of the probe is going on.", probeLabels, nil)
+	descInfo = prometheus.NewDesc(prometheus.BuildFQName(namespace, "probe", "info"),
+		"How the last successful run did its I/O: direct is true when O_DIRECT was used, engine names how requests were issued.",
+		[]string{"target", "probe", "kind", "direct", "engine"}, nil)
+	descThroughput = prometheus.NewDesc(prometheus.BuildFQName(namespace, "probe", "throughput_bytes_per_second"),
+		"Data moved per second by the op in the last successful run, in bytes per second (close and fsync included).", probeOpLabels, nil)
+	descOpsRate = prometheus.NewDesc(prometheus.BuildFQName(namespace, "probe", "operations_per_second"),
+		"Operations per second of the op in the last successful run (I/O requests for data probes, syscalls for metadata).", probeOpLabels, nil)
+	descLatency = prometheus.NewDesc(prometheus.BuildFQName(namespace, "probe", "latency_seconds"),
+		"Latency of each operation (one I/O request or one metadata syscall) of the op, over all runs since start, in seconds.", probeOpLabels, nil)
+	descRuns = prometheus.NewDesc(prometheus.BuildFQName(namespace, "probe", "runs_total"),
+		"Runs of the probe by result: success, failure, timeout, skipped.", append(probeLabels[:3:3], "result"), nil)
+	descErrors = prometheus.NewDesc(prometheus.BuildFQName(namespace, "probe", "errors_total"),
+		"Failed runs of the probe by reason, from errno: enospc, eio, eacces, erofs, estale, edquot, enoent, timeout, unsafe, other.", append(probeLabels[:3:3], "reason"), nil)
+	descSkips = prometheus.NewDesc(prometheus.BuildFQName(namespace, "probe", "skips_total"),
+		"Skipped runs of the probe by reason: overlap, target_busy, target_hung, min_free, budget.", append(probeLabels[:3:3], "reason"), nil)
+	descIOBytes = prometheus.NewDesc(prometheus.BuildFQName(namespace, "probe", "io_bytes_total"),
+		"Bytes the probe's runs moved to or from the file system, by op: the load plateau_exporter itself puts on storage.", probeOpLabels, nil)
+	descConcurrent = prometheus.NewDesc(prometheus.BuildFQName(namespace, "probe", "concurrent_bytes_per_second"),
+		"Bytes per second this node moved on the probed file system during the last successful run apart from the probe's own, by op (read, write): a slow run on a node busy with its own jobs' I/O. From /proc/diskstats for a local block device (the whole partition), /proc/self/mountstats for NFS (bytes to and from the server), and for GPFS mmpmon fs_io_s as the gpfs collector last read it in the background: its resolution is --collector.gpfs.interval, coarse for runs shorter than that and absent when no new answer came during the run. Absent when no source applies (tmpfs, overlay, FUSE) or while the probe fails.", probeOpLabels, nil)
+	// One series per target instead of one per probe op, for the fleet
+	// rule that subtracts the probes' own traffic from a node's (issue 16).
+	descTargetIOBytes = prometheus.NewDesc(prometheus.BuildFQName(namespace, "probe", "target_io_bytes_total"),
+		"Bytes all probes of the target moved to or from the file system since the exporter started: the sum of the target's plateau_probe_io_bytes_total, counting probes a reload has since removed too.", []string{"target"}, nil)
+	descHung = prometheus.NewDesc(prometheus.BuildFQName(namespace, "probe", "hung"),
+		"1 while a worker of the target ignores SIGKILL (stuck on the file system); no probe starts on the target until it exits.", []string{"target"}, nil)
+	descAbandoned = prometheus.NewDesc(prometheus.BuildFQName(namespace, "probe", "abandoned_workers"),
+		"Workers of the target killed at their timeout that have not exited yet.", []string{"target"}, nil)
+	descBaselineBytes = prometheus.NewDesc(prometheus.BuildFQName(namespace, "baseline", "throughput_bytes_per_second"),
+		"The op's plateau: throughput the same probe reached on a known-good system, in bytes per second.", probeOpLabels, nil)
+	descBaselineOps = prometheus.NewDesc(prometheus.BuildFQName(namespace, "baseline", "operations_per_second"),
+		"The op's plateau: operation rate the same probe reached on a known-good system, per second.", probeOpLabels, nil)
+	descRatio = prometheus.NewDesc(prometheus.BuildFQName(namespace, "probe", "ratio"),
+		"Last successful result of the op divided by its baseline (1 = at plateau); absent without a baseline, while the probe fails, or while its I/O mode differs from the baseline's.", probeOpLabels, nil)
+	descModeMismatch = prometheus.NewDesc(prometheus.BuildFQName(namespace, "baseline", "io_mode_mismatch"),
+		"1 when the last successful run did its I/O differently (direct, engine of plateau_probe_info) from the runs its baseline was measured with; its ratio is then not exported. Present once a probe with a baseline has succeeded.", probeLabels, nil)
+	descThreshold = prometheus.NewDesc(prometheus.BuildFQName(namespace, "alert", "threshold_ratio"),
+		"Ratio to baseline below which the probe's results are a warning or critical regression (the target's warning_ratio and critical_ratio).",
+		[]string{"target", "probe", "severity"}, nil)
+	descChange = prometheus.NewDesc(prometheus.BuildFQName(namespace, "probe", "change_ratio"),
+		fmt.Sprintf("Geometric mean of the op's last %d results divided by the probe's recent normal, the median of that %d-run mean over the %d runs before them (1 = as usual, 0.5 = half). Absent until the probe has %d successful runs.",
+			plateau.ChangeRuns, plateau.ChangeRuns, plateau.NormalRuns, minChangeRuns), probeOpLabels, nil)
+	descChangeNoise = prometheus.NewDesc(prometheus.BuildFQName(namespace, "probe", "change_noise_ratio"),
+		fmt.Sprintf("How much that %d-run mean moves on its own: 1.4826 x the median absolute deviation of its natural log over the same %d runs, about its relative standard deviation.",
+			plateau.ChangeRuns, plateau.NormalRuns), probeOpLabels, nil)
+	descChangeFast = prometheus.NewDesc(prometheus.BuildFQName(namespace, "probe", "change_fast_ratio"),
+		fmt.Sprintf("The same as plateau_probe_change_ratio over the op's last %d results: the statistic the sudden-regression verdict pages on, fully down after %d runs of a drop.",
+			plateau.FastRuns, plateau.FastRuns), probeOpLabels, nil)
+	descChangeFastNoise = prometheus.NewDesc(prometheus.BuildFQName(namespace, "probe", "change_fast_noise_ratio"),
+		fmt.Sprintf("How much that %d-run mean moves on its own, as plateau_probe_change_noise_ratio.", plateau.FastRuns), probeOpLabels, nil)
+	descChangeLowRuns = prometheus.NewDesc(prometheus.BuildFQName(namespace, "probe", "change_low_runs"),
+		fmt.Sprintf("How many of the op's latest runs in a row were each below the median of the %d runs before it (at most %d). The verdict asks for 2, so that one slow run never pages.",
+			plateau.NormalRuns, plateau.MaxLowRuns), probeOpLabels, nil)
+	descRegression = prometheus.NewDesc(prometheus.BuildFQName(namespace, "probe", "regression"),
+		fmt.Sprintf("1 when the op is in sudden regression, the verdict that pages (plateau.Change.Regression of the plateau_probe_change_* statistics): its last %d runs' mean under its recent normal by more than %g times its noise (clamped to %g..%g) with both runs below normal, or its last %d runs' mean so with the latest run below normal and the %d-run mean under %g of normal; else 0. Computed once per run; absent while plateau_probe_change_ratio is.",
+			plateau.FastRuns, float64(plateau.PageNoiseFactor), plateau.PageMinDrop, plateau.PageMaxDrop, plateau.ChangeRuns, plateau.FastRuns, plateau.SlowPageFastRatio), probeOpLabels, nil)
+	descMedianRecent = prometheus.NewDesc(prometheus.BuildFQName(namespace, "probe", "ratio_median_3_runs"),
+		fmt.Sprintf("Median of the op's last %d successful results divided by its baseline: plateau_probe_ratio steadied over the last runs, counted in runs whatever the probe's interval. Absent where plateau_probe_ratio is.",
+			plateau.RecentMedianRuns), probeOpLabels, nil)
+	descMedianLong = prometheus.NewDesc(prometheus.BuildFQName(namespace, "probe", "ratio_median_24_runs"),
+		fmt.Sprintf("Median of the op's last %d successful results divided by its baseline, the chronic shortfall's measure, which one bad evening cannot move. Absent where plateau_probe_ratio is, and until the op has %d successful runs with the probe's current parameters.",
+			plateau.LongMedianRuns, plateau.MinLongMedianRuns), probeOpLabels, nil)
+	// The fleet rules count nodes per target: reading these, a series per
+	// node and target, instead of every op's verdict (issue 16) makes them
+	// read a twentieth of the series on the default config's fleet.
+	descTargetRegression = prometheus.NewDesc(prometheus.BuildFQName(namespace, "probe", "target_regression"),
+		"1 when any op of any probe of the target is in sudden regression (the maximum of the target's plateau_probe_regression), else 0; absent while none of them has a plateau_probe_regression.",
+		[]string{"target"}, nil)
+	descTargetBelowWarning = prometheus.NewDesc(prometheus.BuildFQName(namespace, "probe", "target_below_warning"),
+		"1 when any op of any probe of the target has its plateau_probe_ratio_median_3_runs under its probe's warning threshold (plateau_alert_threshold_ratio{severity=\"warning\"}), else 0; absent while none of them has a plateau_probe_ratio_median_3_runs.",
+		[]string{"target"}, nil)
+	descTargetBelowPlateau = prometheus.NewDesc(prometheus.BuildFQName(namespace, "probe", "target_below_plateau"),
+		"1 when any op of any probe of the target has its plateau_probe_ratio_median_24_runs under its probe's warning threshold (plateau_alert_threshold_ratio{severity=\"warning\"}), the chronic shortfall PlateauProbeBelowPlateau warns of, else 0; absent while none of them has a plateau_probe_ratio_median_24_runs.",
+		[]string{"target"}, nil)
+	// Per target, what the cause and exporter rules read instead of every
+	// probe's series (issue 16): at 5,000 nodes of packaging/plateau.yml a
+	// rule over a series per probe or per probe op reads 35,000 to
+	// 100,000 series at each evaluation, over one per target 10,000.
+	descTargetConcurrentBusy = prometheus.NewDesc(prometheus.BuildFQName(namespace, "probe", "target_concurrent_busy"),
+		fmt.Sprintf("1 when, during the last successful run of any probe of the target, the node moved more bytes per second of its own on the file system for an op (plateau_probe_concurrent_bytes_per_second) than %g times that probe's throughput plateau for the op (plateau_baseline_throughput_bytes_per_second): the node was busy with its jobs' I/O, else 0; absent while no probe of the target has both.",
+			ConcurrentBusyFraction), []string{"target"}, nil)
+	descTargetFailing = prometheus.NewDesc(prometheus.BuildFQName(namespace, "probe", "target_failing_probes"),
+		"How many probes of the target have plateau_probe_failing 1.", []string{"target"}, nil)
+	descTargetNotRun = prometheus.NewDesc(prometheus.BuildFQName(namespace, "probe", "target_not_run_probes"),
+		"How many probes of the target have plateau_probe_not_run 1.", []string{"target"}, nil)
+	descTargetModeMismatch = prometheus.NewDesc(prometheus.BuildFQName(namespace, "baseline", "target_io_mode_mismatch_probes"),
+		"How many probes of the target have plateau_baseline_io_mode_mismatch 1; absent while none of them has a plateau_baseline_io_mode_mismatch.", []string{"target"}, nil)
+	descFailing = prometheus.NewDesc(prometheus.BuildFQName(namespace, "probe", "failing"),
+		fmt.Sprintf("1 when the probe fails for good, not one failed run: its last run failed or timed out and its last success is more than %d of its intervals old, or it has not succeeded since the exporter started and failed or timed out %d times; else 0. Evaluated at each scrape on the exporter's clock.",
+			failingIntervals, failingRuns), probeLabels, nil)
+	descNotRun = prometheus.NewDesc(prometheus.BuildFQName(namespace, "probe", "not_run"),
+		fmt.Sprintf("1 when the probe's last run ended more than %d of its intervals ago, or, not having run since the exporter started, it was skipped %d times; else 0. Evaluated at each scrape on the exporter's clock.",
+			notRunIntervals, notRunSkips), probeLabels, nil)
+	descHistoryLoaded = prometheus.NewDesc(prometheus.BuildFQName(namespace, "probe", "history_last_load_successful"),
+		"1 if the history file of the change ratios (--probe.history-file) was loaded at start, or none is configured; 0 if it could not be read or was corrupt: it was set aside as <file>.corrupt-* and the change ratios start anew.", nil, nil)
+	descHistoryWriteErrors = prometheus.NewDesc(prometheus.BuildFQName(namespace, "probe", "history_write_errors_total"),
+		"Failed writes of the history file of the change ratios (--probe.history-file); the reason is in the log. Until a write succeeds, a restart loses the runs since the last one.", nil, nil)
+)
+
+// Describe implements prometheus.Collector.
+func (s *Store) Describe(ch chan<- *prometheus.Desc) {
+	for _, d := range []*prometheus.Desc{descSuccess, descLastRun, descLastSuccess, descDuration, descInterval, descInProgress, descInfo,
+		descThroughput, descOpsRate, descConcurrent, descLatency, descRuns, descErrors, descSkips, descIOBytes, descTargetIOBytes, descHung, descAbandoned,
+		descBaselineBytes, descBaselineOps, descRatio, descModeMismatch, descThreshold,
+		descChange, descChangeNoise, descChangeFast, descChangeFastNoise, descChangeLowRuns,
+		descRegression, descMedianRecent, descMedianLong, descTargetRegression, descTargetBelowWarning, descTargetBelowPlateau,
+		descTargetConcurrentBusy, descTargetFailing, descTargetNotRun, descTargetModeMismatch,
+		descFailing, descNotRun, descHistoryLoaded, descHistoryWriteErrors} {
+		ch <- d
+	}
+}
