@@ -1,104 +1,254 @@
 // Command plateau_exporter probes HPC file systems on a schedule, reads
 // storage and fabric counters, and exports both beside the characterized
 // plateau for Prometheus. This file only wires flags to commands.
+//
+// The daemon (serve, the default command) reads the collector, web and
+// probe flags; each of the other commands (check-config, probe,
+// characterize, backtest) is parsed by an application of its own that
+// holds only the flags it reads, so that its --help shows those and no
+// others, as promtool's subcommands do. The daemon's application still
+// declares every command with its flags, so that --help lists them and
+// --help-man documents them all.
 package main
 
 import (
 	"fmt"
+	"io"
 	"os"
 
 	"github.com/alecthomas/kingpin/v2"
+	"github.com/go-kit/log"
 	"github.com/prometheus/common/version"
+	"github.com/prometheus/exporter-toolkit/web"
 	"github.com/prometheus/exporter-toolkit/web/kingpinflag"
 )
 
 const defaultConfigFile = "/etc/plateau_exporter/plateau.yml"
 
-func main() {
-	app := kingpin.CommandLine
-	app.Name = "plateau_exporter"
-	app.Help = "Probes file systems against their characterized plateau and exports the results, with GPFS, InfiniBand, NVMe and NFS counters, for Prometheus."
-	app.Version(version.Print("plateau_exporter"))
-	kingpin.ManPageTemplate = manPageTemplate(kingpin.ManPageTemplate, version.Version, version.BuildDate)
-	app.HelpFlag.Short('h')
+const appHelp = "Probes file systems against their characterized plateau and exports the results, with GPFS, InfiniBand, NVMe and NFS counters, for Prometheus."
 
-	var (
-		logLevel   = app.Flag("log.level", "Only log messages with the given severity or above: debug, info, warn, error.").Default("info").Enum("debug", "info", "warn", "error")
-		logFormat  = app.Flag("log.format", "Output format of log messages: logfmt or json.").Default("logfmt").Enum("logfmt", "json")
-		configFile = app.Flag("config.file", "Probe configuration file. Default: "+defaultConfigFile+" if it exists, else the embedded default (a light probe of each kind in the OS temp directory).").String()
-		hostname   = app.Flag("probe.hostname", "Name of the per-host probe directory under each target path. Default: the host name.").String()
-	)
+// commandEnv is what a command gets from the flags it shares with the
+// daemon.
+type commandEnv struct {
+	logger     log.Logger
+	logLevel   string
+	logFormat  string
+	configFile string
+	hostname   string
+	stdout     io.Writer
+}
 
-	serveCmd := app.Command("serve", "Run the exporter: probe on schedule, serve /metrics (the default command).").Default()
-	webFlags := kingpinflag.AddFlags(serveCmd, ":9731")
-	metricsPath := serveCmd.Flag("web.telemetry-path", "Path under which to expose metrics.").Default("/metrics").String()
-	disableExporterMetrics := serveCmd.Flag("web.disable-exporter-metrics", "Exclude the exporter's own Go runtime and process metrics from /metrics.").Bool()
-	maxRequests := serveCmd.Flag("web.max-requests", "Maximum number of parallel scrape requests; 0 disables the limit.").Default("40").Int()
-	historyFile := serveCmd.Flag("probe.history-file", "File that keeps each probe op's last results across restarts, for plateau_probe_change_ratio; empty: in memory only. Default: history.json in $STATE_DIRECTORY (set by systemd from the unit's StateDirectory=), else empty.").Default(defaultHistoryFile(os.Getenv)).String()
+// shared says which of the daemon's flags a command reads.
+type shared struct{ log, config bool }
 
-	workerCmd := app.Command("probe-worker", "Run one probe request from stdin and print its result (used by the daemon).").Hidden()
-	smartHelperCmd := app.Command("smart-helper", "Read NVMe SMART logs with CAP_SYS_ADMIN for the daemon, which keeps no capability (started by the daemon).").Hidden()
-	smartHelperRole := smartHelperCmd.Flag("role", "keeper (starts servers) or server (answers SMART reads).").Required().Enum("keeper", "server")
-	slurmTaskCmd := app.Command("slurm-task", "Run one task of a characterize --slurm step (started by srun).").Hidden()
-	checkCmd := app.Command("check-config", "Validate the configuration and baselines and print what would run on this host, and the probe load of each target's fleet.")
-	checkFleetNodes := checkCmd.Flag("fleet-nodes", "Report every target's probe load for a fleet of this many nodes, named node0001… (default: the target's fleet.nodes; targets without it get no report). The intervals are derived anew from the fleet budget for that many nodes.").Int()
-	checkHosts := checkCmd.Flag("hosts", "File of the fleet's host names, one a line ('#' starts a comment), as each node's plateau_exporter knows itself: their slots place the peak; sets the fleet size.").PlaceHolder("FILE").String()
-	checkFleetBin := checkCmd.Flag("fleet-bin", "Span over which the fleet's peak probe load is averaged.").Default("1m").Duration()
+// command is one command besides the daemon: the shared flags it reads,
+// and how it declares its own flags on an application and runs.
+type command struct {
+	name   string
+	shared shared
+	add    func(app *kingpin.Application) (*kingpin.CmdClause, func(commandEnv) error)
+}
 
-	probeCmd := app.Command("probe", "Run the configured probes once now and print each result beside its plateau. Exit status 0: all at or above the warning ratio; 1: one is below; 2: error (for Slurm prolog/epilog and NHC).")
-	probeTargets := probeCmd.Flag("target", "Only probes of this target (repeatable).").Strings()
-	probeProbes := probeCmd.Flag("probe", "Only probes of this name (repeatable).").Strings()
-	probeOutput := probeCmd.Flag("output", "Output format: table or json.").Default("table").Enum("table", "json")
-	probeAllowMissing := probeCmd.Flag("allow-missing-baselines", "Tolerate a baselines_file that does not exist yet (first boot, before characterize): warn and show results without plateaus. A baselines file that cannot be read or parsed still exits 2.").Bool()
-
-	characterizeCmd, runCharacterizeCmd := characterizeCommand(app)
-	backtestCmd, runBacktestCmd := backtestCommand(app)
-
-	cmd := kingpin.MustParse(app.Parse(os.Args[1:]))
-	logger := newLogger(*logLevel, *logFormat, os.Stderr)
-	host := *hostname
-	if host == "" {
-		h, err := os.Hostname()
-		if err != nil {
-			fmt.Fprintln(os.Stderr, "plateau_exporter: host name:", err)
-			os.Exit(2)
-		}
-		host = h
+// commands are the public commands besides serve, in the order --help
+// lists them.
+func commands() []command {
+	return []command{
+		{"check-config", shared{log: false, config: true}, checkConfigCommand},
+		{"probe", shared{log: true, config: true}, probeCommand},
+		{"characterize", shared{log: true, config: true}, func(app *kingpin.Application) (*kingpin.CmdClause, func(commandEnv) error) {
+			cmd, run := characterizeCommand(app)
+			return cmd, func(e commandEnv) error { return run(e.logger, e.configFile, e.hostname) }
+		}},
+		{"backtest", shared{}, func(app *kingpin.Application) (*kingpin.CmdClause, func(commandEnv) error) {
+			cmd, run := backtestCommand(app)
+			return cmd, func(e commandEnv) error { return run(e.stdout) }
+		}},
 	}
+}
 
+func main() {
+	args := os.Args[1:]
+	app := newApp(kingpin.CommandLine)
+	kingpin.ManPageTemplate = manPageTemplate(kingpin.ManPageTemplate, version.Version, version.BuildDate)
+	flags := addSharedFlags(app, shared{log: true, config: true})
+	daemon := registerDaemonCommands(app)
 	var err error
-	switch cmd {
-	case serveCmd.FullCommand():
-		if err = dropPrivileges(logger, *logLevel, *logFormat); err != nil {
-			break
-		}
-		err = serve(logger, serveOptions{
-			configFile:             *configFile,
-			hostname:               host,
-			webFlags:               webFlags,
-			metricsPath:            *metricsPath,
-			disableExporterMetrics: *disableExporterMetrics,
-			maxRequests:            *maxRequests,
-			logLevel:               *logLevel,
-			historyFile:            *historyFile,
-		})
-	case workerCmd.FullCommand():
-		err = runWorker()
-	case smartHelperCmd.FullCommand():
-		err = runSMARTHelper(*smartHelperRole, logger, *logLevel, *logFormat)
-	case slurmTaskCmd.FullCommand():
-		err = runSlurmTask(logger)
-	case checkCmd.FullCommand():
-		err = checkConfig(os.Stdout, checkOptions{configFile: *configFile, hostname: host, fleetNodes: *checkFleetNodes, hostsFile: *checkHosts, fleetBin: *checkFleetBin})
-	case probeCmd.FullCommand():
-		err = runProbes(os.Stdout, logger, probeOptions{configFile: *configFile, hostname: host, targets: *probeTargets, probes: *probeProbes, output: *probeOutput, allowMissingBaselines: *probeAllowMissing})
-	case characterizeCmd.FullCommand():
-		err = runCharacterizeCmd(logger, *configFile, host)
-	case backtestCmd.FullCommand():
-		err = runBacktestCmd(os.Stdout)
+	if c, cargs, ok := selectedCommand(app, args); ok {
+		err = runCommand(c, cargs)
+	} else {
+		err = runDaemon(app, flags, daemon, args)
 	}
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "plateau_exporter:", err)
 		os.Exit(exitCode(err))
+	}
+}
+
+// newApp is an application with the name, help and version every one of
+// plateau_exporter's carries.
+func newApp(app *kingpin.Application) *kingpin.Application {
+	app.Name = "plateau_exporter"
+	app.Help = appHelp
+	app.Version(version.Print("plateau_exporter"))
+	app.HelpFlag.Short('h')
+	return app
+}
+
+// sharedFlags declares the flags the commands share with the daemon.
+type sharedFlags struct {
+	logLevel, logFormat, configFile, hostname *string
+}
+
+func addSharedFlags(app *kingpin.Application, s shared) sharedFlags {
+	var f sharedFlags
+	if s.log {
+		f.logLevel = app.Flag("log.level", "Only log messages with the given severity or above: debug, info, warn, error.").Default("info").Enum("debug", "info", "warn", "error")
+		f.logFormat = app.Flag("log.format", "Output format of log messages: logfmt or json.").Default("logfmt").Enum("logfmt", "json")
+	}
+	if s.config {
+		f.configFile = app.Flag("config.file", "Probe configuration file. Default: "+defaultConfigFile+" if it exists, else the embedded default (a light probe of each kind in the OS temp directory).").String()
+		f.hostname = app.Flag("probe.hostname", "Name of the per-host probe directory under each target path. Default: the host name.").String()
+	}
+	return f
+}
+
+// env resolves the shared flags once they are parsed.
+func (f sharedFlags) env() (commandEnv, error) {
+	e := commandEnv{logLevel: "info", logFormat: "logfmt", stdout: os.Stdout}
+	if f.logLevel != nil {
+		e.logLevel, e.logFormat = *f.logLevel, *f.logFormat
+	}
+	e.logger = newLogger(e.logLevel, e.logFormat, os.Stderr)
+	if f.configFile != nil {
+		e.configFile, e.hostname = *f.configFile, *f.hostname
+		if e.hostname == "" {
+			h, err := os.Hostname()
+			if err != nil {
+				return e, exitErr(2, fmt.Errorf("host name: %w", err))
+			}
+			e.hostname = h
+		}
+	}
+	return e, nil
+}
+
+// selectedCommand finds the public command the arguments name, by the
+// daemon's own parser (which knows every flag, so a flag's value is never
+// taken for a command), and the arguments to hand its application:
+// "help probe" becomes "probe --help".
+func selectedCommand(daemon *kingpin.Application, args []string) (command, []string, bool) {
+	ctx, err := daemon.ParseContext(args)
+	if err != nil || ctx.SelectedCommand == nil {
+		return command{}, nil, false
+	}
+	name := ctx.SelectedCommand.FullCommand()
+	if name == "help" {
+		for _, el := range ctx.Elements {
+			if a, ok := el.Clause.(*kingpin.ArgClause); ok && a.Model().Name == "command" && el.Value != nil {
+				name = *el.Value
+				args = []string{name, "--help"}
+				break
+			}
+		}
+	}
+	for _, c := range commands() {
+		if c.name == name {
+			return c, args, true
+		}
+	}
+	return command{}, nil, false
+}
+
+// runCommand parses the arguments with an application that holds only the
+// command's own flags and the shared ones it reads, and runs it.
+func runCommand(c command, args []string) error {
+	app := newApp(kingpin.New("plateau_exporter", appHelp))
+	flags := addSharedFlags(app, c.shared)
+	_, run := c.add(app)
+	kingpin.MustParse(app.Parse(args))
+	env, err := flags.env()
+	if err != nil {
+		return err
+	}
+	return run(env)
+}
+
+// daemonCommands are the daemon's own commands and their parsed flags.
+type daemonCommands struct {
+	serve, worker, smartHelper, slurmTask *kingpin.CmdClause
+	serveFlags                            serveFlags
+	smartHelperRole                       *string
+}
+
+// registerDaemonCommands declares serve (the default), the hidden commands
+// the daemon starts itself, and every public command with its flags, so
+// that --help lists them and --help-man documents them.
+func registerDaemonCommands(app *kingpin.Application) daemonCommands {
+	var d daemonCommands
+	d.serve = app.Command("serve", "Run the exporter: probe on schedule, serve /metrics (the default command).").Default()
+	d.serveFlags = addServeFlags(d.serve)
+	d.worker = app.Command("probe-worker", "Run one probe request from stdin and print its result (used by the daemon).").Hidden()
+	d.smartHelper = app.Command("smart-helper", "Read NVMe SMART logs with CAP_SYS_ADMIN for the daemon, which keeps no capability (started by the daemon).").Hidden()
+	d.smartHelperRole = d.smartHelper.Flag("role", "keeper (starts servers) or server (answers SMART reads).").Required().Enum("keeper", "server")
+	d.slurmTask = app.Command("slurm-task", "Run one task of a characterize --slurm step (started by srun).").Hidden()
+	for _, c := range commands() {
+		c.add(app)
+	}
+	return d
+}
+
+// runDaemon parses the daemon's flags (the collectors', web and probe
+// flags) and runs serve or one of the hidden commands it starts.
+func runDaemon(app *kingpin.Application, flags sharedFlags, d daemonCommands, args []string) error {
+	cmd := kingpin.MustParse(app.Parse(args))
+	env, err := flags.env()
+	if err != nil {
+		return err
+	}
+	switch cmd {
+	case d.serve.FullCommand():
+		if err := dropPrivileges(env.logger, env.logLevel, env.logFormat); err != nil {
+			return err
+		}
+		return serve(env.logger, d.serveFlags.options(env))
+	case d.worker.FullCommand():
+		return runWorker()
+	case d.smartHelper.FullCommand():
+		return runSMARTHelper(*d.smartHelperRole, env.logger, env.logLevel, env.logFormat)
+	case d.slurmTask.FullCommand():
+		return runSlurmTask(env.logger)
+	}
+	return fmt.Errorf("command %s: not run by the daemon", cmd)
+}
+
+// serveFlags are serve's own flags.
+type serveFlags struct {
+	webFlags               *web.FlagConfig
+	metricsPath            *string
+	disableExporterMetrics *bool
+	maxRequests            *int
+	historyFile            *string
+}
+
+func addServeFlags(cmd *kingpin.CmdClause) serveFlags {
+	return serveFlags{
+		webFlags:               kingpinflag.AddFlags(cmd, ":9731"),
+		metricsPath:            cmd.Flag("web.telemetry-path", "Path under which to expose metrics.").Default("/metrics").String(),
+		disableExporterMetrics: cmd.Flag("web.disable-exporter-metrics", "Exclude the exporter's own Go runtime and process metrics from /metrics.").Bool(),
+		maxRequests:            cmd.Flag("web.max-requests", "Maximum number of parallel scrape requests; 0 disables the limit.").Default("40").Int(),
+		historyFile:            cmd.Flag("probe.history-file", "File that keeps each probe op's last results across restarts, for plateau_probe_change_ratio; empty: in memory only. Default: history.json in $STATE_DIRECTORY (set by systemd from the unit's StateDirectory=), else empty.").Default(defaultHistoryFile(os.Getenv)).String(),
+	}
+}
+
+func (f serveFlags) options(env commandEnv) serveOptions {
+	return serveOptions{
+		configFile:             env.configFile,
+		hostname:               env.hostname,
+		webFlags:               f.webFlags,
+		metricsPath:            *f.metricsPath,
+		disableExporterMetrics: *f.disableExporterMetrics,
+		maxRequests:            *f.maxRequests,
+		logLevel:               env.logLevel,
+		historyFile:            *f.historyFile,
 	}
 }
