@@ -10,7 +10,7 @@ import (
 	"testing"
 
 	"github.com/prometheus/prometheus/promql/parser"
-	"gopkg.in/yaml.v3"
+	"go.yaml.in/yaml/v3"
 )
 
 // The structural checks cannot tell whether a panel shows anything: a

@@ -95,8 +95,15 @@ type FleetCharacterizer struct {
 	Now func() time.Time
 }
 
-// FleetKinds are the kinds a fleet sweep runs; the others are sampled only.
-var FleetKinds = []string{probe.KindSequential, probe.KindSharedFile, probe.KindMetadata}
+// FleetKind reports whether a fleet sweep runs probes of the kind:
+// sequential, shared_file and metadata; the others are sampled only.
+func FleetKind(kind string) bool {
+	switch kind {
+	case probe.KindSequential, probe.KindSharedFile, probe.KindMetadata:
+		return true
+	}
+	return false
+}
 
 // FleetStep is one step of a fleet sweep: one op at one worker count.
 type FleetStep struct {
@@ -207,7 +214,7 @@ func (c *FleetCharacterizer) Levels() []int {
 	return out
 }
 
-// Characterize sweeps every probe of refs whose kind is in FleetKinds,
+// Characterize sweeps every probe of refs whose kind is a FleetKind,
 // then samples every probe of refs on c.Sample nodes. A step that fails
 // stops its probe's sweep (the steps so far are kept); the error returned
 // joins every failure, and the report holds what was measured.
@@ -223,7 +230,7 @@ func (c *FleetCharacterizer) Characterize(ctx context.Context, refs []characteri
 	byTarget := map[*probe.Target][]characterize.ProbeRef{}
 	var targets []*probe.Target
 	for _, r := range refs {
-		if !containsString(FleetKinds, r.Probe.Kind) {
+		if !FleetKind(r.Probe.Kind) {
 			continue
 		}
 		if byTarget[r.Target] == nil {
@@ -262,15 +269,6 @@ func (c *FleetCharacterizer) Characterize(ctx context.Context, refs []characteri
 		errs = append(errs, ctx.Err())
 	}
 	return rep, errors.Join(errs...)
-}
-
-func containsString(list []string, s string) bool {
-	for _, x := range list {
-		if x == s {
-			return true
-		}
-	}
-	return false
 }
 
 // taskTimeout bounds one task: the probe's timeout, scaled as a one-node
