@@ -46,7 +46,7 @@ var importRules = []importRule{
 	{"probe/store", []string{"probe/backtest", "probe/characterize", "github.com/prometheus/prometheus"},
 		"the scrape path computes nothing with Prometheus's engine; the backtest is a command of its own"},
 	{"cmd/plateau_exporter", []string{"internal/probetest", "internal/probefixture", "internal/faultfs"}, "test helpers never ship in the binary"},
-	{"internal/statuspage", []string{"probe/engine", "probe/worker", "probe/schedule", "probe/backtest", "probe/characterize", "internal/probetest", "internal/faultfs", "github.com/prometheus/prometheus"},
+	{"internal/statuspage", []string{"collector", "probe/engine", "probe/worker", "probe/schedule", "probe/backtest", "probe/characterize", "internal/probetest", "internal/faultfs", "github.com/prometheus/prometheus"},
 		"the page reads snapshots and draws them; it never reaches the code that runs probes and can hang on a dead mount"},
 	// The status page sits above the store and the collectors, wired by
 	// cmd: none of them may depend on it.

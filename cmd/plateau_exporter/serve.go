@@ -186,7 +186,7 @@ func newStatusPage(o serveOptions, rl *reloader, results *store.Store, counters 
 		},
 		Gather: func() statuspage.Input {
 			in := statuspage.Input{Now: time.Now(), Hostname: o.hostname, Version: version.Info(),
-				Store: results.Snapshot(), Collectors: counters.States(), NextRun: nextRun}
+				Store: results.Snapshot(), Collectors: collectorStates(counters), NextRun: nextRun}
 			if sc := rl.shown.Load(); sc != nil {
 				in.Config, in.ConfigLoadedAt, in.LastReloadError, in.BaselinesError = sc.cfg, sc.loadedAt, sc.reloadErr, sc.baselinesErr
 			}
@@ -197,6 +197,16 @@ func newStatusPage(o serveOptions, rl *reloader, results *store.Store, counters 
 		return nil, fmt.Errorf("status page: %w", err)
 	}
 	return page, nil
+}
+
+// collectorStates hands the status page what the last scrape saw of each
+// counter collector.
+func collectorStates(counters *collector.Tracked) []statuspage.CollectorState {
+	var out []statuspage.CollectorState
+	for _, c := range counters.States() {
+		out = append(out, statuspage.CollectorState{Name: c.Name, Scraped: c.Scraped, Success: c.Success, Duration: c.Duration, At: c.At})
+	}
+	return out
 }
 
 // stdlibLogger adapts go-kit to promhttp's error log.

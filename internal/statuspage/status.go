@@ -16,7 +16,6 @@ package statuspage
 import (
 	"time"
 
-	"github.com/plateau-exporter/plateau_exporter/collector"
 	"github.com/plateau-exporter/plateau_exporter/probe"
 	"github.com/plateau-exporter/plateau_exporter/probe/chart"
 	"github.com/plateau-exporter/plateau_exporter/probe/plateau"
@@ -51,11 +50,25 @@ type Input struct {
 	LastReloadError string
 	BaselinesError  string
 	Store           store.Snapshot
-	Collectors      []collector.State
+	Collectors      []CollectorState
 	// NextRun is the probe's next slot after now; nil leaves it unknown.
 	// The scheduler's slot arithmetic is passed in, not imported, so the
 	// page stays apart from the code that runs probes.
 	NextRun func(t *probe.Target, p *probe.ProbeConfig, now time.Time) time.Time
+}
+
+// CollectorState is a counter collector as the last scrape of /metrics
+// left it. The page takes it from cmd, which reads it off the collectors'
+// registry: the page never imports the collectors it reports on.
+type CollectorState struct {
+	Name string
+	// Scraped is false until a scrape has run the collector; the other
+	// fields are then zero.
+	Scraped  bool
+	Success  bool
+	Duration time.Duration
+	// At is when that scrape began.
+	At time.Time
 }
 
 // Status is the content of /status.json, and what the HTML page renders.

@@ -15,7 +15,6 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/plateau-exporter/plateau_exporter/collector"
 	"github.com/plateau-exporter/plateau_exporter/internal/probefixture"
 	"github.com/plateau-exporter/plateau_exporter/internal/probetest"
 	"github.com/plateau-exporter/plateau_exporter/probe"
@@ -60,7 +59,7 @@ func (f *fixture) record(write, read float64, end time.Time) {
 		Ops: []probe.OpResult{{Op: "write", Bytes: int64(write), Operations: 2, Seconds: 1}, {Op: "read", Bytes: int64(read), Operations: 2, Seconds: 1}}}, false)
 }
 
-func (f *fixture) input(collectors ...collector.State) Input {
+func (f *fixture) input(collectors ...CollectorState) Input {
 	return Input{
 		Now: f.now, Hostname: "node1", Version: "test", Config: f.cfg, ConfigLoadedAt: f.now.Add(-time.Hour),
 		Store: f.store.Snapshot(), Collectors: collectors,
@@ -68,7 +67,7 @@ func (f *fixture) input(collectors ...collector.State) Input {
 	}
 }
 
-func (f *fixture) page(t *testing.T, collectors ...collector.State) *Page {
+func (f *fixture) page(t *testing.T, collectors ...CollectorState) *Page {
 	t.Helper()
 	p, err := New(Options{Name: "plateau_exporter", Links: []Link{{"/metrics", "Metrics"}, {"/status.json", "status.json"}},
 		Gather: func() Input { return f.input(collectors...) }})
@@ -104,7 +103,7 @@ func TestStatusJSONShowsResultBesidePlateau(t *testing.T) {
 	// 0.5, so a warning; read 3000 over 2000: 1.5, ok.
 	f.record(500, 3000, f.now.Add(-10*time.Second))
 	at := f.now.Add(-3 * time.Second)
-	resp, body := get(t, f.page(t, collector.State{Name: "nfs", Scraped: true, Success: true, Duration: 3 * time.Millisecond, At: at}, collector.State{Name: "gpfs"}).JSON(), "/status.json")
+	resp, body := get(t, f.page(t, CollectorState{Name: "nfs", Scraped: true, Success: true, Duration: 3 * time.Millisecond, At: at}, CollectorState{Name: "gpfs"}).JSON(), "/status.json")
 	if resp.StatusCode != http.StatusOK || resp.Header.Get("Content-Type") != "application/json" {
 		t.Fatalf("HTTP %d, Content-Type %q: %s", resp.StatusCode, resp.Header.Get("Content-Type"), body)
 	}
