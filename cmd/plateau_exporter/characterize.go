@@ -12,15 +12,12 @@ import (
 	"runtime"
 	"strconv"
 	"strings"
-	"sync"
 	"syscall"
 	"text/tabwriter"
 	"time"
-	"unicode/utf8"
 
 	"github.com/alecthomas/kingpin/v2"
 	"github.com/go-kit/log"
-	"github.com/go-kit/log/level"
 	"golang.org/x/sys/unix"
 
 	"github.com/plateau-exporter/plateau_exporter/probe"
@@ -60,9 +57,6 @@ type characterizeOptions struct {
 	startDelay time.Duration
 	sample     int
 	rulesFile  string
-	// termWidth is the width of the terminal stdout is, or 0 when it is
-	// none: progress then goes to the log, one line per run.
-	termWidth int
 }
 
 // characterizeCommand declares the characterize command on app and returns
@@ -97,7 +91,6 @@ func characterizeCommand(app *kingpin.Application) (*kingpin.CmdClause, func(log
 	cmd.Flag("rules-file", "With --slurm: the Prometheus rule file to write. Default: <output-dir>/filesystem_plateaus.yml.").StringVar(&o.rulesFile)
 	return cmd, func(logger log.Logger, configFile, hostname string) error {
 		o.configFile, o.hostname = configFile, hostname
-		o.termWidth = terminalWidth(os.Stdout)
 		return runCharacterize(os.Stdout, logger, o)
 	}
 }
@@ -107,7 +100,7 @@ func characterizeCommand(app *kingpin.Application) (*kingpin.CmdClause, func(log
 // the probe's timeout, as the daemon runs it, and waits while the daemon
 // holds the target. Baselines are written before any sweep starts, so an
 // interrupted sweep loses none of them.
-func runCharacterize(w io.Writer, logger log.Logger, o characterizeOptions) error {
+func runCharacterize(w *os.File, logger log.Logger, o characterizeOptions) error {
 	if o.slurm {
 		return runFleetCharacterize(w, logger, o)
 	}
@@ -175,7 +168,7 @@ func runCharacterize(w io.Writer, logger log.Logger, o characterizeOptions) erro
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	runner := &worker.ProcessRunner{Command: worker.DefaultCommand(), Logger: logger}
-	prog := newProgress(w, o.termWidth, logger, time.Now)
+	prog := characterize.ProgressTo(w, logger)
 	c := &characterize.Characterizer{
 		Run: func(ctx context.Context, req probe.Request) *probe.Result {
 			return runWhenFree(ctx, runner, req, req.Probe.Timeout)
@@ -183,8 +176,8 @@ func runCharacterize(w io.Writer, logger log.Logger, o characterizeOptions) erro
 		Hostname: o.hostname,
 		Runs:     o.runs,
 		Spacing:  o.runSpacing,
-		OnStart:  prog.start,
-		OnDone:   prog.done,
+		OnStart:  prog.Start,
+		OnDone:   prog.Done,
 	}
 	if o.sweep {
 		c.SweepRuns, c.MaxLevel, c.MaxQueueDepth = o.sweepRuns, o.maxWorkers, o.maxQueueDepth
@@ -198,17 +191,17 @@ func runCharacterize(w io.Writer, logger log.Logger, o characterizeOptions) erro
 		total += c.PlanSizes(sizer, refs)
 		what += fmt.Sprintf(", then a size sweep with %d run(s) per size", o.sizeRuns)
 	}
-	prog.printf("characterizing %d probe(s) on %s: %s; %d runs in all\n", len(refs), o.hostname, what, total)
-	prog.begin(total)
-	defer prog.finish()
+	prog.Printf("characterizing %d probe(s) on %s: %s; %d runs in all\n", len(refs), o.hostname, what, total)
+	prog.Begin(total)
+	defer prog.Finish()
 
 	// characterized are the probes whose baselines this run wrote: only
 	// those are size-swept, as only those are swept.
 	characterized := map[plateau.ProbeKey]bool{}
 	report := characterize.Session{
 		Baselines: baselines, Path: path, OutDir: outDir, Sweep: o.sweep,
-		OnNotCharacterized: func(err error) { prog.printf("not characterized: %v\n", err) },
-		OnNothingWritten:   func(path string) { prog.printf("no probe could be characterized; %s is left as it was\n", path) },
+		OnNotCharacterized: func(err error) { prog.Printf("not characterized: %v\n", err) },
+		OnNothingWritten:   func(path string) { prog.Printf("no probe could be characterized; %s is left as it was\n", path) },
 		OnWritten: func(path, backup string, changes []plateau.BaselineChange) {
 			for _, ch := range changes {
 				if ch.New != nil {
@@ -223,10 +216,10 @@ func runCharacterize(w io.Writer, logger log.Logger, o characterizeOptions) erro
 			sb.WriteString(":\n")
 			printChanges(&sb, changes)
 			printRecent(&sb, o.historyFile, changes)
-			prog.printf("%s", sb.String())
+			prog.Printf("%s", sb.String())
 		},
 		OnNoSweep: func(ref characterize.ProbeRef) {
-			prog.printf("\nno sweep of %s/%s: its baseline runs failed\n", ref.Target.Name, ref.Probe.Name)
+			prog.Printf("\nno sweep of %s/%s: its baseline runs failed\n", ref.Target.Name, ref.Probe.Name)
 		},
 		OnSwept: func(sw *characterize.Sweep, svgPath, csvPath string, err error) {
 			var sb strings.Builder
@@ -239,7 +232,7 @@ func runCharacterize(w io.Writer, logger log.Logger, o characterizeOptions) erro
 			if err != nil {
 				fmt.Fprintf(&sb, "\nsweep incomplete: %v\n", err)
 			}
-			prog.printf("%s", sb.String())
+			prog.Printf("%s", sb.String())
 		},
 	}
 	err = c.Characterize(ctx, refs, report)
@@ -254,14 +247,14 @@ func runCharacterize(w io.Writer, logger log.Logger, o characterizeOptions) erro
 
 // sizeSweeps runs the size sweep of each characterized probe, prints its
 // table and writes the smallest good sizes to the baselines file.
-func sizeSweeps(ctx context.Context, c *characterize.Characterizer, sizer characterize.SizeSweeper, refs []characterize.ProbeRef, characterized map[plateau.ProbeKey]bool, baselines *plateau.Baselines, path string, prog *progress) error {
+func sizeSweeps(ctx context.Context, c *characterize.Characterizer, sizer characterize.SizeSweeper, refs []characterize.ProbeRef, characterized map[plateau.ProbeKey]bool, baselines *plateau.Baselines, path string, prog *characterize.Progress) error {
 	var errs []error
 	changed := false
 	for _, ref := range refs {
 		key := plateau.ProbeKey{Target: ref.Target.Name, Probe: ref.Probe.Name}
 		if !characterized[key] {
 			c.SkipSizeSweep(sizer, ref)
-			prog.printf("\nno size sweep of %s/%s: its baseline runs failed\n", key.Target, key.Probe)
+			prog.Printf("\nno size sweep of %s/%s: its baseline runs failed\n", key.Target, key.Probe)
 			continue
 		}
 		sw, err := c.SweepSizes(ctx, sizer, ref)
@@ -284,7 +277,7 @@ func sizeSweeps(ctx context.Context, c *characterize.Characterizer, sizer charac
 				fmt.Fprintf(&sb, "the %s on file for it was removed\n", plateau.MinSizeKey(ref.Probe.Kind))
 			}
 		}
-		prog.printf("%s", sb.String())
+		prog.Printf("%s", sb.String())
 	}
 	if changed {
 		backup, err := baselines.Write(path)
@@ -295,7 +288,7 @@ func sizeSweeps(ctx context.Context, c *characterize.Characterizer, sizer charac
 		if backup != "" {
 			kept = fmt.Sprintf(" (the previous file is kept as %s)", backup)
 		}
-		prog.printf("\nwrote the smallest good sizes to %s%s\n", path, kept)
+		prog.Printf("\nwrote the smallest good sizes to %s%s\n", path, kept)
 	}
 	if len(errs) > 0 {
 		return fmt.Errorf("%w: %w", characterize.ErrIncomplete, errors.Join(errs...))
@@ -507,189 +500,4 @@ func printSweep(w io.Writer, sw *characterize.Sweep, maxWorkers, maxQueueDepth i
 	default:
 		fmt.Fprintf(w, "suggestion: %s: %d, where the plateau starts; the configured %d measures below it. If you change it, characterize again\n", v, level, sw.Configured)
 	}
-}
-
-// stepString is s.String(), with a size sweep's level written as the
-// config writes its key (file_size=8MiB, duration=500ms) rather than in
-// bytes or nanoseconds.
-func stepString(s characterize.Step) string {
-	if s.Variable != "" && s.Variable == plateau.SizeKey(s.Kind) {
-		return fmt.Sprintf("%s/%s %s=%s run %d/%d", s.Target, s.Probe, s.Variable, plateau.FormatProbeSize(s.Kind, int64(s.Level)), s.Run, s.Runs)
-	}
-	return s.String()
-}
-
-// terminalWidth is the width of the terminal f is, or 0 when it is not a
-// terminal. A terminal that reports no size counts as 80 columns.
-func terminalWidth(f *os.File) int {
-	fd := int(f.Fd())
-	if _, err := unix.IoctlGetTermios(fd, unix.TCGETS); err != nil {
-		return 0
-	}
-	if ws, err := unix.IoctlGetWinsize(fd, unix.TIOCGWINSZ); err == nil && ws.Col > 0 {
-		return int(ws.Col)
-	}
-	return 80
-}
-
-// progress shows how far a characterization is. On a terminal it redraws
-// one line each second, "[12/40] scratch/seq workers=4 run 2/3  elapsed
-// 1m03s  ETA 2m10s"; elsewhere it logs one line per finished run, which
-// batch logs keep. The ETA is the mean duration of the runs so far times
-// the runs left, which underestimates a sweep whose later steps are
-// longer, but needs no model of the storage.
-type progress struct {
-	mu     sync.Mutex
-	w      io.Writer
-	width  int
-	logger log.Logger
-	now    func() time.Time
-
-	began  time.Time
-	total  int
-	last   int // Index of the last finished run
-	ran    int // runs finished, for the mean
-	ranFor time.Duration
-	cur    *characterize.Step
-	curAt  time.Time
-	shown  bool // the progress line is on the terminal
-	stop   chan struct{}
-	ticker sync.WaitGroup
-}
-
-func newProgress(w io.Writer, width int, logger log.Logger, now func() time.Time) *progress {
-	return &progress{w: w, width: width, logger: logger, now: now}
-}
-
-// begin starts the clock, and on a terminal the redraw of the elapsed time.
-func (p *progress) begin(total int) {
-	p.mu.Lock()
-	p.began, p.total = p.now(), total
-	p.mu.Unlock()
-	if p.width <= 0 {
-		return
-	}
-	p.stop = make(chan struct{})
-	p.ticker.Add(1)
-	go func() {
-		defer p.ticker.Done()
-		t := time.NewTicker(time.Second)
-		defer t.Stop()
-		for {
-			select {
-			case <-p.stop:
-				return
-			case <-t.C:
-				p.mu.Lock()
-				p.draw()
-				p.mu.Unlock()
-			}
-		}
-	}()
-}
-
-// finish stops the redraw and leaves the terminal on a clean line.
-func (p *progress) finish() {
-	if p.stop != nil {
-		close(p.stop)
-		p.ticker.Wait()
-		p.stop = nil
-	}
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	p.clear()
-}
-
-func (p *progress) start(s characterize.Step) {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	p.cur, p.curAt = &s, p.now()
-	p.draw()
-}
-
-func (p *progress) done(s characterize.Step, res *probe.Result) {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	now := p.now()
-	took := now.Sub(p.curAt)
-	p.ran++
-	p.ranFor += took
-	p.last = max(p.last, s.Index)
-	p.cur = nil
-	if p.width > 0 {
-		p.draw()
-		return
-	}
-	kv := []any{"msg", "characterize run finished", "step", fmt.Sprintf("%d/%d", s.Index, s.Total), "run", stepString(s),
-		"took", took.Round(time.Millisecond), "elapsed", formatElapsed(now.Sub(p.began)), "eta", p.eta(now)}
-	if res != nil && !res.OK() {
-		reason := res.Reason
-		if reason == "" {
-			reason = "skipped: " + res.Skipped
-		}
-		kv = append(kv, "result", reason, "err", res.Error)
-	}
-	level.Info(p.logger).Log(kv...)
-}
-
-// printf writes report text, moving the progress line out of its way.
-func (p *progress) printf(format string, args ...any) {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	p.clear()
-	fmt.Fprintf(p.w, format, args...)
-	p.draw()
-}
-
-func (p *progress) eta(now time.Time) string {
-	if p.ran == 0 {
-		return "--"
-	}
-	mean := p.ranFor / time.Duration(p.ran)
-	left := time.Duration(p.total-p.last) * mean
-	if p.cur != nil {
-		left -= now.Sub(p.curAt)
-	}
-	return formatElapsed(max(0, left))
-}
-
-// draw redraws the progress line; the caller holds p.mu.
-func (p *progress) draw() {
-	if p.width <= 0 || p.total == 0 {
-		return
-	}
-	now := p.now()
-	index, what := p.last, "waiting"
-	if p.cur != nil {
-		index, what = p.cur.Index, stepString(*p.cur)
-	}
-	line := fmt.Sprintf("[%d/%d] %s  elapsed %s  ETA %s", index, p.total, what, formatElapsed(now.Sub(p.began)), p.eta(now))
-	// A line longer than the terminal wraps, and \r then redraws only its
-	// last part.
-	if utf8.RuneCountInString(line) > p.width-1 {
-		r := []rune(line)
-		line = string(r[:max(0, p.width-1)])
-	}
-	fmt.Fprintf(p.w, "\r%s\x1b[K", line)
-	p.shown = true
-}
-
-// clear erases the progress line; the caller holds p.mu.
-func (p *progress) clear() {
-	if p.shown {
-		fmt.Fprint(p.w, "\r\x1b[K")
-		p.shown = false
-	}
-}
-
-// formatElapsed prints 42s, 1m03s or 2h05m.
-func formatElapsed(d time.Duration) string {
-	d = d.Round(time.Second)
-	switch {
-	case d < time.Minute:
-		return fmt.Sprintf("%ds", int(d.Seconds()))
-	case d < time.Hour:
-		return fmt.Sprintf("%dm%02ds", int(d.Minutes()), int(d.Seconds())%60)
-	}
-	return fmt.Sprintf("%dh%02dm", int(d.Hours()), int(d.Minutes())%60)
 }
