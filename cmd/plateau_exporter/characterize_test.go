@@ -12,10 +12,9 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/plateau-exporter/plateau_exporter/probe"
-	"github.com/plateau-exporter/plateau_exporter/probe/characterize"
+	"github.com/plateau-exporter/plateau_exporter/probe/chart"
 	"github.com/plateau-exporter/plateau_exporter/probe/plateau"
 )
 
@@ -151,7 +150,7 @@ func TestCharacterizeWritesBaselinesKeepsOthersAndBacksUp(t *testing.T) {
 			line = l
 		}
 	}
-	if line == "" || !strings.Contains(line, humanRate(oldWrite, probe.UnitBytesPerSecond)) || !strings.Contains(line, "%") || strings.Contains(line, " new ") {
+	if line == "" || !strings.Contains(line, chart.FormatRate(oldWrite, probe.UnitBytesPerSecond)) || !strings.Contains(line, "%") || strings.Contains(line, " new ") {
 		t.Errorf("no old -> new line with a change for seq write in:\n%s", out)
 	}
 }
@@ -256,52 +255,5 @@ func TestCharacterizeSweepWritesChartAndData(t *testing.T) {
 	// header + 2 levels × 2 ops × (2 runs + median)
 	if len(rows) != 1+2*2*3 {
 		t.Errorf("%d CSV rows, want 13", len(rows))
-	}
-}
-
-// A sweep still rising at its last level names the flag that bounds it:
-// --max-queue-depth for a random probe, --max-workers otherwise.
-func TestSweepStillRisingNamesItsLimitFlag(t *testing.T) {
-	for _, tc := range []struct {
-		variable, want string
-	}{
-		{characterize.VariableQueueDepth, "the plateau lies beyond --max-queue-depth 4"},
-		{characterize.VariableWorkers, "the plateau lies beyond --max-workers 4"},
-	} {
-		sw := &characterize.Sweep{Target: "t", Probe: "p", Variable: tc.variable, Configured: 1, Unit: probe.UnitOpsPerSecond, Ops: []string{"read"}, Runs: 1}
-		for i, v := range []float64{1000, 2000, 4000} {
-			sw.Steps = append(sw.Steps, characterize.SweepStep{Level: 1 << i, Values: map[string][]float64{"read": {v}}})
-		}
-		var out strings.Builder
-		printSweep(&out, sw, 4, 4)
-		if !strings.Contains(out.String(), tc.want) {
-			t.Errorf("%s sweep rising at its limit:\n%s\nwant %q", tc.variable, out.String(), tc.want)
-		}
-	}
-}
-
-func TestPrintRecentComparesTheDaemonsRunsWithBothPlateaus(t *testing.T) {
-	path := filepath.Join(t.TempDir(), "history.json")
-	h := plateau.History{{Target: "scratch", Probe: "seq", Op: "read", Params: "p"}: {Results: []float64{4e8, 5e8, 6e8}, Updated: time.Unix(1e9, 0)}}
-	if err := plateau.WriteHistoryFile(path, h); err != nil {
-		t.Fatal(err)
-	}
-	changes := []plateau.BaselineChange{{
-		Key: plateau.BaselineKey{Target: "scratch", Probe: "seq", Op: "read"},
-		Old: &plateau.Baseline{Unit: probe.UnitBytesPerSecond, Value: 1e9},
-		New: &plateau.Baseline{Unit: probe.UnitBytesPerSecond, Value: 5e8, Params: "p"},
-	}}
-	var sb strings.Builder
-	printRecent(&sb, path, changes)
-	out := sb.String()
-	for _, want := range []string{"RUNS", "scratch", "0.50", "1.00", "2001-09-09T01:46:40Z"} {
-		if !strings.Contains(out, want) {
-			t.Errorf("output lacks %q:\n%s", want, out)
-		}
-	}
-	sb.Reset()
-	printRecent(&sb, filepath.Join(t.TempDir(), "none.json"), changes)
-	if sb.Len() != 0 {
-		t.Errorf("no history file, yet printed:\n%s", sb.String())
 	}
 }
