@@ -4,24 +4,16 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
-	"math"
 	"os"
 	"os/signal"
 	"path/filepath"
 	"runtime"
 	"strconv"
-	"strings"
-	"sync"
 	"syscall"
-	"text/tabwriter"
 	"time"
-	"unicode/utf8"
 
 	"github.com/alecthomas/kingpin/v2"
 	"github.com/go-kit/log"
-	"github.com/go-kit/log/level"
-	"golang.org/x/sys/unix"
 
 	"github.com/plateau-exporter/plateau_exporter/probe"
 	"github.com/plateau-exporter/plateau_exporter/probe/characterize"
@@ -60,9 +52,6 @@ type characterizeOptions struct {
 	startDelay time.Duration
 	sample     int
 	rulesFile  string
-	// termWidth is the width of the terminal stdout is, or 0 when it is
-	// none: progress then goes to the log, one line per run.
-	termWidth int
 }
 
 // characterizeCommand declares the characterize command on app and returns
@@ -97,7 +86,6 @@ func characterizeCommand(app *kingpin.Application) (*kingpin.CmdClause, func(log
 	cmd.Flag("rules-file", "With --slurm: the Prometheus rule file to write. Default: <output-dir>/filesystem_plateaus.yml.").StringVar(&o.rulesFile)
 	return cmd, func(logger log.Logger, configFile, hostname string) error {
 		o.configFile, o.hostname = configFile, hostname
-		o.termWidth = terminalWidth(os.Stdout)
 		return runCharacterize(os.Stdout, logger, o)
 	}
 }
@@ -107,7 +95,7 @@ func characterizeCommand(app *kingpin.Application) (*kingpin.CmdClause, func(log
 // the probe's timeout, as the daemon runs it, and waits while the daemon
 // holds the target. Baselines are written before any sweep starts, so an
 // interrupted sweep loses none of them.
-func runCharacterize(w io.Writer, logger log.Logger, o characterizeOptions) error {
+func runCharacterize(w *os.File, logger log.Logger, o characterizeOptions) error {
 	if o.slurm {
 		return runFleetCharacterize(w, logger, o)
 	}
@@ -123,7 +111,7 @@ func runCharacterize(w io.Writer, logger log.Logger, o characterizeOptions) erro
 	case o.sizeSweep && o.sizeRuns < 1:
 		return exitErr(2, fmt.Errorf("--size-sweep.runs must be at least 1, got %d", o.sizeRuns))
 	}
-	sizer := characterize.SizeSweeper{Runs: o.sizeRuns, Room: roomAboveMinFree, MaxTime: o.sizeMaxTime}
+	sizer := characterize.SizeSweeper{Runs: o.sizeRuns, Room: characterize.RoomAboveMinFree, MaxTime: o.sizeMaxTime}
 	if o.sizeSweep {
 		maxIO, err := probe.ParseSize(o.sizeMaxIO)
 		if err != nil || maxIO <= 0 {
@@ -175,7 +163,7 @@ func runCharacterize(w io.Writer, logger log.Logger, o characterizeOptions) erro
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	runner := &worker.ProcessRunner{Command: worker.DefaultCommand(), Logger: logger}
-	prog := newProgress(w, o.termWidth, logger, time.Now)
+	prog := characterize.ProgressTo(w, logger)
 	c := &characterize.Characterizer{
 		Run: func(ctx context.Context, req probe.Request) *probe.Result {
 			return runWhenFree(ctx, runner, req, req.Probe.Timeout)
@@ -183,8 +171,8 @@ func runCharacterize(w io.Writer, logger log.Logger, o characterizeOptions) erro
 		Hostname: o.hostname,
 		Runs:     o.runs,
 		Spacing:  o.runSpacing,
-		OnStart:  prog.start,
-		OnDone:   prog.done,
+		OnStart:  prog.Start,
+		OnDone:   prog.Done,
 	}
 	if o.sweep {
 		c.SweepRuns, c.MaxLevel, c.MaxQueueDepth = o.sweepRuns, o.maxWorkers, o.maxQueueDepth
@@ -198,53 +186,37 @@ func runCharacterize(w io.Writer, logger log.Logger, o characterizeOptions) erro
 		total += c.PlanSizes(sizer, refs)
 		what += fmt.Sprintf(", then a size sweep with %d run(s) per size", o.sizeRuns)
 	}
-	prog.printf("characterizing %d probe(s) on %s: %s; %d runs in all\n", len(refs), o.hostname, what, total)
-	prog.begin(total)
-	defer prog.finish()
+	prog.Printf("characterizing %d probe(s) on %s: %s; %d runs in all\n", len(refs), o.hostname, what, total)
+	prog.Begin(total)
+	defer prog.Finish()
 
-	// characterized are the probes whose baselines this run wrote: only
-	// those are size-swept, as only those are swept.
-	characterized := map[plateau.ProbeKey]bool{}
-	report := characterize.Session{
-		Baselines: baselines, Path: path, OutDir: outDir, Sweep: o.sweep,
-		OnNotCharacterized: func(err error) { prog.printf("not characterized: %v\n", err) },
-		OnNothingWritten:   func(path string) { prog.printf("no probe could be characterized; %s is left as it was\n", path) },
-		OnWritten: func(path, backup string, changes []plateau.BaselineChange) {
-			for _, ch := range changes {
-				if ch.New != nil {
-					characterized[plateau.ProbeKey{Target: ch.Key.Target, Probe: ch.Key.Probe}] = true
-				}
-			}
-			var sb strings.Builder
-			fmt.Fprintf(&sb, "\nwrote %s", path)
-			if backup != "" {
-				fmt.Fprintf(&sb, " (the previous file is kept as %s)", backup)
-			}
-			sb.WriteString(":\n")
-			printChanges(&sb, changes)
-			printRecent(&sb, o.historyFile, changes)
-			prog.printf("%s", sb.String())
-		},
-		OnNoSweep: func(ref characterize.ProbeRef) {
-			prog.printf("\nno sweep of %s/%s: its baseline runs failed\n", ref.Target.Name, ref.Probe.Name)
-		},
-		OnSwept: func(sw *characterize.Sweep, svgPath, csvPath string, err error) {
-			var sb strings.Builder
-			if sw != nil && len(sw.Steps) > 0 {
-				printSweep(&sb, sw, o.maxWorkers, o.maxQueueDepth)
-				if svgPath != "" {
-					fmt.Fprintf(&sb, "chart: %s\ndata:  %s\n", svgPath, csvPath)
-				}
-			}
-			if err != nil {
-				fmt.Fprintf(&sb, "\nsweep incomplete: %v\n", err)
-			}
-			prog.printf("%s", sb.String())
+	// The size sweeps run after Characterize, on the probes whose
+	// baselines it wrote: OnWritten below fills in which.
+	sizes := characterize.SizeSession{
+		Sizer: sizer, Baselines: baselines, Path: path,
+		OnSwept: func(r characterize.SizeSweepReport) { prog.Print(r) },
+		OnWritten: func(path, backup string) {
+			prog.Printf("\nwrote the smallest good sizes to %s%s\n", path, keptAs(backup))
 		},
 	}
-	err = c.Characterize(ctx, refs, report)
+	session := characterize.Session{
+		Baselines: baselines, Path: path, OutDir: outDir, Sweep: o.sweep,
+		OnNotCharacterized: func(err error) { prog.Printf("not characterized: %v\n", err) },
+		OnNothingWritten:   func(path string) { prog.Printf("no probe could be characterized; %s is left as it was\n", path) },
+		OnWritten: func(path, backup string, changes []plateau.BaselineChange) {
+			sizes.Characterized = characterize.CharacterizedIn(changes)
+			prog.Print(characterize.NewWrittenReport(path, backup, changes, o.historyFile))
+		},
+		OnNoSweep: func(ref characterize.ProbeRef) {
+			prog.Printf("\nno sweep of %s/%s: its baseline runs failed\n", ref.Target.Name, ref.Probe.Name)
+		},
+		OnSwept: func(sw *characterize.Sweep, svgPath, csvPath string, err error) {
+			prog.Print(characterize.SweepReport{Sweep: sw, MaxWorkers: o.maxWorkers, MaxQueueDepth: o.maxQueueDepth, SVGPath: svgPath, CSVPath: csvPath, Err: err})
+		},
+	}
+	err = c.Characterize(ctx, refs, session)
 	if o.sizeSweep {
-		err = errors.Join(err, sizeSweeps(ctx, c, sizer, refs, characterized, baselines, path, prog))
+		err = errors.Join(err, c.SizeSweepAll(ctx, refs, sizes))
 	}
 	if err != nil {
 		return exitErr(2, err)
@@ -252,444 +224,10 @@ func runCharacterize(w io.Writer, logger log.Logger, o characterizeOptions) erro
 	return nil
 }
 
-// sizeSweeps runs the size sweep of each characterized probe, prints its
-// table and writes the smallest good sizes to the baselines file.
-func sizeSweeps(ctx context.Context, c *characterize.Characterizer, sizer characterize.SizeSweeper, refs []characterize.ProbeRef, characterized map[plateau.ProbeKey]bool, baselines *plateau.Baselines, path string, prog *progress) error {
-	var errs []error
-	changed := false
-	for _, ref := range refs {
-		key := plateau.ProbeKey{Target: ref.Target.Name, Probe: ref.Probe.Name}
-		if !characterized[key] {
-			c.SkipSizeSweep(sizer, ref)
-			prog.printf("\nno size sweep of %s/%s: its baseline runs failed\n", key.Target, key.Probe)
-			continue
-		}
-		sw, err := c.SweepSizes(ctx, sizer, ref)
-		var sb strings.Builder
-		if sw != nil && len(sw.Steps) > 0 {
-			printSizeSweep(&sb, sw, ref.Target)
-		}
-		switch m, ok := sw.Result(); {
-		case err != nil:
-			fmt.Fprintf(&sb, "\nsize sweep incomplete: %v\n", err)
-			errs = append(errs, err)
-		case ok:
-			baselines.SetMinSize(key.Target, key.Probe, m)
-			changed = true
-		default:
-			// A size on file from an earlier sweep no longer holds.
-			if _, had := baselines.MinSizes[key]; had {
-				delete(baselines.MinSizes, key)
-				changed = true
-				fmt.Fprintf(&sb, "the %s on file for it was removed\n", plateau.MinSizeKey(ref.Probe.Kind))
-			}
-		}
-		prog.printf("%s", sb.String())
+// keptAs names the backup of a file written, "" when there was no file.
+func keptAs(backup string) string {
+	if backup == "" {
+		return ""
 	}
-	if changed {
-		backup, err := baselines.Write(path)
-		if err != nil {
-			return errors.Join(append(errs, fmt.Errorf("write baselines: %w", err))...)
-		}
-		kept := ""
-		if backup != "" {
-			kept = fmt.Sprintf(" (the previous file is kept as %s)", backup)
-		}
-		prog.printf("\nwrote the smallest good sizes to %s%s\n", path, kept)
-	}
-	if len(errs) > 0 {
-		return fmt.Errorf("%w: %w", characterize.ErrIncomplete, errors.Join(errs...))
-	}
-	return nil
-}
-
-// printSizeSweep shows each size of a size sweep with its ops' medians,
-// its I/O per run and per hour at the probe's interval, and whether it
-// measured the plateau.
-func printSizeSweep(w io.Writer, sw *characterize.SizeSweep, t *probe.Target) {
-	size := func(v int64) string { return plateau.FormatProbeSize(sw.Kind, v) }
-	first, last := sw.Steps[0].Size, sw.Steps[len(sw.Steps)-1].Size
-	fmt.Fprintf(w, "\nsize sweep of %s/%s (%s): %s %s to %s, doubling, median of %d run(s) per size; a size is good when every op is within %.0f%% of its value at %dx the size\n",
-		sw.Target, sw.Probe, sw.Params, sw.Key, size(first), size(last), sw.Runs, 100*characterize.SizeTolerance, characterize.SizeFactor)
-	if sw.Capped != "" {
-		fmt.Fprintf(w, "(capped: %s)\n", sw.Capped)
-	}
-	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-	head := []string{strings.ToUpper(sw.Key)}
-	for _, op := range sw.Ops {
-		head = append(head, strings.ToUpper(op))
-	}
-	head = append(head, "I/O PER RUN", "I/O PER HOUR", "MOVED PER RUN", "GOOD")
-	fmt.Fprintln(tw, strings.Join(head, "\t"))
-	best := sw.Smallest()
-	for i, st := range sw.Steps {
-		row := []string{size(st.Size)}
-		for _, op := range sw.Ops {
-			row = append(row, humanRate(st.Median(op), sw.Unit))
-		}
-		good := "-"
-		switch j := sw.Judge(i); {
-		case !j.Judged:
-			good = fmt.Sprintf("- (no %s step)", size(characterize.SizeFactor*st.Size))
-		case j.Good:
-			good = "yes"
-			if i == best {
-				good = "yes, smallest"
-			}
-		default:
-			var off []string
-			for _, op := range sw.Ops {
-				if r := j.Ratio[op]; math.Abs(r-1) > characterize.SizeTolerance {
-					off = append(off, fmt.Sprintf("%s %.2f", op, r))
-				}
-			}
-			good = fmt.Sprintf("no (%s of %s)", strings.Join(off, ", "), size(characterize.SizeFactor*st.Size))
-		}
-		row = append(row, probe.FormatSize(st.BytesPerRun), probe.FormatSize(st.HourlyIO), formatIO(st.Moved), good)
-		fmt.Fprintln(tw, strings.Join(row, "\t"))
-	}
-	tw.Flush()
-	if sw.Kind == probe.KindRandom {
-		fmt.Fprintf(w, "(random: I/O PER RUN is what the budget reserves before a run, the kept file; MOVED PER RUN is what the runs moved)\n")
-	}
-	m, ok := sw.Result()
-	if !ok {
-		why := "the end of the ladder"
-		if sw.Capped != "" {
-			why = "the cap above"
-		}
-		fmt.Fprintf(w, "smallest good %s: none up to %s, the largest size with an %dx step before %s; the probe's results still change with its size there\n", sw.Key, size(last/characterize.SizeFactor), characterize.SizeFactor, why)
-		return
-	}
-	st := sw.Steps[best]
-	fmt.Fprintf(w, "smallest good %s: %s, %s of I/O per hour at the %s interval", sw.Key, m, probe.FormatSize(st.HourlyIO), sw.Interval)
-	for _, c := range sw.Steps {
-		if c.Size == sw.Configured {
-			fmt.Fprintf(w, " (the configured %s: %s per hour)", size(sw.Configured), probe.FormatSize(c.HourlyIO))
-		}
-	}
-	fmt.Fprintln(w)
-	switch {
-	case sw.Configured < m.Value:
-		fmt.Fprintf(w, "the configured %s=%s is below it: its results read the probe's start-up more than the storage\n", sw.Key, size(sw.Configured))
-	case sw.Configured > m.Value:
-		fmt.Fprintf(w, "the configured %s=%s could shrink to %s; if you change it, characterize again\n", sw.Key, size(sw.Configured), m)
-	}
-	if t.MaxBytesPerHour > 0 && st.HourlyIO > t.MaxBytesPerHour {
-		fmt.Fprintf(w, "note: that is over the target's max_bytes_per_hour %s\n", probe.FormatSize(t.MaxBytesPerHour))
-	}
-}
-
-// roomAboveMinFree is how many bytes the target's file system can take
-// and keep its min_free_ratio free.
-func roomAboveMinFree(t *probe.Target) (int64, error) {
-	var st unix.Statfs_t
-	if err := unix.Statfs(t.Path, &st); err != nil {
-		return 0, err
-	}
-	bsize := uint64(st.Bsize)
-	avail := float64(st.Bavail * bsize)
-	keep := t.MinFreeRatio * float64(st.Blocks*bsize)
-	return int64(max(0, avail-keep)), nil
-}
-
-// printChanges shows each op's old and new baseline and the change.
-func printChanges(w io.Writer, changes []plateau.BaselineChange) {
-	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "TARGET\tPROBE\tOP\tOLD\tNEW\tCHANGE\tSPREAD\tRUNS")
-	for _, ch := range changes {
-		old, nw, change, spread, runs := "-", "-", "", "-", "-"
-		if ch.Old != nil {
-			old = humanRate(ch.Old.Value, ch.Old.Unit)
-		}
-		if ch.New != nil {
-			nw = humanRate(ch.New.Value, ch.New.Unit)
-			spread = fmt.Sprintf("±%.1f%%", 100*ch.New.Spread)
-			runs = strconv.Itoa(ch.New.Runs)
-		}
-		switch r, ok := ch.Relative(); {
-		case ch.Old == nil:
-			change = "new"
-		case ch.New == nil:
-			change = "removed (the probe no longer reports this op)"
-		case ok:
-			change = fmt.Sprintf("%+.1f%%", 100*r)
-		default:
-			change = "unit changed"
-		}
-		if ch.Old != nil && ch.New != nil && ch.Old.Params != "" && ch.Old.Params != ch.New.Params {
-			change += fmt.Sprintf(" (old one measured with %s)", ch.Old.Params)
-		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", ch.Key.Target, ch.Key.Probe, ch.Key.Op, old, nw, change, spread, runs)
-	}
-	tw.Flush()
-}
-
-// printRecent shows, when the daemon's history file has runs of the
-// characterized ops, how their median compared with the old plateau and
-// compares with the new one: a plateau that had drifted far from what the
-// probe delivered explains weeks of chronic-shortfall warnings.
-func printRecent(w io.Writer, historyFile string, changes []plateau.BaselineChange) {
-	if historyFile == "" {
-		return
-	}
-	h, err := plateau.LoadHistoryFile(historyFile)
-	if err != nil {
-		fmt.Fprintf(w, "\nrecent runs not shown: %v\n", err)
-		return
-	}
-	var rows []string
-	for _, ch := range changes {
-		rc, ok := h.CompareRecent(ch)
-		if !ok {
-			continue
-		}
-		ratio := func(r float64) string {
-			if r == 0 {
-				return "-"
-			}
-			return fmt.Sprintf("%.2f", r)
-		}
-		rows = append(rows, fmt.Sprintf("%s\t%s\t%s\t%d\t%s\t%s\t%s\t%s", ch.Key.Target, ch.Key.Probe, ch.Key.Op, rc.Runs,
-			humanRate(rc.Median, ch.New.Unit), ratio(rc.ToOld), ratio(rc.ToNew), rc.Updated.UTC().Format(time.RFC3339)))
-	}
-	if len(rows) == 0 {
-		return
-	}
-	fmt.Fprintf(w, "\nthe daemon's recent runs (%s) against the old and the new plateau:\n", historyFile)
-	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "TARGET\tPROBE\tOP\tRUNS\tMEDIAN\tOF OLD\tOF NEW\tLAST RUN")
-	for _, r := range rows {
-		fmt.Fprintln(tw, r)
-	}
-	tw.Flush()
-}
-
-// printSweep reports a sweep in the shape of the characterizations'
-// "maximum and sustained" table, with the worker count to suggest for the
-// continuous probe.
-func printSweep(w io.Writer, sw *characterize.Sweep, maxWorkers, maxQueueDepth int) {
-	limit, limitFlag := maxWorkers, "--max-workers"
-	if sw.Variable == characterize.VariableQueueDepth {
-		limit, limitFlag = maxQueueDepth, "--max-queue-depth"
-	}
-	levels := sw.Levels()
-	var ls []string
-	for _, l := range levels {
-		ls = append(ls, strconv.Itoa(l))
-	}
-	fmt.Fprintf(w, "\nsweep of %s/%s (%s): %s %s, median of %d run(s) per step\n", sw.Target, sw.Probe, sw.Params, sw.Variable, strings.Join(ls, ", "), sw.Runs)
-	if sw.Variable == characterize.VariableQueueDepth {
-		fmt.Fprintf(w, "(a %s probe has no workers: its queue_depth was swept instead)\n", sw.Kind)
-	}
-	last := levels[len(levels)-1]
-	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-	fmt.Fprintf(tw, "OP\tMAX\tSUSTAINED\tKNEE\n")
-	for _, s := range sw.Summary() {
-		knee := fmt.Sprintf("%s=%d", sw.Variable, s.Knee)
-		if s.Knee == 0 {
-			knee = fmt.Sprintf("still rising at %s=%d", sw.Variable, last)
-		}
-		fmt.Fprintf(tw, "%s\t%s at %d\t%s\t%s\n", s.Op, humanRate(s.Max, sw.Unit), s.MaxLevel, humanRate(s.Sustained, sw.Unit), knee)
-	}
-	tw.Flush()
-	level, rising := sw.Suggest()
-	v := sw.Variable
-	switch {
-	case len(rising) > 0 && last < limit:
-		fmt.Fprintf(w, "suggestion: none; %s still rising at %s=%d, where the sweep stopped\n", strings.Join(rising, ", "), v, last)
-	case len(rising) > 0:
-		fmt.Fprintf(w, "suggestion: none; %s still rising at %s=%d: the plateau lies beyond %s %d (sweep further to find it)\n", strings.Join(rising, ", "), v, last, limitFlag, limit)
-	case level == sw.Configured:
-		fmt.Fprintf(w, "suggestion: %s=%d, as configured, reaches the plateau of every op; the current setting is fine\n", v, level)
-	case level < sw.Configured:
-		fmt.Fprintf(w, "suggestion: %s: %d reaches the same plateau as the configured %d with less load; if you change it, characterize again\n", v, level, sw.Configured)
-	default:
-		fmt.Fprintf(w, "suggestion: %s: %d, where the plateau starts; the configured %d measures below it. If you change it, characterize again\n", v, level, sw.Configured)
-	}
-}
-
-// stepString is s.String(), with a size sweep's level written as the
-// config writes its key (file_size=8MiB, duration=500ms) rather than in
-// bytes or nanoseconds.
-func stepString(s characterize.Step) string {
-	if s.Variable != "" && s.Variable == plateau.SizeKey(s.Kind) {
-		return fmt.Sprintf("%s/%s %s=%s run %d/%d", s.Target, s.Probe, s.Variable, plateau.FormatProbeSize(s.Kind, int64(s.Level)), s.Run, s.Runs)
-	}
-	return s.String()
-}
-
-// terminalWidth is the width of the terminal f is, or 0 when it is not a
-// terminal. A terminal that reports no size counts as 80 columns.
-func terminalWidth(f *os.File) int {
-	fd := int(f.Fd())
-	if _, err := unix.IoctlGetTermios(fd, unix.TCGETS); err != nil {
-		return 0
-	}
-	if ws, err := unix.IoctlGetWinsize(fd, unix.TIOCGWINSZ); err == nil && ws.Col > 0 {
-		return int(ws.Col)
-	}
-	return 80
-}
-
-// progress shows how far a characterization is. On a terminal it redraws
-// one line each second, "[12/40] scratch/seq workers=4 run 2/3  elapsed
-// 1m03s  ETA 2m10s"; elsewhere it logs one line per finished run, which
-// batch logs keep. The ETA is the mean duration of the runs so far times
-// the runs left, which underestimates a sweep whose later steps are
-// longer, but needs no model of the storage.
-type progress struct {
-	mu     sync.Mutex
-	w      io.Writer
-	width  int
-	logger log.Logger
-	now    func() time.Time
-
-	began  time.Time
-	total  int
-	last   int // Index of the last finished run
-	ran    int // runs finished, for the mean
-	ranFor time.Duration
-	cur    *characterize.Step
-	curAt  time.Time
-	shown  bool // the progress line is on the terminal
-	stop   chan struct{}
-	ticker sync.WaitGroup
-}
-
-func newProgress(w io.Writer, width int, logger log.Logger, now func() time.Time) *progress {
-	return &progress{w: w, width: width, logger: logger, now: now}
-}
-
-// begin starts the clock, and on a terminal the redraw of the elapsed time.
-func (p *progress) begin(total int) {
-	p.mu.Lock()
-	p.began, p.total = p.now(), total
-	p.mu.Unlock()
-	if p.width <= 0 {
-		return
-	}
-	p.stop = make(chan struct{})
-	p.ticker.Add(1)
-	go func() {
-		defer p.ticker.Done()
-		t := time.NewTicker(time.Second)
-		defer t.Stop()
-		for {
-			select {
-			case <-p.stop:
-				return
-			case <-t.C:
-				p.mu.Lock()
-				p.draw()
-				p.mu.Unlock()
-			}
-		}
-	}()
-}
-
-// finish stops the redraw and leaves the terminal on a clean line.
-func (p *progress) finish() {
-	if p.stop != nil {
-		close(p.stop)
-		p.ticker.Wait()
-		p.stop = nil
-	}
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	p.clear()
-}
-
-func (p *progress) start(s characterize.Step) {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	p.cur, p.curAt = &s, p.now()
-	p.draw()
-}
-
-func (p *progress) done(s characterize.Step, res *probe.Result) {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	now := p.now()
-	took := now.Sub(p.curAt)
-	p.ran++
-	p.ranFor += took
-	p.last = max(p.last, s.Index)
-	p.cur = nil
-	if p.width > 0 {
-		p.draw()
-		return
-	}
-	kv := []any{"msg", "characterize run finished", "step", fmt.Sprintf("%d/%d", s.Index, s.Total), "run", stepString(s),
-		"took", took.Round(time.Millisecond), "elapsed", formatElapsed(now.Sub(p.began)), "eta", p.eta(now)}
-	if res != nil && !res.OK() {
-		reason := res.Reason
-		if reason == "" {
-			reason = "skipped: " + res.Skipped
-		}
-		kv = append(kv, "result", reason, "err", res.Error)
-	}
-	level.Info(p.logger).Log(kv...)
-}
-
-// printf writes report text, moving the progress line out of its way.
-func (p *progress) printf(format string, args ...any) {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	p.clear()
-	fmt.Fprintf(p.w, format, args...)
-	p.draw()
-}
-
-func (p *progress) eta(now time.Time) string {
-	if p.ran == 0 {
-		return "--"
-	}
-	mean := p.ranFor / time.Duration(p.ran)
-	left := time.Duration(p.total-p.last) * mean
-	if p.cur != nil {
-		left -= now.Sub(p.curAt)
-	}
-	return formatElapsed(max(0, left))
-}
-
-// draw redraws the progress line; the caller holds p.mu.
-func (p *progress) draw() {
-	if p.width <= 0 || p.total == 0 {
-		return
-	}
-	now := p.now()
-	index, what := p.last, "waiting"
-	if p.cur != nil {
-		index, what = p.cur.Index, stepString(*p.cur)
-	}
-	line := fmt.Sprintf("[%d/%d] %s  elapsed %s  ETA %s", index, p.total, what, formatElapsed(now.Sub(p.began)), p.eta(now))
-	// A line longer than the terminal wraps, and \r then redraws only its
-	// last part.
-	if utf8.RuneCountInString(line) > p.width-1 {
-		r := []rune(line)
-		line = string(r[:max(0, p.width-1)])
-	}
-	fmt.Fprintf(p.w, "\r%s\x1b[K", line)
-	p.shown = true
-}
-
-// clear erases the progress line; the caller holds p.mu.
-func (p *progress) clear() {
-	if p.shown {
-		fmt.Fprint(p.w, "\r\x1b[K")
-		p.shown = false
-	}
-}
-
-// formatElapsed prints 42s, 1m03s or 2h05m.
-func formatElapsed(d time.Duration) string {
-	d = d.Round(time.Second)
-	switch {
-	case d < time.Minute:
-		return fmt.Sprintf("%ds", int(d.Seconds()))
-	case d < time.Hour:
-		return fmt.Sprintf("%dm%02ds", int(d.Minutes()), int(d.Seconds())%60)
-	}
-	return fmt.Sprintf("%dh%02dm", int(d.Hours()), int(d.Minutes())%60)
+	return fmt.Sprintf(" (the previous file is kept as %s)", backup)
 }

@@ -12,13 +12,9 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
-	"time"
-
-	"github.com/go-kit/log"
-	"golang.org/x/sys/unix"
 
 	"github.com/plateau-exporter/plateau_exporter/probe"
-	"github.com/plateau-exporter/plateau_exporter/probe/characterize"
+	"github.com/plateau-exporter/plateau_exporter/probe/chart"
 	"github.com/plateau-exporter/plateau_exporter/probe/plateau"
 )
 
@@ -154,7 +150,7 @@ func TestCharacterizeWritesBaselinesKeepsOthersAndBacksUp(t *testing.T) {
 			line = l
 		}
 	}
-	if line == "" || !strings.Contains(line, humanRate(oldWrite, probe.UnitBytesPerSecond)) || !strings.Contains(line, "%") || strings.Contains(line, " new ") {
+	if line == "" || !strings.Contains(line, chart.FormatRate(oldWrite, probe.UnitBytesPerSecond)) || !strings.Contains(line, "%") || strings.Contains(line, " new ") {
 		t.Errorf("no old -> new line with a change for seq write in:\n%s", out)
 	}
 }
@@ -259,179 +255,5 @@ func TestCharacterizeSweepWritesChartAndData(t *testing.T) {
 	// header + 2 levels × 2 ops × (2 runs + median)
 	if len(rows) != 1+2*2*3 {
 		t.Errorf("%d CSV rows, want 13", len(rows))
-	}
-}
-
-// A sweep still rising at its last level names the flag that bounds it:
-// --max-queue-depth for a random probe, --max-workers otherwise.
-func TestSweepStillRisingNamesItsLimitFlag(t *testing.T) {
-	for _, tc := range []struct {
-		variable, want string
-	}{
-		{characterize.VariableQueueDepth, "the plateau lies beyond --max-queue-depth 4"},
-		{characterize.VariableWorkers, "the plateau lies beyond --max-workers 4"},
-	} {
-		sw := &characterize.Sweep{Target: "t", Probe: "p", Variable: tc.variable, Configured: 1, Unit: probe.UnitOpsPerSecond, Ops: []string{"read"}, Runs: 1}
-		for i, v := range []float64{1000, 2000, 4000} {
-			sw.Steps = append(sw.Steps, characterize.SweepStep{Level: 1 << i, Values: map[string][]float64{"read": {v}}})
-		}
-		var out strings.Builder
-		printSweep(&out, sw, 4, 4)
-		if !strings.Contains(out.String(), tc.want) {
-			t.Errorf("%s sweep rising at its limit:\n%s\nwant %q", tc.variable, out.String(), tc.want)
-		}
-	}
-}
-
-// fakeClock advances only when told.
-type fakeClock struct{ t time.Time }
-
-func (c *fakeClock) now() time.Time { return c.t }
-
-func TestProgressRedrawsOneLineOnATerminal(t *testing.T) {
-	var buf bytes.Buffer
-	clock := &fakeClock{t: time.Date(2026, 11, 30, 10, 0, 0, 0, time.UTC)}
-	p := newProgress(&buf, 80, log.NewNopLogger(), clock.now)
-	p.begin(4)
-	step := characterize.Step{Index: 1, Total: 4, Target: "scratch", Probe: "seq", Kind: probe.KindSequential, Variable: "workers", Level: 4, Run: 1, Runs: 2}
-	p.start(step)
-	if got := buf.String(); got != "\r[1/4] scratch/seq workers=4 run 1/2  elapsed 0s  ETA --\x1b[K" {
-		t.Errorf("first line %q", got)
-	}
-	clock.t = clock.t.Add(20 * time.Second)
-	p.done(step, &probe.Result{})
-	buf.Reset()
-	step.Index, step.Run = 2, 2
-	p.start(step)
-	// One run took 20s; three are left, counting this one.
-	if got := buf.String(); got != "\r[2/4] scratch/seq workers=4 run 2/2  elapsed 20s  ETA 1m00s\x1b[K" {
-		t.Errorf("second line %q", got)
-	}
-	// Report text clears the line, then the line comes back below it.
-	buf.Reset()
-	clock.t = clock.t.Add(5 * time.Second)
-	p.printf("a report\n")
-	if got := buf.String(); got != "\r\x1b[Ka report\n\r[2/4] scratch/seq workers=4 run 2/2  elapsed 25s  ETA 55s\x1b[K" {
-		t.Errorf("printf %q", got)
-	}
-	// Lines never wrap.
-	narrow := newProgress(&buf, 20, log.NewNopLogger(), clock.now)
-	narrow.begin(4)
-	buf.Reset()
-	narrow.start(step)
-	if got := buf.String(); got != "\r[2/4] scratch/seq w\x1b[K" {
-		t.Errorf("narrow line %q", got)
-	}
-	narrow.finish()
-	buf.Reset()
-	p.finish()
-	if got := buf.String(); got != "\r\x1b[K" {
-		t.Errorf("finish left %q", got)
-	}
-}
-
-func TestProgressLogsOneLinePerRunWithoutATerminal(t *testing.T) {
-	var out, logs bytes.Buffer
-	clock := &fakeClock{t: time.Date(2026, 11, 30, 10, 0, 0, 0, time.UTC)}
-	p := newProgress(&out, 0, log.NewLogfmtLogger(&logs), clock.now)
-	p.begin(3)
-	step := characterize.Step{Index: 1, Total: 3, Target: "t", Probe: "md", Kind: probe.KindMetadata, Run: 1, Runs: 3}
-	p.start(step)
-	clock.t = clock.t.Add(1500 * time.Millisecond)
-	p.done(step, &probe.Result{Reason: "enospc", Error: "no space left on device"})
-	p.finish()
-	if out.Len() != 0 {
-		t.Errorf("progress wrote to stdout without a terminal: %q", out.String())
-	}
-	want := `level=info msg="characterize run finished" step=1/3 run="t/md run 1/3" took=1.5s elapsed=2s eta=3s result=enospc err="no space left on device"` + "\n"
-	if logs.String() != want {
-		t.Errorf("log line\n%q\nwant\n%q", logs.String(), want)
-	}
-}
-
-func TestFormatElapsed(t *testing.T) {
-	for d, want := range map[time.Duration]string{
-		0: "0s", 42 * time.Second: "42s", 63 * time.Second: "1m03s", 2*time.Hour + 5*time.Minute + 9*time.Second: "2h05m",
-	} {
-		if got := formatElapsed(d); got != want {
-			t.Errorf("formatElapsed(%s) = %q, want %q", d, got, want)
-		}
-	}
-}
-
-// terminalWidth must tell a terminal from a pipe or a file: a pseudo
-// terminal is as real a terminal as the kernel offers.
-func TestTerminalWidth(t *testing.T) {
-	ptmx, err := os.OpenFile("/dev/ptmx", os.O_RDWR|unix.O_NOCTTY, 0)
-	if err != nil {
-		t.Fatalf("no pseudo terminals (/dev/ptmx): %v", err)
-	}
-	defer ptmx.Close()
-	if err := unix.IoctlSetPointerInt(int(ptmx.Fd()), unix.TIOCSPTLCK, 0); err != nil {
-		t.Fatalf("unlockpt: %v", err)
-	}
-	n, err := unix.IoctlGetInt(int(ptmx.Fd()), unix.TIOCGPTN)
-	if err != nil {
-		t.Fatalf("ptsname: %v", err)
-	}
-	pts, err := os.OpenFile(fmt.Sprintf("/dev/pts/%d", n), os.O_RDWR|unix.O_NOCTTY, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer pts.Close()
-	if err := unix.IoctlSetWinsize(int(pts.Fd()), unix.TIOCSWINSZ, &unix.Winsize{Row: 40, Col: 132}); err != nil {
-		t.Fatal(err)
-	}
-	if w := terminalWidth(pts); w != 132 {
-		t.Errorf("terminal width %d, want 132", w)
-	}
-	if err := unix.IoctlSetWinsize(int(pts.Fd()), unix.TIOCSWINSZ, &unix.Winsize{}); err != nil {
-		t.Fatal(err)
-	}
-	if w := terminalWidth(pts); w != 80 {
-		t.Errorf("terminal of unknown size: width %d, want 80", w)
-	}
-	r, w, err := os.Pipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer r.Close()
-	defer w.Close()
-	if got := terminalWidth(w); got != 0 {
-		t.Errorf("a pipe is no terminal, got width %d", got)
-	}
-	f, err := os.CreateTemp(t.TempDir(), "out")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	if got := terminalWidth(f); got != 0 {
-		t.Errorf("a file is no terminal, got width %d", got)
-	}
-}
-
-func TestPrintRecentComparesTheDaemonsRunsWithBothPlateaus(t *testing.T) {
-	path := filepath.Join(t.TempDir(), "history.json")
-	h := plateau.History{{Target: "scratch", Probe: "seq", Op: "read", Params: "p"}: {Results: []float64{4e8, 5e8, 6e8}, Updated: time.Unix(1e9, 0)}}
-	if err := plateau.WriteHistoryFile(path, h); err != nil {
-		t.Fatal(err)
-	}
-	changes := []plateau.BaselineChange{{
-		Key: plateau.BaselineKey{Target: "scratch", Probe: "seq", Op: "read"},
-		Old: &plateau.Baseline{Unit: probe.UnitBytesPerSecond, Value: 1e9},
-		New: &plateau.Baseline{Unit: probe.UnitBytesPerSecond, Value: 5e8, Params: "p"},
-	}}
-	var sb strings.Builder
-	printRecent(&sb, path, changes)
-	out := sb.String()
-	for _, want := range []string{"RUNS", "scratch", "0.50", "1.00", "2001-09-09T01:46:40Z"} {
-		if !strings.Contains(out, want) {
-			t.Errorf("output lacks %q:\n%s", want, out)
-		}
-	}
-	sb.Reset()
-	printRecent(&sb, filepath.Join(t.TempDir(), "none.json"), changes)
-	if sb.Len() != 0 {
-		t.Errorf("no history file, yet printed:\n%s", sb.String())
 	}
 }

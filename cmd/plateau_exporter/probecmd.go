@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -12,7 +11,6 @@ import (
 	"slices"
 	"strings"
 	"syscall"
-	"text/tabwriter"
 	"time"
 
 	"github.com/go-kit/log"
@@ -31,25 +29,6 @@ type probeOptions struct {
 	// allowMissingBaselines tolerates a baselines file that does not exist
 	// yet (first boot, before characterize); see loadProbeBaselines.
 	allowMissingBaselines bool
-}
-
-// opReport is one line of the probe command's report.
-type opReport struct {
-	Target    string   `json:"target"`
-	Probe     string   `json:"probe"`
-	Kind      string   `json:"kind"`
-	Op        string   `json:"op,omitempty"`
-	Unit      string   `json:"unit,omitempty"`
-	Value     float64  `json:"value,omitempty"`
-	Baseline  *float64 `json:"baseline,omitempty"`
-	Ratio     *float64 `json:"ratio,omitempty"`
-	Warning   float64  `json:"warning_ratio"`
-	Critical  float64  `json:"critical_ratio"`
-	Verdict   string   `json:"verdict"`
-	Direct    bool     `json:"direct"`
-	Engine    string   `json:"engine,omitempty"`
-	Error     string   `json:"error,omitempty"`
-	Rationale string   `json:"note,omitempty"`
 }
 
 // errBelowPlateau makes the probe command exit 1.
@@ -78,33 +57,22 @@ func runProbes(w io.Writer, logger log.Logger, o probeOptions) error {
 	defer stop()
 	runner := &worker.ProcessRunner{Command: worker.DefaultCommand(), Logger: logger}
 
-	var reports []opReport
+	var report plateau.ProbeReport
 	for _, sp := range selected {
 		res := runWhenFree(ctx, runner, probe.NewRequest(sp.target, sp.probe, o.hostname), sp.probe.Timeout)
-		reports = append(reports, reportOps(sp.target, sp.probe, res, baselines)...)
+		report.Add(sp.target, sp.probe, res, baselines)
 	}
 	if o.output == "json" {
-		enc := json.NewEncoder(w)
-		enc.SetIndent("", "  ")
-		if err := enc.Encode(reports); err != nil {
+		if err := report.WriteJSON(w); err != nil {
 			return exitErr(2, err)
 		}
 	} else {
-		printReports(w, reports)
+		report.WriteTable(w)
 	}
-	worst := 0
-	for _, r := range reports {
-		switch r.Verdict {
-		case plateau.VerdictFailed:
-			worst = 2
-		case plateau.VerdictWarning, plateau.VerdictCritical:
-			worst = max(worst, 1)
-		}
-	}
-	switch worst {
-	case 2:
+	switch report.Worst() {
+	case plateau.VerdictFailed:
 		return exitErr(2, errors.New("a probe failed"))
-	case 1:
+	case plateau.VerdictWarning, plateau.VerdictCritical:
 		return exitErr(1, errBelowPlateau)
 	}
 	return nil
@@ -172,85 +140,4 @@ func runWhenFree(ctx context.Context, runner worker.Runner, req probe.Request, w
 		case <-time.After(time.Second):
 		}
 	}
-}
-
-// reportOps puts each op of a run beside its plateau, with the verdict
-// the daemon's ratios are made of.
-func reportOps(t *probe.Target, p *probe.ProbeConfig, res *probe.Result, baselines *plateau.Baselines) []opReport {
-	base := opReport{Target: t.Name, Probe: p.Name, Kind: p.Kind, Warning: t.WarningRatio, Critical: t.CriticalRatio, Direct: res.Direct, Engine: res.Engine}
-	var out []opReport
-	for _, v := range plateau.PlateauOf(baselines, t, p).Compare(res) {
-		r := base
-		r.Op, r.Verdict = v.Op, v.Verdict
-		if v.Verdict == plateau.VerdictFailed || v.Verdict == plateau.VerdictSkipped {
-			r.Error = v.Note
-			out = append(out, r)
-			continue
-		}
-		r.Unit, r.Value, r.Rationale = v.Unit, v.Value, v.Note
-		if v.Baseline != nil {
-			r.Baseline = &v.Baseline.Value
-		}
-		if v.HasRatio {
-			ratio := v.Ratio
-			r.Ratio = &ratio
-		}
-		out = append(out, r)
-	}
-	return out
-}
-
-func printReports(w io.Writer, reports []opReport) {
-	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "TARGET\tPROBE\tOP\tRESULT\tPLATEAU\tRATIO\tVERDICT")
-	for _, r := range reports {
-		result, plateau, ratio := "-", "-", "-"
-		if r.Op != "" {
-			result = humanRate(r.Value, r.Unit)
-		}
-		if r.Baseline != nil {
-			plateau = humanRate(*r.Baseline, r.Unit)
-		}
-		if r.Ratio != nil {
-			ratio = fmt.Sprintf("%.2f", *r.Ratio)
-		}
-		verdict := r.Verdict
-		if r.Error != "" {
-			verdict += ": " + r.Error
-		} else if r.Rationale != "" && r.Rationale != "no baseline" {
-			verdict += " (" + r.Rationale + ")"
-		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", r.Target, r.Probe, dash(r.Op), result, plateau, ratio, verdict)
-	}
-	tw.Flush()
-}
-
-func dash(s string) string {
-	if s == "" {
-		return "-"
-	}
-	return s
-}
-
-// humanRate prints bytes/s in binary units (as block sizes are given) and
-// operation rates with SI prefixes.
-func humanRate(v float64, unit string) string {
-	if unit == probe.UnitBytesPerSecond {
-		for _, u := range []struct {
-			s string
-			f float64
-		}{{"GiB/s", 1 << 30}, {"MiB/s", 1 << 20}, {"KiB/s", 1 << 10}} {
-			if v >= u.f {
-				return fmt.Sprintf("%.1f %s", v/u.f, u.s)
-			}
-		}
-		return fmt.Sprintf("%.0f B/s", v)
-	}
-	switch {
-	case v >= 1e6:
-		return fmt.Sprintf("%.2f M ops/s", v/1e6)
-	case v >= 1e3:
-		return fmt.Sprintf("%.1f K ops/s", v/1e3)
-	}
-	return fmt.Sprintf("%.0f ops/s", v)
 }
