@@ -62,3 +62,18 @@ func FormatSize(b int64) string {
 	}
 	return fmt.Sprintf("%dB", b)
 }
+
+// FormatIO renders an amount of I/O, which is rarely a round size: exactly
+// in whole MiB or GiB (as the config writes sizes) below 1GiB or in whole
+// GiB, else with one decimal.
+func FormatIO(b int64) string {
+	switch {
+	case b == 0, b%(1<<30) == 0, b < 1<<30 && b%(1<<20) == 0, b < 1<<20 && b%(1<<10) == 0:
+		return FormatSize(b)
+	case b >= 1<<30:
+		return fmt.Sprintf("%.1fGiB", float64(b)/(1<<30))
+	case b >= 1<<20:
+		return fmt.Sprintf("%.1fMiB", float64(b)/(1<<20))
+	}
+	return fmt.Sprintf("%.1fKiB", float64(b)/(1<<10))
+}

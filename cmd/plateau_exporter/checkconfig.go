@@ -67,14 +67,14 @@ func checkConfig(w io.Writer, o checkOptions) error {
 				interval += " (configured " + p.BaseInterval().String() + ")"
 			}
 			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", t.Name, p.Name, p.Kind, interval, p.Timeout,
-				offset.Round(time.Millisecond), schedule.NextSlot(now, offset, p.Interval).Format(time.RFC3339), formatIO(perHour),
+				offset.Round(time.Millisecond), schedule.NextSlot(now, offset, p.Interval).Format(time.RFC3339), probe.FormatIO(perHour),
 				baselineStatus(baselines, t, p))
 			if w := baselines.BelowMinSize(t.Name, p); w != "" {
 				warnings = append(warnings, fmt.Sprintf("warning: %s/%s: %s", t.Name, p.Name, w))
 			}
 		}
 		all += target
-		line := fmt.Sprintf("target %s: %s of I/O per hour", t.Name, formatIO(target))
+		line := fmt.Sprintf("target %s: %s of I/O per hour", t.Name, probe.FormatIO(target))
 		switch {
 		case t.MaxBytesPerHour > 0 && target > t.MaxBytesPerHour:
 			line += fmt.Sprintf(", over its max_bytes_per_hour %s: probes will be skipped (reason=budget)", probe.FormatSize(t.MaxBytesPerHour))
@@ -90,7 +90,7 @@ func checkConfig(w io.Writer, o checkOptions) error {
 	for _, l := range totals {
 		fmt.Fprintln(w, l)
 	}
-	fmt.Fprintf(w, "all targets: %s of I/O per hour\n", formatIO(all))
+	fmt.Fprintf(w, "all targets: %s of I/O per hour\n", probe.FormatIO(all))
 	if random {
 		fmt.Fprintln(w, "(a random probe counts its kept file per run, what the budget reserves before it; it moves what the storage does in 2 x duration, which the budget charges after the run)")
 	}
@@ -104,20 +104,6 @@ func checkConfig(w io.Writer, o checkOptions) error {
 		return exitErr(2, berr)
 	}
 	return nil
-}
-
-// formatIO renders an amount of I/O: exactly in whole MiB or GiB (as the
-// config writes sizes) below 1GiB or in whole GiB, else with one decimal.
-func formatIO(b int64) string {
-	switch {
-	case b == 0, b%(1<<30) == 0, b < 1<<30 && b%(1<<20) == 0, b < 1<<20 && b%(1<<10) == 0:
-		return probe.FormatSize(b)
-	case b >= 1<<30:
-		return fmt.Sprintf("%.1fGiB", float64(b)/(1<<30))
-	case b >= 1<<20:
-		return fmt.Sprintf("%.1fMiB", float64(b)/(1<<20))
-	}
-	return fmt.Sprintf("%.1fKiB", float64(b)/(1<<10))
 }
 
 // baselineStatus says whether every op of a probe has a usable baseline.

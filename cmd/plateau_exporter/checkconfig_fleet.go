@@ -120,14 +120,14 @@ func printFleetLoads(w io.Writer, fleets []fleetReport, bin time.Duration) error
 		}
 		switch {
 		case t.Fleet == nil || t.Fleet.MaxBytesPerHour <= 0:
-			fmt.Fprintf(w, "  per node: %s of I/O per hour; no fleet budget (fleet.max_bytes_per_hour): intervals as configured\n", formatIO(before))
+			fmt.Fprintf(w, "  per node: %s of I/O per hour; no fleet budget (fleet.max_bytes_per_hour): intervals as configured\n", probe.FormatIO(before))
 		case t.Stretch.Stretched():
 			fmt.Fprintf(w, "  fleet budget %s per hour: a node's share is %s per hour\n", probe.FormatSize(t.Fleet.MaxBytesPerHour), probe.FormatBytes(t.Stretch.Share))
 			fmt.Fprintf(w, "  per node: %s of I/O per hour at the configured intervals, %s after stretching them x%.4g (%s)\n",
-				formatIO(before), formatIO(after), t.Stretch.Factor, t.StretchSummary())
+				probe.FormatIO(before), probe.FormatIO(after), t.Stretch.Factor, t.StretchSummary())
 		default:
 			fmt.Fprintf(w, "  fleet budget %s per hour: a node's share is %s per hour\n", probe.FormatSize(t.Fleet.MaxBytesPerHour), probe.FormatBytes(t.Stretch.Share))
-			fmt.Fprintf(w, "  per node: %s of I/O per hour, within the share: intervals as configured\n", formatIO(before))
+			fmt.Fprintf(w, "  per node: %s of I/O per hour, within the share: intervals as configured\n", probe.FormatIO(before))
 		}
 		splay := ""
 		for _, p := range t.Probes {

@@ -127,7 +127,7 @@ baselines_file: %s
 			t.Fatalf("check-config exited %d:\n%s\n%s", code, out, stderr)
 		}
 		warned := strings.Contains(out, "warning: loop/seq: file_size "+probe.FormatSize(tc.size)+" is below "+m.String())
-		hourly := formatIO(2 * tc.size * 360)
+		hourly := probe.FormatIO(2 * tc.size * 360)
 		if warned != tc.warn || !strings.Contains(out, "target loop: "+hourly+" of I/O per hour") || !strings.Contains(out, "all targets: "+hourly+" of I/O per hour") {
 			t.Errorf("file_size %s: warned=%v, want %v, and hourly I/O %s:\n%s", probe.FormatSize(tc.size), warned, tc.warn, hourly, out)
 		}

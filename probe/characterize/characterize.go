@@ -2,9 +2,10 @@
 // a known-good system: baseline runs of each probe, sweeps over workers
 // or queue depth and their knee, size sweeps for the smallest probe that
 // still measures the plateau, and the Slurm characterization of a whole
-// file system from many nodes at once, with the charts, CSV files and
-// recording rules each writes. It runs probes only through the runner cmd
-// hands it, and never reaches the daemon's schedule or exposition.
+// file system from many nodes at once (probe/characterize/slurm), with the
+// charts, CSV files and recording rules each writes, the tables it prints
+// and its progress line. It runs probes only through the runner cmd hands
+// it, and never reaches the daemon's schedule or exposition.
 package characterize
 
 import (
@@ -122,17 +123,12 @@ func (c *Characterizer) Baseline(ctx context.Context, ref ProbeRef) (*plateau.Me
 	for run := 1; run <= c.Runs; run++ {
 		step.Run = run
 		if run > 1 && c.Spacing > 0 {
-			if err := sleepCtx(ctx, time.Until(c.lastStart.Add(c.Spacing))); err != nil {
+			if err := probe.Sleep(ctx, time.Until(c.lastStart.Add(c.Spacing))); err != nil {
 				c.index += c.Runs - run + 1
 				return nil, fmt.Errorf("%s/%s: before run %d of %d: %w", ref.Target.Name, p.Name, run, c.Runs, err)
 			}
 		}
-		res := c.runStep(ctx, step, probe.NewRequest(ref.Target, p, c.Hostname))
-		if err := ResultError(res); err != nil {
-			c.index += c.Runs - run
-			return nil, fmt.Errorf("%s/%s: run %d of %d: %w", ref.Target.Name, p.Name, run, c.Runs, err)
-		}
-		values, err := OpValues(res, p.Kind, unit)
+		res, values, err := c.measure(ctx, step, probe.NewRequest(ref.Target, p, c.Hostname), unit)
 		if err != nil {
 			c.index += c.Runs - run
 			return nil, fmt.Errorf("%s/%s: run %d of %d: %w", ref.Target.Name, p.Name, run, c.Runs, err)
@@ -211,19 +207,15 @@ func OpValues(res *probe.Result, kind, unit string) (map[string]float64, error) 
 	return out, nil
 }
 
-// sleepCtx waits d, or less if ctx ends first.
-func sleepCtx(ctx context.Context, d time.Duration) error {
-	if d <= 0 {
-		return ctx.Err()
+// measure runs one step of a characterization and takes each op's value
+// in unit; the error says why the run measured nothing.
+func (c *Characterizer) measure(ctx context.Context, step Step, req probe.Request, unit string) (*probe.Result, map[string]float64, error) {
+	res := c.runStep(ctx, step, req)
+	if err := ResultError(res); err != nil {
+		return res, nil, err
 	}
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-		return ctx.Err()
-	case <-t.C:
-		return nil
-	}
+	values, err := OpValues(res, req.Probe.Kind, unit)
+	return res, values, err
 }
 
 func (c *Characterizer) runStep(ctx context.Context, step Step, req probe.Request) *probe.Result {
@@ -444,12 +436,7 @@ func (c *Characterizer) Sweep(ctx context.Context, ref ProbeRef) (*Sweep, error)
 		step := Step{Total: c.total, Target: ref.Target.Name, Probe: p.Name, Kind: p.Kind, Variable: variable, Level: level, Runs: c.SweepRuns}
 		for run := 1; run <= c.SweepRuns; run++ {
 			step.Run = run
-			res := c.runStep(ctx, step, probe.NewRequest(ref.Target, variant, c.Hostname))
-			err := ResultError(res)
-			var values map[string]float64
-			if err == nil {
-				values, err = OpValues(res, p.Kind, sw.Unit)
-			}
+			_, values, err := c.measure(ctx, step, probe.NewRequest(ref.Target, variant, c.Hostname), sw.Unit)
 			if err != nil {
 				c.index += c.SweepRuns - run + (len(levels)-li-1)*c.SweepRuns
 				return sw, fmt.Errorf("%s/%s: sweep stopped at %s=%d, run %d of %d: %w", ref.Target.Name, p.Name, variable, level, run, c.SweepRuns, err)

@@ -274,7 +274,7 @@ func (r SizeSweepReport) writeSizeSweep(w io.Writer) {
 			}
 			good = fmt.Sprintf("no (%s of %s)", strings.Join(off, ", "), size(SizeFactor*st.Size))
 		}
-		row = append(row, probe.FormatSize(st.BytesPerRun), probe.FormatSize(st.HourlyIO), formatIO(st.Moved), good)
+		row = append(row, probe.FormatSize(st.BytesPerRun), probe.FormatSize(st.HourlyIO), probe.FormatIO(st.Moved), good)
 		fmt.Fprintln(tw, strings.Join(row, "\t"))
 	}
 	tw.Flush()
@@ -307,21 +307,4 @@ func (r SizeSweepReport) writeSizeSweep(w io.Writer) {
 	if t.MaxBytesPerHour > 0 && st.HourlyIO > t.MaxBytesPerHour {
 		fmt.Fprintf(w, "note: that is over the target's max_bytes_per_hour %s\n", probe.FormatSize(t.MaxBytesPerHour))
 	}
-}
-
-// formatIO renders an amount of I/O the runs moved, which is rarely a
-// round size: exactly in whole MiB or GiB (as the config writes sizes)
-// below 1GiB or in whole GiB, else with one decimal. It is check-config's
-// formatIO, which belongs beside probe.FormatSize once that file is free
-// to change.
-func formatIO(b int64) string {
-	switch {
-	case b == 0, b%(1<<30) == 0, b < 1<<30 && b%(1<<20) == 0, b < 1<<20 && b%(1<<10) == 0:
-		return probe.FormatSize(b)
-	case b >= 1<<30:
-		return fmt.Sprintf("%.1fGiB", float64(b)/(1<<30))
-	case b >= 1<<20:
-		return fmt.Sprintf("%.1fMiB", float64(b)/(1<<20))
-	}
-	return fmt.Sprintf("%.1fKiB", float64(b)/(1<<10))
 }

@@ -347,12 +347,7 @@ func (c *Characterizer) SweepSizes(ctx context.Context, s SizeSweeper, ref Probe
 		step := Step{Total: c.total, Target: ref.Target.Name, Probe: p.Name, Kind: p.Kind, Variable: sw.Key, Level: int(size), Runs: runs}
 		for run := 1; run <= runs; run++ {
 			step.Run = run
-			res := c.runStep(ctx, step, probe.NewRequest(ref.Target, v, c.Hostname))
-			err := ResultError(res)
-			var values map[string]float64
-			if err == nil {
-				values, err = OpValues(res, p.Kind, sw.Unit)
-			}
+			res, values, err := c.measure(ctx, step, probe.NewRequest(ref.Target, v, c.Hostname), sw.Unit)
 			if err != nil {
 				c.index += runs - run + (len(plan.Sizes)-si-1)*runs
 				return sw, fmt.Errorf("%s/%s: size sweep stopped at %s=%s, run %d of %d: %w", ref.Target.Name, p.Name, sw.Key, plateau.FormatProbeSize(p.Kind, size), run, runs, err)

@@ -188,13 +188,7 @@ func openStepDir(dir *probeDir, name string) (*runDir, error) {
 func waitStart(ctx context.Context, req probe.SlurmTaskRequest, res *probe.SlurmTaskResult) error {
 	res.Arrived = time.Now()
 	if d := time.Until(req.StartAt); d > 0 {
-		t := time.NewTimer(d)
-		defer t.Stop()
-		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-t.C:
-		}
+		return probe.Sleep(ctx, d)
 	}
 	return nil
 }

@@ -1,8 +1,9 @@
 // Package plateau owns what the daemon compares every result with, and
 // the comparison itself: the baselines and their file, Compare (the one
 // verdict that /metrics, the probe command and the status page all use),
-// the run verdicts and the change statistic, and the history of recent
-// runs the daemon keeps across restarts. How the baselines are measured
+// the run verdicts and the change statistic, the history of recent runs
+// the daemon keeps across restarts, and the probe command's report of
+// results beside their plateau. How the baselines are measured
 // lives in probe/characterize; how the rules fire on recorded series, in
 // probe/backtest.
 package plateau
