@@ -8,6 +8,7 @@ import (
 	"os"
 
 	"github.com/alecthomas/kingpin/v2"
+
 	"github.com/plateau-exporter/plateau_exporter/probe/worker"
 )
 

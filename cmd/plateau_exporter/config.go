@@ -14,11 +14,12 @@ import (
 
 	"github.com/go-kit/log"
 	"github.com/go-kit/log/level"
+	"github.com/prometheus/client_golang/prometheus"
+
 	"github.com/plateau-exporter/plateau_exporter/probe"
 	"github.com/plateau-exporter/plateau_exporter/probe/plateau"
 	"github.com/plateau-exporter/plateau_exporter/probe/schedule"
 	"github.com/plateau-exporter/plateau_exporter/probe/store"
-	"github.com/prometheus/client_golang/prometheus"
 )
 
 // defaultHistoryFile is history.json in the service's state directory,

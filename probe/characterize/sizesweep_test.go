@@ -117,22 +117,25 @@ func TestSizeSweepFindsSmallestGoodSizeAndItsCost(t *testing.T) {
 	}
 }
 
+// neverSettles answers a metadata run with a rate that gains 10% at each
+// doubling of files: no size is good.
+func neverSettles(req probe.Request) *probe.Result {
+	res := &probe.Result{Kind: req.Probe.Kind}
+	n := int64(1000)
+	for f := req.Probe.Files; f > 16; f /= 2 {
+		n = n * 11 / 10
+	}
+	for _, op := range probe.OpsOf(req.Probe.Kind) {
+		res.Ops = append(res.Ops, probe.OpResult{Op: op, Operations: n, Seconds: 1})
+	}
+	return res
+}
+
 // A rate that never settles (each doubling gains 10%) has no good size.
 func TestSizeSweepWithoutPlateau(t *testing.T) {
 	p := probe.ProbeConfig{Name: "md", Kind: probe.KindMetadata, Workers: 1, Files: 32, Interval: time.Minute, Timeout: 30 * time.Second}
 	target := &probe.Target{Name: "t", Path: t.TempDir(), Probes: []*probe.ProbeConfig{&p}}
-	grow := func(_ context.Context, req probe.Request) *probe.Result {
-		res := &probe.Result{Kind: req.Probe.Kind}
-		n := int64(1000)
-		for f := req.Probe.Files; f > 16; f /= 2 {
-			n = n * 11 / 10
-		}
-		for _, op := range probe.OpsOf(req.Probe.Kind) {
-			res.Ops = append(res.Ops, probe.OpResult{Op: op, Operations: n, Seconds: 1})
-		}
-		return res
-	}
-	c := &Characterizer{Run: grow}
+	c := &Characterizer{Run: func(_ context.Context, req probe.Request) *probe.Result { return neverSettles(req) }}
 	sw, err := c.SweepSizes(context.Background(), SizeSweeper{Runs: 1}, ProbeRef{target, &p})
 	if err != nil {
 		t.Fatal(err)
@@ -269,16 +272,7 @@ func TestSizeSweepAllWritesWhatItFindsAndDropsWhatNoLongerHolds(t *testing.T) {
 		if req.Probe.Kind == probe.KindSequential {
 			return settles(ctx, req)
 		}
-		// Each doubling of files gains 10%: no size is good.
-		res := &probe.Result{Kind: req.Probe.Kind}
-		n := int64(1000)
-		for f := req.Probe.Files; f > 16; f /= 2 {
-			n = n * 11 / 10
-		}
-		for _, op := range probe.OpsOf(req.Probe.Kind) {
-			res.Ops = append(res.Ops, probe.OpResult{Op: op, Operations: n, Seconds: 1})
-		}
-		return res
+		return neverSettles(req)
 	}}
 	// The file holds the plateaus the sizes go beside.
 	b := plateau.NewBaselines()
