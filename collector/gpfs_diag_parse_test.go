@@ -281,7 +281,13 @@ func TestParseLocaleFloat(t *testing.T) {
 func FuzzParseMmdiagWaiters(f *testing.F) {
 	readFixtures(f, "mmdiag-waiters.txt")
 	f.Add([]byte(waitersHeader + "mmdiag:waiters:0:1:::1:0:T:x:1,5:m::::::for I/O:::\n"))
+	f.Add([]byte("foobar\nmmdiag:waiters\nmmdiag:foobar:0:1\n"))
+	fixture := readGPFSFixture(f, "mmdiag-waiters.txt")
 	f.Fuzz(func(t *testing.T, out []byte) {
+		checkJunk(t, fixture, out, yJunk(fixture), nil, func(b []byte) (any, badLines, error) {
+			w, bad, err := parseMmdiagWaiters(b)
+			return w, bad, err
+		})
 		w, _, _ := parseMmdiagWaiters(out)
 		classes := map[string]bool{}
 		for _, c := range gpfsWaiterClasses() {
@@ -301,7 +307,13 @@ func FuzzParseMmdiagWaiters(f *testing.F) {
 func FuzzParseVerbsStatus(f *testing.F) {
 	readFixtures(f, "mmfsadm-verbs.txt")
 	f.Add([]byte("VERBS RDMA status: disabled\n"))
+	f.Add([]byte("mmfsadm: some banner\n\n  VERBS RDMA: started\n"))
+	fixture := readGPFSFixture(f, "mmfsadm-verbs.txt")
 	f.Fuzz(func(t *testing.T, out []byte) {
+		checkJunk(t, fixture, out, verbsJunk, nil, func(b []byte) (any, badLines, error) {
+			s, bad, err := parseVerbsStatus(b)
+			return s, bad, err
+		})
 		if s, _, err := parseVerbsStatus(out); err == nil && s == "" {
 			t.Fatal("no error and no status")
 		}
@@ -310,7 +322,12 @@ func FuzzParseVerbsStatus(f *testing.F) {
 
 func FuzzParseMmlsfs(f *testing.F) {
 	readFixtures(f, "mmlsfs.txt")
+	fixture := readGPFSFixture(f, "mmlsfs.txt")
 	f.Fuzz(func(t *testing.T, out []byte) {
+		checkJunk(t, fixture, out, yJunk(fixture), nil, func(b []byte) (any, badLines, error) {
+			list, bad, err := parseMmlsfs(b)
+			return list, bad, err
+		})
 		list, _, _ := parseMmlsfs(out)
 		seen := map[string]bool{}
 		for _, fs := range list {
@@ -324,7 +341,12 @@ func FuzzParseMmlsfs(f *testing.F) {
 
 func FuzzParseMmlsdisk(f *testing.F) {
 	readFixtures(f, "mmlsdisk-scratch.txt", "mmlsdisk-home.txt")
+	fixture := readGPFSFixture(f, "mmlsdisk-home.txt")
 	f.Fuzz(func(t *testing.T, out []byte) {
+		checkJunk(t, fixture, out, yJunk(fixture), nil, func(b []byte) (any, badLines, error) {
+			disks, bad, err := parseMmlsdisk(b)
+			return disks, bad, err
+		})
 		disks, _, _ := parseMmlsdisk(out)
 		for _, d := range disks {
 			if d.name == "" || d.status == "" || d.availability == "" {
@@ -336,7 +358,12 @@ func FuzzParseMmlsdisk(f *testing.F) {
 
 func FuzzParseMmlsqos(f *testing.F) {
 	readFixtures(f, "mmlsqos-scratch.txt", "mmlsqos-home.txt", "mmlsqos-projects.txt")
+	fixture := readGPFSFixture(f, "mmlsqos-scratch.txt")
 	f.Fuzz(func(t *testing.T, out []byte) {
+		checkJunk(t, fixture, out, yJunk(fixture), nil, func(b []byte) (any, badLines, error) {
+			q, bad, err := parseMmlsqos(b)
+			return q, bad, err
+		})
 		q, _, _ := parseMmlsqos(out)
 		if !q.hasStatus && (q.throttling || len(q.stats) > 0) {
 			t.Fatalf("results without a status row: %+v", q)
@@ -365,6 +392,10 @@ func FuzzParseGPFSMounts(f *testing.F) {
 	f.Add(data)
 	f.Add([]byte("scratch /a\\040b gpfs ro 0 0\n"))
 	f.Fuzz(func(t *testing.T, out []byte) {
+		checkJunk(t, data, out, mountsJunk, nil, func(b []byte) (any, badLines, error) {
+			m, bad := parseGPFSMounts(b)
+			return m, bad, nil
+		})
 		mounts, _ := parseGPFSMounts(out)
 		for _, m := range mounts {
 			if m.mode != "rw" && m.mode != "ro" {

@@ -270,7 +270,13 @@ func readFixtures(f *testing.F, names ...string) {
 func FuzzParseMmpmon(f *testing.F) {
 	readFixtures(f, "fs_io_s.txt", "nsd_ds.txt", "rc-error/fs_io_s.txt")
 	f.Add([]byte("_fs_io_s_ _rc_ 0 _cl_ c _fs_ f _br_ 1\n_r_ _ops_ 1\n"))
+	f.Add([]byte("mmpmon> \nfs_io_s\n"))
+	fixture := append(readGPFSFixture(f, "fs_io_s.txt"), readGPFSFixture(f, "nsd_ds.txt")...)
 	f.Fuzz(func(t *testing.T, out []byte) {
+		checkJunk(t, fixture, out, mmpmonJunk, nil, func(b []byte) (any, badLines, error) {
+			res, bad, err := parseMmpmon(b)
+			return res, bad, err
+		})
 		res, _, err := parseMmpmon(out)
 		if err == nil && len(res.rc) == 0 {
 			t.Fatal("no error, yet no response was recognised")
@@ -302,7 +308,10 @@ func FuzzParseMmpmon(f *testing.F) {
 func FuzzParseY(f *testing.F) {
 	readFixtures(f, "mmgetstate.txt", "mmhealth.txt", "mmdiag-waiters.txt", "mmlsfs.txt", "mmlsdisk-scratch.txt", "mmlsqos-scratch.txt")
 	f.Add([]byte("a:b:HEADER:x:\na:b:1:%3A%zz%4:\n"))
+	f.Add([]byte("foobar\nmmhealth:State\nmmhealth:Event:0:1:::x:\n"))
+	fixture := readGPFSFixture(f, "mmhealth.txt")
 	f.Fuzz(func(t *testing.T, out []byte) {
+		checkJunk(t, fixture, out, yJunk(fixture), nil, yTables)
 		y, _, err := parseY(out)
 		if y == nil {
 			t.Fatal("nil result")

@@ -185,8 +185,15 @@ func FuzzParseMountstats(f *testing.F) {
 	f.Add([]byte("device a:/b mounted on /b with fstype nfs4 statvers=1.1\n\txprt:\trdma" + strings.Repeat(" 7", 40) + "\n"))
 	f.Add([]byte("device a:/b mounted on /b with fstype nfs4 statvers=1.1\n\topts:\tvers=4.2,vers,proto=udp,proto=rdma=x,addr=1\n" +
 		"\txprt:\tudp 1 2 3 4 5 6 7 8 9 10\n\txprt:\trdma 0 0 1 0 12 30214 30214 0 60428 0 0 0 0 0 0 0 0 0 0 0 0 0 0 3 0 0 0 0\n"))
+	f.Add([]byte("garbage\n\tage: 12\nRPC iostats version: 1.1\n"))
 	root := procfsRoot(f)
+	fixture := fixtureMountstats(f)
+	top := mountstatsTopLevel(fixture)
 	f.Fuzz(func(t *testing.T, data []byte) {
+		checkJunk(t, fixture, data, mountstatsJunk, top, func(b []byte) (any, badLines, error) {
+			m, bad, err := parseMountstats(b)
+			return m, bad, err
+		})
 		got, _, err := parseMountstats(data)
 		for _, m := range got {
 			for _, o := range m.ops {
