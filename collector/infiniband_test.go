@@ -1,6 +1,8 @@
 package collector
 
 import (
+	"bytes"
+	"hash/fnv"
 	"math"
 	"os"
 	"path/filepath"
@@ -326,7 +328,10 @@ func FuzzParseIBStateAndRate(f *testing.F) {
 		"53.125 Gb/sec (1X HDR)", "400 Gb/sec (4X NDR)", "garbage", ":", " ", "-1 Gb/sec", "1e400 Gb/sec", "NaN Gb/sec", "Inf Gb/sec"} {
 		f.Add(s)
 	}
+	f.Add("garbage\n0x\n\n-3\nN/A (no PMA)\n18446744073709551616")
+	hca := filepath.Join("fixtures", "sys", "class", "infiniband", "mlx5_0")
 	f.Fuzz(func(t *testing.T, s string) {
+		checkIBJunk(t, hca, s)
 		if id, err := parseIBState(s); err == nil && id > 1<<32-1 {
 			t.Errorf("state %q parsed to %d, wider than 32 bits", s, id)
 		}
@@ -344,4 +349,77 @@ func FuzzParseIBStateAndRate(f *testing.F) {
 			t.Errorf("rate %q = %d, want %d", s, rate, want)
 		}
 	})
+}
+
+// ibJunk accepts the values no counter file could hold: neither a number
+// nor N/A, nor blank (a blank file is read as absent by neither procfs
+// nor this collector's tests, so it is left out), and short enough to be
+// read whole.
+func ibJunk(v string) bool {
+	v = string(bytes.TrimSpace([]byte(v)))
+	if v == "" || len(v) > 1000 || strings.HasPrefix(v, "N/A") {
+		return false
+	}
+	_, err := strconv.ParseUint(v, 0, 64)
+	return err != nil
+}
+
+// checkIBJunk is the "junk among good rows" property for sysfs: the lines
+// of junk that are no counter value are written into counter files of a
+// copy of the HCA at hca (which counter, from the value's hash); every
+// other counter of every port must read as before, and each overwritten
+// file must be counted.
+func checkIBJunk(t *testing.T, hca, junk string) {
+	t.Helper()
+	values := junkLines([]byte(junk), ibJunk)
+	root := t.TempDir()
+	dst := filepath.Join(root, "class", "infiniband", filepath.Base(hca))
+	if err := os.CopyFS(dst, os.DirFS(hca)); err != nil {
+		t.Fatal(err)
+	}
+	c, err := newInfiniBandCollector(root, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := c.readDevice(filepath.Base(hca))
+	if !want.ok || len(want.errs) > 0 || want.badPorts.count+want.badCounters.count > 0 || len(want.ports) == 0 {
+		t.Fatalf("the fixture HCA does not read cleanly: %+v", want)
+	}
+	type slot struct{ port, counter int }
+	junked := map[slot]bool{}
+	for i, v := range values {
+		h := fnv.New32a()
+		h.Write([]byte(v))
+		n := int(h.Sum32()) + i
+		sl := slot{n % len(want.ports), (n / len(want.ports)) % len(c.counters)}
+		if !want.ports[sl.port].counters[sl.counter].present {
+			continue // only files that exist hold a value to spoil
+		}
+		file := filepath.Join(dst, "ports", strconv.FormatUint(want.ports[sl.port].number, 10), "counters", c.counters[sl.counter].name)
+		if err := os.WriteFile(file, []byte(v+"\n"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		junked[sl] = true
+	}
+	got := c.readDevice(filepath.Base(hca))
+	if len(got.errs) > 0 || len(got.ports) != len(want.ports) || got.badPorts.count > 0 {
+		t.Fatalf("junk counter values cost more than themselves: errs %v, %d ports of %d", got.errs, len(got.ports), len(want.ports))
+	}
+	if got.badCounters.count != len(junked) {
+		t.Errorf("counted %d bad counter files (first %s), want %d", got.badCounters.count, got.badCounters.first, len(junked))
+	}
+	for p := range want.ports {
+		for k := range c.counters {
+			g, w := got.ports[p].counters[k], want.ports[p].counters[k]
+			if junked[slot{p, k}] {
+				if g.present {
+					t.Errorf("port %d %s read from a junk value: %+v", want.ports[p].number, c.counters[k].name, g)
+				}
+				continue
+			}
+			if g != w {
+				t.Errorf("port %d %s = %+v, want %+v as before the junk", want.ports[p].number, c.counters[k].name, g, w)
+			}
+		}
+	}
 }
