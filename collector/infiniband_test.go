@@ -329,9 +329,9 @@ func FuzzParseIBStateAndRate(f *testing.F) {
 		f.Add(s)
 	}
 	f.Add("garbage\n0x\n\n-3\nN/A (no PMA)\n18446744073709551616")
-	hca := filepath.Join("fixtures", "sys", "class", "infiniband", "mlx5_0")
+	rig := newIBJunkRig(f, filepath.Join("fixtures", "sys", "class", "infiniband", "mlx5_0"))
 	f.Fuzz(func(t *testing.T, s string) {
-		checkIBJunk(t, hca, s)
+		checkIBJunk(t, rig, s)
 		if id, err := parseIBState(s); err == nil && id > 1<<32-1 {
 			t.Errorf("state %q parsed to %d, wider than 32 bits", s, id)
 		}
@@ -364,27 +364,42 @@ func ibJunk(v string) bool {
 	return err != nil
 }
 
-// checkIBJunk is the "junk among good rows" property for sysfs: the lines
-// of junk that are no counter value are written into counter files of a
-// copy of the HCA at hca (which counter, from the value's hash); every
-// other counter of every port must read as before, and each overwritten
-// file must be counted.
-func checkIBJunk(t *testing.T, hca, junk string) {
-	t.Helper()
-	values := junkLines([]byte(junk), ibJunk)
-	root := t.TempDir()
-	dst := filepath.Join(root, "class", "infiniband", filepath.Base(hca))
-	if err := os.CopyFS(dst, os.DirFS(hca)); err != nil {
-		t.Fatal(err)
+// ibJunkRig is a copy of a fixture HCA that checkIBJunk writes junk
+// into, made once per fuzz process: copying the tree for each input would
+// make the target a file-copy benchmark.
+type ibJunkRig struct {
+	dir  string // the copy's directory
+	c    *infinibandCollector
+	want ibDevice // the copy as read before any junk
+}
+
+func newIBJunkRig(tb testing.TB, hca string) *ibJunkRig {
+	tb.Helper()
+	root := tb.TempDir()
+	dir := filepath.Join(root, "class", "infiniband", filepath.Base(hca))
+	if err := os.CopyFS(dir, os.DirFS(hca)); err != nil {
+		tb.Fatal(err)
 	}
 	c, err := newInfiniBandCollector(root, nil)
 	if err != nil {
-		t.Fatal(err)
+		tb.Fatal(err)
 	}
-	want := c.readDevice(filepath.Base(hca))
-	if !want.ok || len(want.errs) > 0 || want.badPorts.count+want.badCounters.count > 0 || len(want.ports) == 0 {
-		t.Fatalf("the fixture HCA does not read cleanly: %+v", want)
+	r := &ibJunkRig{dir: dir, c: c, want: c.readDevice(filepath.Base(hca))}
+	if w := r.want; !w.ok || len(w.errs) > 0 || w.badPorts.count+w.badCounters.count > 0 || len(w.ports) == 0 {
+		tb.Fatalf("the fixture HCA does not read cleanly: %+v", w)
 	}
+	return r
+}
+
+// checkIBJunk is the "junk among good rows" property for sysfs: the lines
+// of junk that are no counter value are written into counter files of the
+// rig's HCA (which counter, from the value's hash); every other counter of
+// every port must read as before, and each overwritten file must be
+// counted. The files are put back afterwards.
+func checkIBJunk(t *testing.T, r *ibJunkRig, junk string) {
+	t.Helper()
+	c, want := r.c, r.want
+	values := junkLines([]byte(junk), ibJunk)
 	type slot struct{ port, counter int }
 	junked := map[slot]bool{}
 	for i, v := range values {
@@ -395,13 +410,24 @@ func checkIBJunk(t *testing.T, hca, junk string) {
 		if !want.ports[sl.port].counters[sl.counter].present {
 			continue // only files that exist hold a value to spoil
 		}
-		file := filepath.Join(dst, "ports", strconv.FormatUint(want.ports[sl.port].number, 10), "counters", c.counters[sl.counter].name)
+		file := filepath.Join(r.dir, "ports", strconv.FormatUint(want.ports[sl.port].number, 10), "counters", c.counters[sl.counter].name)
+		original, err := os.ReadFile(file)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !junked[sl] {
+			t.Cleanup(func() {
+				if err := os.WriteFile(file, original, 0o644); err != nil {
+					t.Error(err)
+				}
+			})
+		}
 		if err := os.WriteFile(file, []byte(v+"\n"), 0o644); err != nil {
 			t.Fatal(err)
 		}
 		junked[sl] = true
 	}
-	got := c.readDevice(filepath.Base(hca))
+	got := c.readDevice(filepath.Base(r.dir))
 	if len(got.errs) > 0 || len(got.ports) != len(want.ports) || got.badPorts.count > 0 {
 		t.Fatalf("junk counter values cost more than themselves: errs %v, %d ports of %d", got.errs, len(got.ports), len(want.ports))
 	}
