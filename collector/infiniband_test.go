@@ -449,3 +449,33 @@ func checkIBJunk(t *testing.T, r *ibJunkRig, junk string) {
 		}
 	}
 }
+
+// A node where not one port parses fails the collector: HCAs without
+// ports would read as HCAs whose cables were pulled.
+func TestInfiniBandNoReadablePort(t *testing.T) {
+	root := t.TempDir()
+	hca := filepath.Join(root, "class", "infiniband", "mlx5_0")
+	for path, value := range map[string]string{
+		filepath.Join(hca, "fw_ver"):                   "16.35.2000",
+		filepath.Join(hca, "ports", "1", "state"):      "garbage",
+		filepath.Join(hca, "ports", "1", "phys_state"): "5: LinkUp",
+		filepath.Join(hca, "ports", "1", "rate"):       "100 Gb/sec (4X EDR)",
+	} {
+		if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(path, []byte(value+"\n"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	c, err := newInfiniBandCollector(root, log.NewNopLogger())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := collectAll(c); err == nil || !strings.Contains(err.Error(), "no InfiniBand port could be read") {
+		t.Errorf("Update error = %v, want one saying no port could be read", err)
+	}
+	if n, _ := parseErrorCount(c, ibSourcePorts); n != 1 {
+		t.Errorf("port parse errors = %d, want 1", n)
+	}
+}
