@@ -333,16 +333,16 @@ func BenchmarkScrape(b *testing.B) {
 	b.Run("gpfs-diag-parse", func(b *testing.B) {
 		b.ReportAllocs()
 		for i := 0; i < b.N; i++ {
-			if _, err := parseMmdiagWaiters(diagOut["mmdiag-waiters.txt"]); err != nil {
+			if _, _, err := parseMmdiagWaiters(diagOut["mmdiag-waiters.txt"]); err != nil {
 				b.Fatal(err)
 			}
-			if _, err := parseMmlsfs(diagOut["mmlsfs.txt"]); err != nil {
+			if _, _, err := parseMmlsfs(diagOut["mmlsfs.txt"]); err != nil {
 				b.Fatal(err)
 			}
-			if d, err := parseMmlsdisk(diagOut["mmlsdisk-scratch.txt"]); err != nil || len(d) != 68 {
+			if d, _, err := parseMmlsdisk(diagOut["mmlsdisk-scratch.txt"]); err != nil || len(d) != 68 {
 				b.Fatalf("%d disks, %v", len(d), err)
 			}
-			if _, err := parseMmlsqos(diagOut["mmlsqos-scratch.txt"]); err != nil {
+			if _, _, err := parseMmlsqos(diagOut["mmlsqos-scratch.txt"]); err != nil {
 				b.Fatal(err)
 			}
 		}
@@ -350,11 +350,11 @@ func BenchmarkScrape(b *testing.B) {
 	b.Run("gpfs-parse", func(b *testing.B) {
 		b.ReportAllocs()
 		for i := 0; i < b.N; i++ {
-			res, err := parseMmpmon(gpfsOut)
+			res, _, err := parseMmpmon(gpfsOut)
 			if err != nil || len(res.fs) != 4 {
 				b.Fatalf("%d file systems, %v", len(res.fs), err)
 			}
-			if _, err := parseY(healthOut); err != nil {
+			if _, _, err := parseY(healthOut); err != nil {
 				b.Fatal(err)
 			}
 		}

@@ -57,6 +57,13 @@ var (
 		"1 if the collector read its counters during this scrape, 0 if it failed or found no data.",
 		[]string{"collector"}, nil,
 	)
+	parseErrorsDesc = prometheus.NewDesc(
+		prometheus.BuildFQName(namespace, "collector", "parse_errors_total"),
+		"Lines (rows, records, attribute files) of the source that the collector could not read and skipped, since the exporter started. "+
+			"The rest of the source is still exported; a source with nothing readable fails the collector (plateau_scrape_collector_success 0) instead. "+
+			"Every source parsed at least once has a series, 0 while it had no bad line.",
+		[]string{"collector", "source"}, nil,
+	)
 )
 
 // registerCollector is called from each collector's init(): it adds the
@@ -179,6 +186,7 @@ func (r *Registry) Enabled() []string {
 func (r *Registry) Describe(ch chan<- *prometheus.Desc) {
 	ch <- scrapeDurationDesc
 	ch <- scrapeSuccessDesc
+	ch <- parseErrorsDesc
 }
 
 // Collect implements prometheus.Collector.
@@ -209,6 +217,13 @@ func (r *Registry) execute(name string, c Collector, ch chan<- prometheus.Metric
 	}
 	ch <- prometheus.MustNewConstMetric(scrapeDurationDesc, prometheus.GaugeValue, duration.Seconds(), name)
 	ch <- prometheus.MustNewConstMetric(scrapeSuccessDesc, prometheus.GaugeValue, success, name)
+	// Sent even when Update failed: the count is what the parsers saw
+	// until now, and an alert's rate() needs the series at every scrape.
+	if p, ok := c.(parseErrorReporter); ok {
+		for _, sc := range p.parseErrors().snapshot() {
+			ch <- prometheus.MustNewConstMetric(parseErrorsDesc, prometheus.CounterValue, float64(sc.count), name, sc.source)
+		}
+	}
 }
 
 // typedDesc pairs a descriptor with its value type so collectors declare both once.

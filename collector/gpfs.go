@@ -202,6 +202,8 @@ type gpfsCollector struct {
 	requests []string
 	logger   log.Logger
 	runner   *commandRunner
+	// parseErrs counts the lines each command's parser skipped.
+	parseErrs *parseErrorCounter
 
 	fs [fsCounterCount]typedDesc
 
@@ -263,6 +265,8 @@ func newGPFSCollector(cfg gpfsConfig, logger log.Logger) (*gpfsCollector, error)
 		requests: requests,
 		logger:   logger,
 		runner:   newCommandRunner(cfg.sudo),
+
+		parseErrs: newParseErrorCounter(logger),
 
 		nsdOps:   nsdDesc("nsd_operations_total", "I/O requests this NSD server performed for the disk (mmpmon nsd_ds _ops_)."),
 		nsdBytes: nsdDesc("nsd_bytes_total", "Bytes this NSD server transferred for the disk (mmpmon nsd_ds _b_)."),
@@ -383,6 +387,22 @@ func (c *gpfsCollector) Update(ch chan<- prometheus.Metric) error {
 	}
 	return errors.Join(errs...)
 }
+
+func (c *gpfsCollector) parseErrors() *parseErrorCounter { return c.parseErrs }
+
+// The sources of plateau_collector_parse_errors_total: one per command
+// output the collector parses, and /proc/mounts.
+const (
+	gpfsSourceMmpmon     = "mmpmon"
+	gpfsSourceMmgetstate = "mmgetstate"
+	gpfsSourceMmhealth   = "mmhealth"
+	gpfsSourceWaiters    = "mmdiag_waiters"
+	gpfsSourceVerbs      = "mmfsadm_verbs"
+	gpfsSourceMmlsfs     = "mmlsfs"
+	gpfsSourceMmlsdisk   = "mmlsdisk"
+	gpfsSourceMmlsqos    = "mmlsqos"
+	gpfsSourceMounts     = "proc_mounts"
+)
 
 // gpfsCommand is one GPFS command run in the background and its last result.
 type gpfsCommand struct {
@@ -558,7 +578,8 @@ func (c *gpfsCollector) mmpmon(ctx context.Context) ([]prometheus.Metric, error)
 	if err != nil {
 		return nil, err
 	}
-	res, parseErr := parseMmpmon(out)
+	res, bad, parseErr := parseMmpmon(out)
+	c.parseErrs.record(gpfsSourceMmpmon, bad)
 
 	var ms []prometheus.Metric
 	// The return code series always exist for the requests sent, so an
@@ -624,7 +645,8 @@ func (c *gpfsCollector) mmgetstate(ctx context.Context) ([]prometheus.Metric, er
 	if err != nil {
 		return nil, err
 	}
-	y, err := parseY(out)
+	y, bad, err := parseY(out)
+	c.parseErrs.record(gpfsSourceMmgetstate, bad)
 	if err != nil {
 		return nil, fmt.Errorf("mmgetstate -Y: %w", err)
 	}
@@ -662,7 +684,8 @@ func (c *gpfsCollector) mmhealth(ctx context.Context) ([]prometheus.Metric, erro
 	if err != nil {
 		return nil, err
 	}
-	y, err := parseY(out)
+	y, bad, err := parseY(out)
+	defer func() { c.parseErrs.record(gpfsSourceMmhealth, bad) }()
 	if err != nil {
 		return nil, fmt.Errorf("mmhealth node show -Y: %w", err)
 	}
@@ -677,9 +700,13 @@ func (c *gpfsCollector) mmhealth(ctx context.Context) ([]prometheus.Metric, erro
 	type entity struct{ component, name string }
 	current := map[entity]string{}
 	var order []entity
-	for _, row := range t.rows {
+	for i, row := range t.rows {
 		e := entity{labelValue(t.value(row, compCol)), labelValue(t.value(row, entCol))}
-		if _, dup := current[e]; dup || e.component == "" {
+		if e.component == "" {
+			t.badRow(&bad, i, "State row without a component")
+			continue
+		}
+		if _, dup := current[e]; dup {
 			// The same name under two entity types would be a duplicate
 			// series; the first row is the component's own entity.
 			continue

@@ -15,7 +15,7 @@ func TestParseMmdiagWaiters(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	w, err := parseMmdiagWaiters(out)
+	w, _, err := parseMmdiagWaiters(out)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -51,7 +51,7 @@ func TestParseMmdiagWaiters(t *testing.T) {
 		{name: "no waitTime column", in: "mmdiag:waiters:HEADER:version:reserved:reserved:threadName:\nmmdiag:waiters:0:1:::x:\n", wantErr: "no waitTime column", wantNothing: true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			w, err := parseMmdiagWaiters([]byte(tc.in))
+			w, _, err := parseMmdiagWaiters([]byte(tc.in))
 			if tc.wantErr != "" {
 				if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
 					t.Fatalf("error = %v, want %q", err, tc.wantErr)
@@ -106,7 +106,7 @@ func TestParseVerbsStatus(t *testing.T) {
 		{in: "", wantErr: "no 'VERBS RDMA status:' line"},
 		{in: "mmfsadm: unknown command\n", wantErr: "no 'VERBS RDMA status:' line"},
 	} {
-		got, err := parseVerbsStatus([]byte(tc.in))
+		got, _, err := parseVerbsStatus([]byte(tc.in))
 		if tc.wantErr != "" {
 			if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
 				t.Errorf("%q: error %v, want %q", tc.in, err, tc.wantErr)
@@ -124,7 +124,7 @@ func TestParseMmlsfs(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	list, err := parseMmlsfs(out)
+	list, _, err := parseMmlsfs(out)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -144,14 +144,14 @@ func TestParseMmlsfs(t *testing.T) {
 		"mmlsfs::0:1:::fs1:defaultMountPoint:%2Fgpfs%2Ffs1::\n" +
 		"mmlsfs::0:1:::fs1:inodeSize:4096::\n" +
 		"mmlsfs::0:1:::x y:inodeSize:4096::\n"
-	list, err = parseMmlsfs([]byte(all))
+	list, bad, err := parseMmlsfs([]byte(all))
 	if len(list) != 1 || list[0] != (gpfsFilesystem{"fs1", "/gpfs/fs1"}) {
 		t.Errorf("got %+v", list)
 	}
-	if err == nil || !strings.Contains(err.Error(), `"x y" is not a GPFS device name`) {
-		t.Errorf("error = %v, want the invalid name reported", err)
+	if err != nil || bad.count != 1 || !strings.Contains(bad.first, "line 5: not a GPFS device name") {
+		t.Errorf("error %v, skipped %d (first %s); want the invalid name's row skipped and counted", err, bad.count, bad.first)
 	}
-	if _, err := parseMmlsfs([]byte("mmlsfs: No file systems were found.\n")); err == nil {
+	if _, _, err := parseMmlsfs([]byte("mmlsfs: No file systems were found.\n")); err == nil {
 		t.Error("output without a table was accepted")
 	}
 }
@@ -161,7 +161,7 @@ func TestParseMmlsdisk(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	disks, err := parseMmlsdisk(out)
+	disks, _, err := parseMmlsdisk(out)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -174,14 +174,14 @@ func TestParseMmlsdisk(t *testing.T) {
 	// Columns by name, and a percent-encoded status.
 	reordered := "mmlsdisk::HEADER:version:reserved:reserved:availability:status:nsdName:storagePool:failureGroup:\n" +
 		"mmlsdisk::0:1:::up:to%20be%20emptied:d1:data:4,1,0:\n"
-	disks, err = parseMmlsdisk([]byte(reordered))
+	disks, _, err = parseMmlsdisk([]byte(reordered))
 	if err != nil || len(disks) != 1 || disks[0] != (gpfsDisk{name: "d1", pool: "data", failureGroup: "4,1,0", status: "to be emptied", availability: "up"}) {
 		t.Errorf("got %+v, %v", disks, err)
 	}
-	if _, err := parseMmlsdisk([]byte("mmlsdisk::HEADER:version:reserved:reserved:nsdName:\n")); err == nil {
+	if _, _, err := parseMmlsdisk([]byte("mmlsdisk::HEADER:version:reserved:reserved:nsdName:\n")); err == nil {
 		t.Error("a HEADER without status and availability was accepted")
 	}
-	disks, err = parseMmlsdisk([]byte("mmlsdisk::HEADER:version:reserved:reserved:nsdName:status:availability:\nmmlsdisk::0:1:::d1::\n"))
+	disks, _, err = parseMmlsdisk([]byte("mmlsdisk::HEADER:version:reserved:reserved:nsdName:status:availability:\nmmlsdisk::0:1:::d1::\n"))
 	if err == nil || len(disks) != 0 {
 		t.Errorf("a row without status was used: %+v, %v", disks, err)
 	}
@@ -192,7 +192,7 @@ func TestParseMmlsqos(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	q, err := parseMmlsqos(out)
+	q, _, err := parseMmlsqos(out)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -210,20 +210,20 @@ func TestParseMmlsqos(t *testing.T) {
 	}
 
 	monitorOnly := "mmlsqos:status:HEADER:version:reserved:reserved:enabled:throttling:monitoring:\nmmlsqos:status:0:1:::Yes:No:Yes:\n"
-	if q, err := parseMmlsqos([]byte(monitorOnly)); err != nil || !q.hasStatus || q.throttling || len(q.stats) != 0 {
+	if q, _, err := parseMmlsqos([]byte(monitorOnly)); err != nil || !q.hasStatus || q.throttling || len(q.stats) != 0 {
 		t.Errorf("monitoring only: %+v, %v", q, err)
 	}
 	nan := monitorOnly + "mmlsqos:stats:HEADER:version:reserved:reserved:pool:timeEpoch:class:iops:ioql:qsdl:et:MBs:\n" +
 		"mmlsqos:stats:0:1:::system:1:other:nan:0:0:30:1:\n" +
 		"mmlsqos:stats:0:1:::system:1:misc:2:0:0:30:1,5:\n"
-	q, err = parseMmlsqos([]byte(nan))
-	if err == nil || !strings.Contains(err.Error(), `iops "nan"`) {
-		t.Errorf("error = %v, want the NaN reported", err)
+	q, bad, err := parseMmlsqos([]byte(nan))
+	if err != nil || bad.count != 1 || !strings.Contains(bad.first, "line 4: stats row") {
+		t.Errorf("error %v, skipped %d (first %s); want the NaN row skipped and counted", err, bad.count, bad.first)
 	}
 	if len(q.stats) != 1 || q.stats[0].mbs != 1.5 {
 		t.Errorf("stats = %+v, want only misc with 1.5 MB/s", q.stats)
 	}
-	if _, err := parseMmlsqos([]byte("mmlsqos: File system x is not known.\n")); err == nil {
+	if _, _, err := parseMmlsqos([]byte("mmlsqos: File system x is not known.\n")); err == nil {
 		t.Error("output without a status row was accepted")
 	}
 }
@@ -235,7 +235,7 @@ func TestParseGPFSMounts(t *testing.T) {
 		"scratch /var/lib/containers/job\\0401 gpfs rw,relatime 0 0\n" +
 		"short line\n" +
 		"nfs:/gpfs /mnt/gpfs nfs4 rw 0 0\n"
-	got := parseGPFSMounts([]byte(in))
+	got, _ := parseGPFSMounts([]byte(in))
 	want := []gpfsMount{
 		{"scratch", "/gpfs/scratch", "rw"},
 		{"home", "/gpfs/home", "ro"},
@@ -281,8 +281,14 @@ func TestParseLocaleFloat(t *testing.T) {
 func FuzzParseMmdiagWaiters(f *testing.F) {
 	readFixtures(f, "mmdiag-waiters.txt")
 	f.Add([]byte(waitersHeader + "mmdiag:waiters:0:1:::1:0:T:x:1,5:m::::::for I/O:::\n"))
+	f.Add([]byte("foobar\nmmdiag:waiters\nmmdiag:foobar:0:1\n"))
+	fixture := readGPFSFixture(f, "mmdiag-waiters.txt")
 	f.Fuzz(func(t *testing.T, out []byte) {
-		w, _ := parseMmdiagWaiters(out)
+		checkJunk(t, fixture, out, yJunk(fixture), nil, func(b []byte) (any, badLines, error) {
+			w, bad, err := parseMmdiagWaiters(b)
+			return w, bad, err
+		})
+		w, _, _ := parseMmdiagWaiters(out)
 		classes := map[string]bool{}
 		for _, c := range gpfsWaiterClasses() {
 			classes[c] = true
@@ -301,8 +307,14 @@ func FuzzParseMmdiagWaiters(f *testing.F) {
 func FuzzParseVerbsStatus(f *testing.F) {
 	readFixtures(f, "mmfsadm-verbs.txt")
 	f.Add([]byte("VERBS RDMA status: disabled\n"))
+	f.Add([]byte("mmfsadm: some banner\n\n  VERBS RDMA: started\n"))
+	fixture := readGPFSFixture(f, "mmfsadm-verbs.txt")
 	f.Fuzz(func(t *testing.T, out []byte) {
-		if s, err := parseVerbsStatus(out); err == nil && s == "" {
+		checkJunk(t, fixture, out, verbsJunk, nil, func(b []byte) (any, badLines, error) {
+			s, bad, err := parseVerbsStatus(b)
+			return s, bad, err
+		})
+		if s, _, err := parseVerbsStatus(out); err == nil && s == "" {
 			t.Fatal("no error and no status")
 		}
 	})
@@ -310,8 +322,13 @@ func FuzzParseVerbsStatus(f *testing.F) {
 
 func FuzzParseMmlsfs(f *testing.F) {
 	readFixtures(f, "mmlsfs.txt")
+	fixture := readGPFSFixture(f, "mmlsfs.txt")
 	f.Fuzz(func(t *testing.T, out []byte) {
-		list, _ := parseMmlsfs(out)
+		checkJunk(t, fixture, out, yJunk(fixture), nil, func(b []byte) (any, badLines, error) {
+			list, bad, err := parseMmlsfs(b)
+			return list, bad, err
+		})
+		list, _, _ := parseMmlsfs(out)
 		seen := map[string]bool{}
 		for _, fs := range list {
 			if !validGPFSDevice(fs.name) || seen[fs.name] {
@@ -324,8 +341,13 @@ func FuzzParseMmlsfs(f *testing.F) {
 
 func FuzzParseMmlsdisk(f *testing.F) {
 	readFixtures(f, "mmlsdisk-scratch.txt", "mmlsdisk-home.txt")
+	fixture := readGPFSFixture(f, "mmlsdisk-home.txt")
 	f.Fuzz(func(t *testing.T, out []byte) {
-		disks, _ := parseMmlsdisk(out)
+		checkJunk(t, fixture, out, yJunk(fixture), nil, func(b []byte) (any, badLines, error) {
+			disks, bad, err := parseMmlsdisk(b)
+			return disks, bad, err
+		})
+		disks, _, _ := parseMmlsdisk(out)
 		for _, d := range disks {
 			if d.name == "" || d.status == "" || d.availability == "" {
 				t.Fatalf("disk without name, status or availability: %+v", d)
@@ -336,8 +358,13 @@ func FuzzParseMmlsdisk(f *testing.F) {
 
 func FuzzParseMmlsqos(f *testing.F) {
 	readFixtures(f, "mmlsqos-scratch.txt", "mmlsqos-home.txt", "mmlsqos-projects.txt")
+	fixture := readGPFSFixture(f, "mmlsqos-scratch.txt")
 	f.Fuzz(func(t *testing.T, out []byte) {
-		q, _ := parseMmlsqos(out)
+		checkJunk(t, fixture, out, yJunk(fixture), nil, func(b []byte) (any, badLines, error) {
+			q, bad, err := parseMmlsqos(b)
+			return q, bad, err
+		})
+		q, _, _ := parseMmlsqos(out)
 		if !q.hasStatus && (q.throttling || len(q.stats) > 0) {
 			t.Fatalf("results without a status row: %+v", q)
 		}
@@ -365,7 +392,12 @@ func FuzzParseGPFSMounts(f *testing.F) {
 	f.Add(data)
 	f.Add([]byte("scratch /a\\040b gpfs ro 0 0\n"))
 	f.Fuzz(func(t *testing.T, out []byte) {
-		for _, m := range parseGPFSMounts(out) {
+		checkJunk(t, data, out, mountsJunk, nil, func(b []byte) (any, badLines, error) {
+			m, bad := parseGPFSMounts(b)
+			return m, bad, nil
+		})
+		mounts, _ := parseGPFSMounts(out)
+		for _, m := range mounts {
 			if m.mode != "rw" && m.mode != "ro" {
 				t.Fatalf("mode %q", m.mode)
 			}

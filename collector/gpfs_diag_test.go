@@ -1,6 +1,7 @@
 package collector
 
 import (
+	"context"
 	"errors"
 	"os"
 	"path/filepath"
@@ -8,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/go-kit/log/level"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
 	"github.com/plateau-exporter/plateau_exporter/internal/probetest"
@@ -111,9 +113,13 @@ func TestGPFSInvalidFilesystemNameNotPassed(t *testing.T) {
 	cfg.nsd = false
 	cfg.mmgetstatePath, cfg.mmhealthPath, cfg.mmdiagPath, cfg.mmfsadmPath, cfg.mountsPath = "", "", "", "", ""
 	c := newTestGPFS(t, cfg)
-	_, err := collectAll(c)
-	if err == nil || !strings.Contains(err.Error(), "is not a GPFS device name") {
-		t.Errorf("Update error = %v, want one naming the invalid device name", err)
+	// The rows with invalid names cost themselves only: counted, and
+	// the collector still succeeds with scratch.
+	if _, err := collectAll(c); err != nil {
+		t.Errorf("Update error = %v, want none", err)
+	}
+	if n, _ := parseErrorCount(c, gpfsSourceMmlsfs); n != 3 {
+		t.Errorf("mmlsfs parse errors = %d, want the 3 invalid names", n)
 	}
 	// mmpmon logs its request to the same file.
 	got, _ := os.ReadFile(requests)
@@ -304,5 +310,83 @@ plateau_gpfs_filesystem_mounted{filesystem="scratch",mode="rw",mountpoint="/gpfs
 		if err := testutil.GatherAndCompare(reg, strings.NewReader(step.want), "plateau_gpfs_filesystem_mounted"); err != nil {
 			t.Errorf("after mounts %q: %v", step.mounts, err)
 		}
+	}
+}
+
+// mmdiag output mixing 28 waiter rows with three lines that are not
+// (fixtures/gpfs/mmdiag-waiters-junk.txt, in the -Y format of Storage Scale
+// 5.x, with junk of the kinds gpfs_exporter's collectors/waiter_test.go
+// feeds its parser): every waiter is exported, the three lines are counted,
+// and the collector succeeds. Until the parsers kept what they could read,
+// this failed with "-Y line 32: row of mmdiag:foobar before its HEADER" and
+// exported no waiter.
+func TestGPFSWaitersKeepRowsAmongJunk(t *testing.T) {
+	dir := t.TempDir()
+	for dst, src := range map[string]string{"fs_io_s.txt": "fs_io_s.txt", "mmdiag-waiters.txt": "mmdiag-waiters-junk.txt"} {
+		data, err := os.ReadFile(fixturePath(t, "gpfs", src))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(dir, dst), data, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	t.Setenv("FAKE_GPFS_FIXTURES", dir)
+	cfg := fakeGPFSDiag(t, 30*time.Second)
+	cfg.nsd = false
+	cfg.mmgetstatePath, cfg.mmhealthPath, cfg.mmfsadmPath, cfg.mountsPath = "", "", "", ""
+	cfg.mmlsfsPath, cfg.mmlsdiskPath, cfg.mmlsqosPath = "", "", ""
+	logs := &logBuffer{}
+	c, err := newGPFSCollector(cfg, level.NewFilter(logs, level.AllowDebug()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	reg := newTestRegistry("gpfs", c, nil)
+
+	families, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	values := map[string]float64{}
+	waiters := 0.0
+	for _, mf := range families {
+		for _, m := range mf.GetMetric() {
+			key := mf.GetName()
+			for _, lp := range m.GetLabel() {
+				key += "," + lp.GetName() + "=" + lp.GetValue()
+			}
+			v := m.GetGauge().GetValue() + m.GetCounter().GetValue()
+			values[key] = v
+			if mf.GetName() == "plateau_gpfs_waiters" {
+				waiters += v
+			}
+		}
+	}
+	if waiters != 28 {
+		t.Errorf("plateau_gpfs_waiters sum to %v, want all 28 waiter rows", waiters)
+	}
+	for key, want := range map[string]float64{
+		"plateau_collector_parse_errors_total,collector=gpfs,source=mmdiag_waiters": 3,
+		"plateau_collector_parse_errors_total,collector=gpfs,source=mmpmon":         0,
+		"plateau_gpfs_command_success,command=mmdiag":                               1,
+		"plateau_scrape_collector_success,collector=gpfs":                           1,
+		"plateau_gpfs_waiter_longest_seconds":                                       85.836,
+	} {
+		if got, ok := values[key]; !ok || got != want {
+			t.Errorf("%s = %v (present %v), want %v", key, got, ok, want)
+		}
+	}
+	// The first junk line of the run is logged, once.
+	if n := logs.count(`first="line 16: not a -Y line: \"foobar\""`); n != 1 {
+		t.Errorf("%d debug lines naming the first junk line, want 1; log %q", n, logs.lines)
+	}
+
+	// The count is kept across runs: a second run adds its three.
+	if _, err := c.waiters(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if n, _ := parseErrorCount(c, gpfsSourceWaiters); n != 6 {
+		t.Errorf("after two runs the waiters parse errors are %d, want 6", n)
 	}
 }

@@ -38,41 +38,44 @@ type gpfsFilesystem struct {
 	name, mountpoint string
 }
 
-// parseMmlsfs parses "mmlsfs all -T -Y". Names that are not valid device
-// names are left out and reported: they will not be put on a command line.
-func parseMmlsfs(out []byte) ([]gpfsFilesystem, error) {
-	y, err := parseY(out)
-	var errs []error
+// parseMmlsfs parses "mmlsfs all -T -Y". A row whose name is not a valid
+// device name is skipped and returned in bad: it will not be put on a
+// command line.
+func parseMmlsfs(out []byte) ([]gpfsFilesystem, badLines, error) {
+	y, bad, err := parseY(out)
 	if err != nil {
-		errs = append(errs, fmt.Errorf("mmlsfs all -T -Y: %w", err))
+		return nil, bad, fmt.Errorf("mmlsfs all -T -Y: %w", err)
 	}
 	t := y.table("mmlsfs", "")
 	if t == nil {
-		return nil, errors.Join(append(errs, errors.New("mmlsfs all -T -Y: no mmlsfs table"))...)
+		return nil, bad, errors.New("mmlsfs all -T -Y: no mmlsfs table")
 	}
 	devCol, fieldCol, dataCol := t.column("deviceName"), t.column("fieldName"), t.column("data")
 	if devCol < 0 {
-		return nil, errors.Join(append(errs, errors.New("mmlsfs all -T -Y: no deviceName column in HEADER"))...)
+		return nil, bad, errors.New("mmlsfs all -T -Y: no deviceName column in HEADER")
 	}
 	var list []gpfsFilesystem
 	index := map[string]int{}
-	for _, row := range t.rows {
+	for i, row := range t.rows {
 		name := t.value(row, devCol)
 		if !validGPFSDevice(name) {
-			errs = append(errs, fmt.Errorf("mmlsfs all -T -Y: %q is not a GPFS device name (letters, digits, _ - .); it is not asked about", labelValue(name)))
+			t.badRow(&bad, i, "not a GPFS device name (letters, digits, _ - .), not asked about")
 			continue
 		}
-		i, seen := index[name]
+		j, seen := index[name]
 		if !seen {
-			i = len(list)
-			index[name] = i
+			j = len(list)
+			index[name] = j
 			list = append(list, gpfsFilesystem{name: name})
 		}
 		if t.value(row, fieldCol) == "defaultMountPoint" {
-			list[i].mountpoint = t.value(row, dataCol)
+			list[j].mountpoint = t.value(row, dataCol)
 		}
 	}
-	return list, errors.Join(errs...)
+	if len(list) == 0 && len(t.rows) > 0 {
+		return nil, bad, fmt.Errorf("mmlsfs all -T -Y: none of the %d rows names a usable file system (first %s)", len(t.rows), bad.first)
+	}
+	return list, bad, nil
 }
 
 // gpfsDisk is one row of mmlsdisk -Y.
@@ -80,23 +83,23 @@ type gpfsDisk struct {
 	name, pool, failureGroup, status, availability string
 }
 
-// parseMmlsdisk parses "mmlsdisk DEVICE -Y".
-func parseMmlsdisk(out []byte) ([]gpfsDisk, error) {
-	y, err := parseY(out)
+// parseMmlsdisk parses "mmlsdisk DEVICE -Y". A disk row without its name,
+// status or availability is skipped and returned in bad.
+func parseMmlsdisk(out []byte) ([]gpfsDisk, badLines, error) {
+	y, bad, err := parseY(out)
 	if err != nil {
-		return nil, fmt.Errorf("mmlsdisk -Y: %w", err)
+		return nil, bad, fmt.Errorf("mmlsdisk -Y: %w", err)
 	}
 	t := y.table("mmlsdisk", "")
 	if t == nil {
-		return nil, errors.New("mmlsdisk -Y: no mmlsdisk table")
+		return nil, bad, errors.New("mmlsdisk -Y: no mmlsdisk table")
 	}
 	nameCol, poolCol, fgCol := t.column("nsdName"), t.column("storagePool"), t.column("failureGroup")
 	statusCol, availCol := t.column("status"), t.column("availability")
 	if nameCol < 0 || statusCol < 0 || availCol < 0 {
-		return nil, errors.New("mmlsdisk -Y: HEADER lacks nsdName, status or availability")
+		return nil, bad, errors.New("mmlsdisk -Y: HEADER lacks nsdName, status or availability")
 	}
 	disks := make([]gpfsDisk, 0, len(t.rows))
-	var errs []error
 	for i, row := range t.rows {
 		d := gpfsDisk{
 			name:         t.value(row, nameCol),
@@ -106,12 +109,15 @@ func parseMmlsdisk(out []byte) ([]gpfsDisk, error) {
 			availability: t.value(row, availCol),
 		}
 		if d.name == "" || d.status == "" || d.availability == "" {
-			errs = append(errs, fmt.Errorf("mmlsdisk -Y: disk row %d lacks its name, status or availability", i+1))
+			t.badRow(&bad, i, "disk row lacks its name, status or availability")
 			continue
 		}
 		disks = append(disks, d)
 	}
-	return disks, errors.Join(errs...)
+	if len(disks) == 0 && len(t.rows) > 0 {
+		return nil, bad, fmt.Errorf("mmlsdisk -Y: none of the %d disk rows could be read (first %s)", len(t.rows), bad.first)
+	}
+	return disks, bad, nil
 }
 
 type gpfsDiskDescs struct {
@@ -144,7 +150,8 @@ func (c *gpfsCollector) mmlsfs(ctx context.Context) ([]prometheus.Metric, error)
 	}
 	// mmlsfs all exits non-zero when a remote cluster cannot be reached,
 	// after listing the file systems it could: keep those.
-	list, parseErr := parseMmlsfs(out)
+	list, bad, parseErr := parseMmlsfs(out)
+	c.parseErrs.record(gpfsSourceMmlsfs, bad)
 	if len(list) > 0 {
 		c.listedMu.Lock()
 		c.listed = list
@@ -240,8 +247,9 @@ func (c *gpfsCollector) mmlsdisk(ctx context.Context) ([]prometheus.Metric, erro
 	d := &c.diskDescs
 	var ms []prometheus.Metric
 	err := c.perFilesystem(ctx, "mmlsdisk", c.cfg.mmlsdiskPath, func(fsName string, out []byte) error {
-		disks, err := parseMmlsdisk(out)
-		if len(disks) == 0 {
+		disks, bad, err := parseMmlsdisk(out)
+		c.parseErrs.record(gpfsSourceMmlsdisk, bad)
+		if err != nil || len(disks) == 0 {
 			return err
 		}
 		fsLabel := labelValue(fsName)
@@ -270,7 +278,7 @@ func (c *gpfsCollector) mmlsdisk(ctx context.Context) ([]prometheus.Metric, erro
 		ms = append(ms,
 			d.notUp.mustNewConstMetric(float64(notUp), fsLabel),
 			d.notReady.mustNewConstMetric(float64(notReady), fsLabel))
-		return err
+		return nil
 	})
 	return ms, err
 }

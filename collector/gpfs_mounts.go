@@ -27,14 +27,23 @@ type gpfsMount struct {
 	filesystem, mountpoint, mode string
 }
 
-// parseGPFSMounts returns the GPFS mounts of a /proc/mounts file.
-func parseGPFSMounts(data []byte) []gpfsMount {
+// parseGPFSMounts returns the GPFS mounts of a /proc/mounts file, and the
+// lines that are not mount entries (fewer than four fields), skipped.
+func parseGPFSMounts(data []byte) ([]gpfsMount, badLines) {
 	var mounts []gpfsMount
+	var bad badLines
 	sc := bufio.NewScanner(bytes.NewReader(data))
 	sc.Buffer(make([]byte, 0, 4096), 1<<20)
-	for sc.Scan() {
+	for lineNo := 1; sc.Scan(); lineNo++ {
 		f := strings.Fields(sc.Text())
-		if len(f) < 4 || f[2] != "gpfs" {
+		if len(f) == 0 {
+			continue
+		}
+		if len(f) < 4 {
+			bad.add(lineNo, "not a mount entry", sc.Text())
+			continue
+		}
+		if f[2] != "gpfs" {
 			continue
 		}
 		mode := "rw"
@@ -48,16 +57,18 @@ func parseGPFSMounts(data []byte) []gpfsMount {
 			mode:       mode,
 		})
 	}
-	return mounts
+	return mounts, bad
 }
 
-// readGPFSMounts reads and parses the mounts file.
+// readGPFSMounts reads and parses the mounts file. Its bad lines are
+// counted by the scrape's own parse (mounts), not here again.
 func readGPFSMounts(path string) ([]gpfsMount, error) {
 	data, err := os.ReadFile(path)
 	if err != nil {
 		return nil, fmt.Errorf("reading GPFS mounts: %w", err)
 	}
-	return parseGPFSMounts(data), nil
+	mounts, _ := parseGPFSMounts(data)
+	return mounts, nil
 }
 
 type gpfsMountDescs struct {
@@ -86,7 +97,8 @@ type gpfsMountsCache struct {
 
 // mounts sends the mount state of every GPFS file system the node knows:
 // those mounted, and those mmlsfs listed in its last run. While neither
-// changed, the last scrape's metrics are sent again.
+// changed, the last scrape's metrics are sent again, and the file's bad
+// lines are not counted again either.
 func (c *gpfsCollector) mounts(ch chan<- prometheus.Metric) error {
 	data, err := os.ReadFile(c.cfg.mountsPath)
 	if err != nil {
@@ -95,8 +107,12 @@ func (c *gpfsCollector) mounts(ch chan<- prometheus.Metric) error {
 	listed, gen := c.listedFilesystemsGen()
 	mc := &c.mountsCache
 	mc.mu.Lock()
-	if mc.metrics == nil || mc.listedGen != gen || !bytes.Equal(mc.data, data) {
-		mc.metrics = c.mountMetrics(parseGPFSMounts(data), listed)
+	if fileChanged := mc.metrics == nil || !bytes.Equal(mc.data, data); fileChanged || mc.listedGen != gen {
+		mounts, bad := parseGPFSMounts(data)
+		if fileChanged {
+			c.parseErrs.record(gpfsSourceMounts, bad)
+		}
+		mc.metrics = c.mountMetrics(mounts, listed)
 		freezeMetrics(mc.metrics)
 		mc.data, mc.listedGen = data, gen
 	}

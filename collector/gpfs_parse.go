@@ -153,35 +153,41 @@ func lookupPair(pairs []mmpmonPair, key string) (string, bool) {
 }
 
 // parseMmpmon parses the output of "mmpmon -p -s" answering fs_io_s and
-// nsd_ds requests. It returns what it could parse together with an error
-// describing each response it could not use; a response with a non-zero
-// _rc_ yields an *mmpmonRCError.
-func parseMmpmon(out []byte) (mmpmonResult, error) {
+// nsd_ds requests. A response it cannot use (no _rc_, a counter that is not
+// a number) and a line that is not a response are skipped and returned in
+// bad. The error tells of a response with a non-zero _rc_ (an
+// *mmpmonRCError), of output that could not be read, or of output with no
+// response at all.
+func parseMmpmon(out []byte) (mmpmonResult, badLines, error) {
 	res := mmpmonResult{rc: map[string]int{}}
+	var bad badLines
 	var errs []error
 	var pairs []mmpmonPair
 	// lastNSD is the index in res.nsd that _r_ and _w_ lines belong to, or
 	// -1 when the previous response was not a usable nsd_ds.
 	lastNSD := -1
-	records := 0
 
 	sc := bufio.NewScanner(bytes.NewReader(out))
 	sc.Buffer(make([]byte, 0, 4096), maxCommandOutput)
 	for lineNo := 1; sc.Scan(); lineNo++ {
+		line := sc.Text()
 		var tag string
-		tag, pairs = splitMmpmonLine(sc.Text(), pairs[:0])
+		tag, pairs = splitMmpmonLine(line, pairs[:0])
 		switch tag {
 		case "":
+			if strings.TrimSpace(line) != "" {
+				bad.add(lineNo, "not an mmpmon response", line)
+			}
 			continue
 		case "r", "w":
 			if lastNSD < 0 {
 				// Belongs to an nsd_ds response that failed or was
-				// malformed; that was already reported.
+				// malformed; that was already counted.
 				continue
 			}
 			io, err := parseNSDIO(pairs)
 			if err != nil {
-				errs = append(errs, fmt.Errorf("mmpmon line %d (%s): %w", lineNo, tag, err))
+				bad.add(lineNo, fmt.Sprintf("%s: %v", tag, err), line)
 				continue
 			}
 			if tag == "r" {
@@ -194,16 +200,15 @@ func parseMmpmon(out []byte) (mmpmonResult, error) {
 			continue
 		}
 		lastNSD = -1
-		records++
 
 		rcText, ok := lookupPair(pairs, "_rc_")
 		if !ok {
-			errs = append(errs, fmt.Errorf("mmpmon line %d (%s): no _rc_", lineNo, tag))
+			bad.add(lineNo, tag+": no _rc_", line)
 			continue
 		}
 		rc, err := strconv.Atoi(rcText)
 		if err != nil {
-			errs = append(errs, fmt.Errorf("mmpmon line %d (%s): _rc_ %q: %w", lineNo, tag, rcText, err))
+			bad.add(lineNo, fmt.Sprintf("%s: _rc_ %q is not a number", tag, rcText), line)
 			continue
 		}
 		if prev, seen := res.rc[tag]; !seen || rc > prev {
@@ -218,14 +223,14 @@ func parseMmpmon(out []byte) (mmpmonResult, error) {
 		case "fs_io_s":
 			fs, err := parseFSIO(pairs)
 			if err != nil {
-				errs = append(errs, fmt.Errorf("mmpmon line %d (fs_io_s): %w", lineNo, err))
+				bad.add(lineNo, fmt.Sprintf("fs_io_s: %v", err), line)
 				continue
 			}
 			res.fs = append(res.fs, fs)
 		case "nsd_ds":
 			nsd, ok := lookupPair(pairs, "_d_")
 			if !ok || nsd == "" {
-				errs = append(errs, fmt.Errorf("mmpmon line %d (nsd_ds): no _d_ (disk name)", lineNo))
+				bad.add(lineNo, "nsd_ds: no _d_ (disk name)", line)
 				continue
 			}
 			dev, _ := lookupPair(pairs, "_dev_")
@@ -236,10 +241,12 @@ func parseMmpmon(out []byte) (mmpmonResult, error) {
 	if err := sc.Err(); err != nil {
 		errs = append(errs, fmt.Errorf("reading mmpmon output: %w", err))
 	}
-	if records == 0 && len(errs) == 0 {
-		errs = append(errs, errors.New("mmpmon printed no responses"))
+	if len(res.rc) == 0 && len(errs) == 0 {
+		// Nothing readable: exporting no counters would look like a node
+		// without file systems.
+		errs = append(errs, fmt.Errorf("mmpmon printed no readable response (%d lines skipped)", bad.count))
 	}
-	return res, errors.Join(errs...)
+	return res, bad, errors.Join(errs...)
 }
 
 func parseFSIO(pairs []mmpmonPair) (mmpmonFS, error) {
@@ -306,6 +313,8 @@ type yTable struct {
 	// header is the split HEADER line; header[i] names column i of rows.
 	header []string
 	rows   [][]string
+	// lines are the line numbers of rows in the output, for bad rows.
+	lines []int
 }
 
 // column returns the index of the named column, or -1.
@@ -328,6 +337,11 @@ func (t *yTable) value(row []string, col int) string {
 	return percentDecode(row[col])
 }
 
+// badRow records row i of t as skipped.
+func (t *yTable) badRow(bad *badLines, i int, reason string) {
+	bad.add(t.lines[i], reason, strings.Join(t.rows[i], ":"))
+}
+
 // yOutput is parsed -Y output.
 type yOutput struct {
 	tables []*yTable
@@ -343,18 +357,24 @@ func (y *yOutput) table(command, section string) *yTable {
 	return nil
 }
 
-// parseY parses the -Y output of an mm command. Lines that are not part of a
-// table (warnings printed on stdout) are skipped; a data row whose table has
-// no HEADER line yet is an error, since its columns cannot be named.
-func parseY(out []byte) (*yOutput, error) {
+// parseY parses the -Y output of an mm command. A line that is not part of
+// a table (a warning printed on stdout, a truncated line) and a data row
+// whose table has no HEADER yet, so that its columns cannot be named, are
+// skipped and returned in bad; blank lines are not counted. The error is
+// only a failure to read the output at all.
+func parseY(out []byte) (*yOutput, badLines, error) {
 	y := &yOutput{}
-	var errs []error
+	var bad badLines
 	sc := bufio.NewScanner(bytes.NewReader(out))
 	sc.Buffer(make([]byte, 0, 4096), maxCommandOutput)
 	for lineNo := 1; sc.Scan(); lineNo++ {
 		line := strings.TrimRight(sc.Text(), "\r")
+		if strings.TrimSpace(line) == "" {
+			continue
+		}
 		fields := strings.Split(line, ":")
 		if len(fields) < 4 || fields[0] == "" {
+			bad.add(lineNo, "not a -Y line", line)
 			continue
 		}
 		command, section := fields[0], fields[1]
@@ -368,15 +388,16 @@ func parseY(out []byte) (*yOutput, error) {
 			continue
 		}
 		if t == nil {
-			errs = append(errs, fmt.Errorf("-Y line %d: row of %s:%s before its HEADER", lineNo, command, section))
+			bad.add(lineNo, fmt.Sprintf("row of %s:%s before its HEADER", command, section), line)
 			continue
 		}
 		t.rows = append(t.rows, fields)
+		t.lines = append(t.lines, lineNo)
 	}
 	if err := sc.Err(); err != nil {
-		errs = append(errs, fmt.Errorf("reading -Y output: %w", err))
+		return y, bad, fmt.Errorf("reading -Y output: %w", err)
 	}
-	return y, errors.Join(errs...)
+	return y, bad, nil
 }
 
 // percentDecode undoes the %XX encoding of -Y fields (mmclidecode). A '%'

@@ -18,7 +18,7 @@ func TestParseMmpmonFixtures(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	res, err := parseMmpmon(append(fsOut, nsdOut...))
+	res, _, err := parseMmpmon(append(fsOut, nsdOut...))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -47,6 +47,9 @@ func TestParseMmpmon(t *testing.T) {
 		in      string
 		check   func(t *testing.T, r mmpmonResult)
 		wantErr string
+		// wantBad is in the first skipped line's text, which costs
+		// that response only.
+		wantBad string
 	}{
 		{
 			// Keys are found by name: a reordered response with a key
@@ -83,27 +86,29 @@ func TestParseMmpmon(t *testing.T) {
 		{
 			name:    "bad number",
 			in:      "_fs_io_s_ _rc_ 0 _cl_ c1 _fs_ gpfs1 _br_ 1x\n",
-			wantErr: `_br_ "1x"`,
+			wantBad: `_br_ "1x"`,
 		},
 		{
 			name:    "negative counter",
 			in:      "_fs_io_s_ _rc_ 0 _cl_ c1 _fs_ gpfs1 _br_ -1\n",
-			wantErr: `_br_ "-1"`,
+			wantBad: `_br_ "-1"`,
 		},
 		{
 			name:    "no rc",
 			in:      "_fs_io_s_ _cl_ c1 _fs_ gpfs1 _br_ 1\n",
-			wantErr: "no _rc_",
+			wantErr: "no readable response",
+			wantBad: "no _rc_",
 		},
 		{
 			name:    "no file system",
 			in:      "_fs_io_s_ _rc_ 0 _cl_ c1 _br_ 1\n",
-			wantErr: "no _fs_",
+			wantBad: "no _fs_",
 		},
 		{
 			name:    "nothing",
 			in:      "\n\nmmpmon> \n",
-			wantErr: "no responses",
+			wantErr: "no readable response",
+			wantBad: "not an mmpmon response",
 		},
 		{
 			name: "read and write lines without their nsd_ds line are ignored",
@@ -117,7 +122,12 @@ func TestParseMmpmon(t *testing.T) {
 		{
 			name:    "nsd_ds with a bad time",
 			in:      "_nsd_ds_ _rc_ 0 _dev_ sdb _d_ nsd1\n_r_ _ops_ 1 _b_ 2 _tw_ NaN _qt_ 0.2\n",
-			wantErr: `_tw_ "NaN"`,
+			wantBad: `_tw_ "NaN"`,
+			check: func(t *testing.T, r mmpmonResult) {
+				if len(r.nsd) != 1 || r.nsd[0].read.present {
+					t.Errorf("got %+v, want nsd1 without its read half", r.nsd)
+				}
+			},
 		},
 		{
 			// rhist echoes a request spanning several words; the value
@@ -132,7 +142,13 @@ func TestParseMmpmon(t *testing.T) {
 		},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			res, err := parseMmpmon([]byte(tc.in))
+			res, bad, err := parseMmpmon([]byte(tc.in))
+			if tc.wantBad == "" && bad.count != 0 {
+				t.Errorf("skipped %d lines (first %s), want none", bad.count, bad.first)
+			}
+			if tc.wantBad != "" && (bad.count != 1 || !strings.Contains(bad.first, tc.wantBad)) {
+				t.Errorf("skipped %d lines, first %s; want 1 containing %s", bad.count, bad.first, tc.wantBad)
+			}
 			switch {
 			case tc.wantErr == "" && err != nil:
 				t.Fatalf("unexpected error: %v", err)
@@ -167,7 +183,7 @@ func TestParseY(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	y, err := parseY(out)
+	y, _, err := parseY(out)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -191,12 +207,16 @@ func TestParseY(t *testing.T) {
 		t.Error("unknown column or short row should read as absent")
 	}
 
-	if _, err := parseY([]byte("mmgetstate::0:1:::n1:1:active:\n")); err == nil {
-		t.Error("a row before its HEADER was accepted")
+	y, bad, err := parseY([]byte("mmgetstate::0:1:::n1:1:active:\n"))
+	if err != nil || len(y.tables) != 0 || bad.count != 1 || !strings.Contains(bad.first, "line 1: row of mmgetstate: before its HEADER") {
+		t.Errorf("a row before its HEADER: tables %+v, skipped %d (first %s), err %v; want it skipped and counted", y.tables, bad.count, bad.first, err)
 	}
-	y, err = parseY([]byte("warning: something\n\nmmgetstate::HEADER:version:reserved:reserved:state:\r\nmmgetstate::0:1:::down:\r\n"))
+	y, bad, err = parseY([]byte("warning: something\n\nmmgetstate::HEADER:version:reserved:reserved:state:\r\nmmgetstate::0:1:::down:\r\n"))
 	if err != nil {
 		t.Fatal(err)
+	}
+	if bad.count != 1 || !strings.Contains(bad.first, "line 1: not a -Y line") {
+		t.Errorf("skipped %d lines (first %s), want the warning only", bad.count, bad.first)
 	}
 	if tb := y.table("mmgetstate", ""); tb == nil || tb.value(tb.rows[0], tb.column("state")) != "down" {
 		t.Errorf("CRLF output or a stray line broke parsing: %+v", tb)
@@ -250,8 +270,14 @@ func readFixtures(f *testing.F, names ...string) {
 func FuzzParseMmpmon(f *testing.F) {
 	readFixtures(f, "fs_io_s.txt", "nsd_ds.txt", "rc-error/fs_io_s.txt")
 	f.Add([]byte("_fs_io_s_ _rc_ 0 _cl_ c _fs_ f _br_ 1\n_r_ _ops_ 1\n"))
+	f.Add([]byte("mmpmon> \nfs_io_s\n"))
+	fixture := append(readGPFSFixture(f, "fs_io_s.txt"), readGPFSFixture(f, "nsd_ds.txt")...)
 	f.Fuzz(func(t *testing.T, out []byte) {
-		res, err := parseMmpmon(out)
+		checkJunk(t, fixture, out, mmpmonJunk, nil, func(b []byte) (any, badLines, error) {
+			res, bad, err := parseMmpmon(b)
+			return res, bad, err
+		})
+		res, _, err := parseMmpmon(out)
 		if err == nil && len(res.rc) == 0 {
 			t.Fatal("no error, yet no response was recognised")
 		}
@@ -282,8 +308,11 @@ func FuzzParseMmpmon(f *testing.F) {
 func FuzzParseY(f *testing.F) {
 	readFixtures(f, "mmgetstate.txt", "mmhealth.txt", "mmdiag-waiters.txt", "mmlsfs.txt", "mmlsdisk-scratch.txt", "mmlsqos-scratch.txt")
 	f.Add([]byte("a:b:HEADER:x:\na:b:1:%3A%zz%4:\n"))
+	f.Add([]byte("foobar\nmmhealth:State\nmmhealth:Event:0:1:::x:\n"))
+	fixture := readGPFSFixture(f, "mmhealth.txt")
 	f.Fuzz(func(t *testing.T, out []byte) {
-		y, err := parseY(out)
+		checkJunk(t, fixture, out, yJunk(fixture), nil, yTables)
+		y, _, err := parseY(out)
 		if y == nil {
 			t.Fatal("nil result")
 		}

@@ -41,20 +41,22 @@ type gpfsQoS struct {
 	stats      []gpfsQoSStat
 }
 
-// parseMmlsqos parses "mmlsqos DEVICE -Y".
-func parseMmlsqos(out []byte) (gpfsQoS, error) {
+// parseMmlsqos parses "mmlsqos DEVICE -Y". A stats row it cannot read (no
+// pool or class, numbers that are not numbers) is skipped and returned in
+// bad; without a status row nothing is trusted.
+func parseMmlsqos(out []byte) (gpfsQoS, badLines, error) {
 	var q gpfsQoS
-	y, err := parseY(out)
+	y, bad, err := parseY(out)
 	if err != nil {
-		return q, fmt.Errorf("mmlsqos -Y: %w", err)
+		return q, bad, fmt.Errorf("mmlsqos -Y: %w", err)
 	}
 	status := y.table("mmlsqos", "status")
 	if status == nil || len(status.rows) == 0 {
-		return q, errors.New("mmlsqos -Y: no status row")
+		return q, bad, errors.New("mmlsqos -Y: no status row")
 	}
 	enabledCol, throttlingCol := status.column("enabled"), status.column("throttling")
 	if enabledCol < 0 {
-		return q, errors.New("mmlsqos -Y: no enabled column in the status HEADER")
+		return q, bad, errors.New("mmlsqos -Y: no enabled column in the status HEADER")
 	}
 	yes := func(s string) bool { return strings.EqualFold(s, "yes") }
 	row := status.rows[0]
@@ -64,19 +66,18 @@ func parseMmlsqos(out []byte) (gpfsQoS, error) {
 	t := y.table("mmlsqos", "stats")
 	if t == nil {
 		// QoS disabled, or no I/O in the window: nothing to report.
-		return q, nil
+		return q, bad, nil
 	}
 	poolCol, classCol, epochCol := t.column("pool"), t.column("class"), t.column("timeEpoch")
 	iopsCol, mbsCol := t.column("iops"), t.column("MBs")
 	if poolCol < 0 || classCol < 0 || iopsCol < 0 || mbsCol < 0 {
-		return q, errors.New("mmlsqos -Y: stats HEADER lacks pool, class, iops or MBs")
+		return q, bad, errors.New("mmlsqos -Y: stats HEADER lacks pool, class, iops or MBs")
 	}
 	index := map[[2]string]int{}
-	var errs []error
 	for i, row := range t.rows {
 		s := gpfsQoSStat{pool: t.value(row, poolCol), class: t.value(row, classCol)}
 		if s.pool == "" || s.class == "" {
-			errs = append(errs, fmt.Errorf("mmlsqos -Y: stats row %d lacks its pool or class", i+1))
+			t.badRow(&bad, i, "stats row lacks its pool or class")
 			continue
 		}
 		var err1, err2, err3 error
@@ -86,8 +87,7 @@ func parseMmlsqos(out []byte) (gpfsQoS, error) {
 		s.iops, err2 = parseLocaleFloat(t.value(row, iopsCol))
 		s.mbs, err3 = parseLocaleFloat(t.value(row, mbsCol))
 		if err := errors.Join(err1, err2, err3); err != nil || s.iops < 0 || s.mbs < 0 {
-			errs = append(errs, fmt.Errorf("mmlsqos -Y: stats row %d (pool %s, class %s): timeEpoch %q, iops %q, MBs %q are not usable numbers",
-				i+1, s.pool, s.class, t.value(row, epochCol), t.value(row, iopsCol), t.value(row, mbsCol)))
+			t.badRow(&bad, i, "stats row: timeEpoch, iops or MBs is not a usable number")
 			continue
 		}
 		key := [2]string{s.pool, s.class}
@@ -100,7 +100,7 @@ func parseMmlsqos(out []byte) (gpfsQoS, error) {
 		index[key] = len(q.stats)
 		q.stats = append(q.stats, s)
 	}
-	return q, errors.Join(errs...)
+	return q, bad, nil
 }
 
 type gpfsQoSDescs struct {
@@ -124,7 +124,8 @@ func (c *gpfsCollector) mmlsqos(ctx context.Context) ([]prometheus.Metric, error
 	d := &c.qosDescs
 	var ms []prometheus.Metric
 	err := c.perFilesystem(ctx, "mmlsqos", c.cfg.mmlsqosPath, func(fsName string, out []byte) error {
-		q, err := parseMmlsqos(out)
+		q, bad, err := parseMmlsqos(out)
+		c.parseErrs.record(gpfsSourceMmlsqos, bad)
 		if !q.hasStatus {
 			return err
 		}

@@ -22,26 +22,35 @@ import (
 // sends its data over TCP, often an order of magnitude slower on an
 // InfiniBand cluster, with nothing else looking wrong.
 
-// parseVerbsStatus returns the status word of the VERBS RDMA line.
-func parseVerbsStatus(out []byte) (string, error) {
+// parseVerbsStatus returns the status word of the VERBS RDMA line; the
+// other non-blank lines are skipped and returned in bad.
+func parseVerbsStatus(out []byte) (string, badLines, error) {
+	var bad badLines
+	status, found := "", false
 	sc := bufio.NewScanner(bytes.NewReader(out))
 	sc.Buffer(make([]byte, 0, 4096), maxCommandOutput)
-	for sc.Scan() {
+	for lineNo := 1; sc.Scan(); lineNo++ {
 		line := strings.TrimSpace(sc.Text())
-		rest, ok := strings.CutPrefix(line, "VERBS RDMA status:")
-		if !ok {
+		if line == "" {
 			continue
 		}
-		status := strings.TrimSpace(rest)
-		if status == "" {
-			return "", errors.New("mmfsadm test verbs status: empty VERBS RDMA status")
+		rest, ok := strings.CutPrefix(line, "VERBS RDMA status:")
+		if !ok || found {
+			bad.add(lineNo, "not the VERBS RDMA status line", line)
+			continue
 		}
-		return status, nil
+		status, found = strings.TrimSpace(rest), true
 	}
 	if err := sc.Err(); err != nil {
-		return "", err
+		return "", bad, err
 	}
-	return "", errors.New("mmfsadm test verbs status: no 'VERBS RDMA status:' line")
+	if !found {
+		return "", bad, errors.New("mmfsadm test verbs status: no 'VERBS RDMA status:' line")
+	}
+	if status == "" {
+		return "", bad, errors.New("mmfsadm test verbs status: empty VERBS RDMA status")
+	}
+	return status, bad, nil
 }
 
 type gpfsVerbsDescs struct {
@@ -62,7 +71,8 @@ func (c *gpfsCollector) verbs(ctx context.Context) ([]prometheus.Metric, error) 
 	if err != nil {
 		return nil, err
 	}
-	status, err := parseVerbsStatus(out)
+	status, bad, err := parseVerbsStatus(out)
+	c.parseErrs.record(gpfsSourceVerbs, bad)
 	if err != nil {
 		return nil, err
 	}

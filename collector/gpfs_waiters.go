@@ -86,20 +86,27 @@ type gpfsWaiters struct {
 }
 
 // parseMmdiagWaiters parses "mmdiag --waiters -Y". No waiter at all is a
-// HEADER without rows, or nothing: an idle daemon may print no table.
-func parseMmdiagWaiters(out []byte) (gpfsWaiters, error) {
+// HEADER without rows, or nothing: an idle daemon may print no table. A
+// row it cannot read (a waitTime that is not a number, a row of a table
+// with no HEADER, a line that is not -Y) is skipped and returned in bad;
+// output with skipped lines but no waiters table fails, since reading
+// nothing there would claim that no thread waits.
+func parseMmdiagWaiters(out []byte) (gpfsWaiters, badLines, error) {
 	w := gpfsWaiters{count: map[string]int{}}
-	y, err := parseY(out)
+	y, bad, err := parseY(out)
 	if err != nil {
-		return w, fmt.Errorf("mmdiag --waiters -Y: %w", err)
+		return w, bad, fmt.Errorf("mmdiag --waiters -Y: %w", err)
 	}
 	t := y.table("mmdiag", "waiters")
 	if t == nil {
-		return w, nil
+		if bad.count > 0 {
+			return w, bad, fmt.Errorf("mmdiag --waiters -Y: no mmdiag:waiters HEADER, %d lines skipped (first %s)", bad.count, bad.first)
+		}
+		return w, bad, nil
 	}
 	timeCol, threadCol := t.column("waitTime"), t.column("threadName")
 	if timeCol < 0 {
-		return w, errors.New("mmdiag --waiters -Y: no waitTime column in HEADER")
+		return w, bad, errors.New("mmdiag --waiters -Y: no waitTime column in HEADER")
 	}
 	var reasonCols []int
 	for _, name := range []string{"condVarName", "condVarReason", "mutexName", "auxReason", "delayReason"} {
@@ -107,19 +114,20 @@ func parseMmdiagWaiters(out []byte) (gpfsWaiters, error) {
 			reasonCols = append(reasonCols, col)
 		}
 	}
-	var errs []error
 	var reason strings.Builder
+	read := 0
 rows:
 	for i, row := range t.rows {
 		thread := t.value(row, threadCol)
 		for _, ignored := range ignoredWaiterThreads() {
 			if thread == ignored {
+				read++
 				continue rows
 			}
 		}
 		seconds, err := parseLocaleFloat(t.value(row, timeCol))
 		if err != nil || seconds < 0 {
-			errs = append(errs, fmt.Errorf("mmdiag --waiters -Y: waiter %d (%s): waitTime %q is not a number of seconds", i+1, thread, t.value(row, timeCol)))
+			t.badRow(&bad, i, fmt.Sprintf("waitTime %q is not a number of seconds", t.value(row, timeCol)))
 			continue
 		}
 		reason.Reset()
@@ -129,8 +137,12 @@ rows:
 		}
 		w.count[classifyWaiter(thread, reason.String())]++
 		w.longest = max(w.longest, seconds)
+		read++
 	}
-	return w, errors.Join(errs...)
+	if read == 0 && len(t.rows) > 0 {
+		return w, bad, fmt.Errorf("mmdiag --waiters -Y: none of the %d waiter rows could be read (first %s)", len(t.rows), bad.first)
+	}
+	return w, bad, nil
 }
 
 type gpfsWaiterDescs struct {
@@ -156,10 +168,11 @@ func (c *gpfsCollector) waiters(ctx context.Context) ([]prometheus.Metric, error
 	if err != nil {
 		return nil, err
 	}
-	w, parseErr := parseMmdiagWaiters(out)
-	if parseErr != nil && len(w.count) == 0 {
+	w, bad, err := parseMmdiagWaiters(out)
+	c.parseErrs.record(gpfsSourceWaiters, bad)
+	if err != nil {
 		// Nothing usable: exporting zeros would claim no waiters.
-		return nil, parseErr
+		return nil, err
 	}
 	d := &c.waiterDescs
 	classes := gpfsWaiterClasses()
@@ -168,5 +181,5 @@ func (c *gpfsCollector) waiters(ctx context.Context) ([]prometheus.Metric, error
 		ms = append(ms, d.waiters.mustNewConstMetric(float64(w.count[class]), class))
 	}
 	ms = append(ms, d.longest.mustNewConstMetric(w.longest))
-	return ms, parseErr
+	return ms, nil
 }

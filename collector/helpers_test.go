@@ -243,3 +243,14 @@ func label(t *testing.T, m prometheus.Metric, name string) string {
 	}
 	return ""
 }
+
+// parseErrorCount returns what c counted for source so far, and whether
+// source was ever parsed.
+func parseErrorCount(c parseErrorReporter, source string) (uint64, bool) {
+	for _, sc := range c.parseErrors().snapshot() {
+		if sc.source == source {
+			return sc.count, true
+		}
+	}
+	return 0, false
+}

@@ -62,15 +62,27 @@ type infinibandCollector struct {
 	info, rate, state, physState, saturatedDesc typedDesc
 	// portPairs and saturatedPairs keep label pairs between scrapes.
 	portPairs, saturatedPairs *labelPairsCache
+	// parseErrs counts the attribute files whose values could not be read.
+	parseErrs *parseErrorCounter
 }
+
+// The sources of the collector's parse errors: a port's state, phys_state
+// and rate files (and its directory's name), and its counter files.
+const (
+	ibSourcePorts    = "sysfs_ports"
+	ibSourceCounters = "sysfs_counters"
+)
+
+func (c *infinibandCollector) parseErrors() *parseErrorCounter { return c.parseErrs }
 
 func newInfiniBandCollector(sysRoot string, logger log.Logger) (*infinibandCollector, error) {
 	if logger == nil {
 		logger = log.NewNopLogger()
 	}
 	c := &infinibandCollector{
-		classDir: filepath.Join(sysRoot, "class", "infiniband"),
-		logger:   logger,
+		classDir:  filepath.Join(sysRoot, "class", "infiniband"),
+		logger:    logger,
+		parseErrs: newParseErrorCounter(logger),
 	}
 	portLabels := []string{"device", "port"}
 	name := func(n string) string { return prometheus.BuildFQName(namespace, infinibandSubsystem, n) }
@@ -173,9 +185,24 @@ func (c *infinibandCollector) Update(ch chan<- prometheus.Metric) error {
 	wg.Wait()
 
 	var errs []error
+	var badPorts, badCounters badLines
+	ports := 0
 	for i := range devs {
 		dev := &devs[i]
 		errs = append(errs, dev.errs...)
+		badPorts.merge(dev.badPorts)
+		badCounters.merge(dev.badCounters)
+		ports += len(dev.ports)
+	}
+	c.parseErrs.record(ibSourcePorts, badPorts)
+	c.parseErrs.record(ibSourceCounters, badCounters)
+	if ports == 0 && badPorts.count > 0 {
+		// Every port was unreadable: reporting HCAs without ports
+		// would look like HCAs whose cables were pulled.
+		errs = append(errs, fmt.Errorf("no InfiniBand port could be read, %d skipped (first %s)", badPorts.count, badPorts.first))
+	}
+	for i := range devs {
+		dev := &devs[i]
 		if !dev.ok {
 			continue
 		}
@@ -196,9 +223,11 @@ type ibDevice struct {
 	boardID, firmwareVersion, hcaType string
 	ports                             []ibPort
 	// ok is false when the HCA itself could not be read; errs lists that
-	// and every port or counter that could not be.
-	ok   bool
-	errs []error
+	// and every port or counter that could not be read. badPorts and
+	// badCounters are the files that were read but held no usable value.
+	ok                    bool
+	errs                  []error
+	badPorts, badCounters badLines
 }
 
 // ibValue is one counter of a port: absent when the driver lacks it; legacy
@@ -242,7 +271,7 @@ func (c *infinibandCollector) readDevice(name string) ibDevice {
 	}
 	dev.ok = true
 	for _, p := range ports {
-		port, ok, err := c.readPort(filepath.Join(portsDir, p.Name()), p.Name(), buf[:])
+		port, ok, err := c.readPort(filepath.Join(portsDir, p.Name()), p.Name(), buf[:], &dev)
 		if err != nil {
 			dev.errs = append(dev.errs, fmt.Errorf("InfiniBand device %s port %s: %w", name, p.Name(), err))
 		}
@@ -255,13 +284,17 @@ func (c *infinibandCollector) readDevice(name string) ibDevice {
 }
 
 // readPort reads a port's state, rate and counters. ok is false when the
-// port's state or rate could not be read; a counter that could not be read
-// is only named in err. A counter the driver does not implement is absent,
-// not an error: its file is missing, unreadable (EINVAL, EOPNOTSUPP) or
-// reads "N/A (no PMA)".
-func (c *infinibandCollector) readPort(dir, name string, buf []byte) (p ibPort, ok bool, err error) {
+// port's state or rate could not be read or parsed; a counter that could
+// not be read is only named in err. A port directory whose name is not a
+// number, a state or rate file that does not parse, and a counter file
+// that holds no number are counted in dev's bad lines instead. A counter
+// the driver does not implement is absent, neither an error nor a bad
+// line: its file is missing, unreadable (EINVAL, EOPNOTSUPP) or reads
+// "N/A (no PMA)".
+func (c *infinibandCollector) readPort(dir, name string, buf []byte, dev *ibDevice) (p ibPort, ok bool, err error) {
 	if p.number, err = strconv.ParseUint(name, 10, 32); err != nil {
-		return p, false, fmt.Errorf("port directory name is not a number")
+		dev.badPorts.add(0, "port directory name is not a number", dir)
+		return p, false, nil
 	}
 	pfd, err := openSysfsDir(dir)
 	if err != nil {
@@ -282,13 +315,14 @@ func (c *infinibandCollector) readPort(dir, name string, buf []byte) (p ibPort, 
 			return p, false, fmt.Errorf("reading %s: %w", f.file, err)
 		}
 		if *f.dst, err = f.parse(v); err != nil {
-			return p, false, fmt.Errorf("%s %q: %w", f.file, v, err)
+			dev.badPorts.add(0, fmt.Sprintf("%s: %v", filepath.Join(dir, f.file), err), v)
+			return p, false, nil
 		}
 	}
 
 	p.counters = make([]ibValue, len(c.counters))
 	var errs []error
-	read := func(dirfd int, file string) (uint64, bool) {
+	read := func(dirfd int, sub, file string) (uint64, bool) {
 		v, err := readSysfsAttr(dirfd, file, buf)
 		if err != nil {
 			if !ibCounterAbsent(err) {
@@ -299,7 +333,7 @@ func (c *infinibandCollector) readPort(dir, name string, buf []byte) (p ibPort, 
 		n, err := strconv.ParseUint(v, 0, 64)
 		if err != nil {
 			if !strings.HasPrefix(v, "N/A") {
-				errs = append(errs, fmt.Errorf("%s %q is not a number", file, v))
+				dev.badCounters.add(0, filepath.Join(dir, sub, file)+" is not a number", v)
 			}
 			return 0, false
 		}
@@ -311,7 +345,7 @@ func (c *infinibandCollector) readPort(dir, name string, buf []byte) (p ibPort, 
 			if c.counters[i].legacy == "" {
 				continue
 			}
-			if v, ok := read(efd, c.counters[i].legacy); ok {
+			if v, ok := read(efd, "counters_ext", c.counters[i].legacy); ok {
 				p.counters[i] = ibValue{value: v * c.counters[i].unit, present: true, legacy: true}
 			}
 		}
@@ -328,7 +362,7 @@ func (c *infinibandCollector) readPort(dir, name string, buf []byte) (p ibPort, 
 		if p.counters[i].present {
 			continue
 		}
-		if v, ok := read(cfd, c.counters[i].name); ok {
+		if v, ok := read(cfd, "counters", c.counters[i].name); ok {
 			p.counters[i] = ibValue{value: v * c.counters[i].unit, present: true}
 		}
 	}

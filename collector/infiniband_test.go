@@ -1,6 +1,8 @@
 package collector
 
 import (
+	"bytes"
+	"hash/fnv"
 	"math"
 	"os"
 	"path/filepath"
@@ -259,21 +261,24 @@ plateau_infiniband_port_link_downed_total{device="hfi1_0",port="1"} 3
 plateau_infiniband_port_rate_bytes_per_second{device="hfi1_0",port="1"} 1.25e+10
 # HELP plateau_scrape_collector_success 1 if the collector read its counters during this scrape, 0 if it failed or found no data.
 # TYPE plateau_scrape_collector_success gauge
-plateau_scrape_collector_success{collector="infiniband"} 0
+plateau_scrape_collector_success{collector="infiniband"} 1
 `
+	// The garbage symbol_error costs that counter only; N/A is no error.
 	if err := testutil.GatherAndCompare(newTestRegistry("infiniband", c, nil), strings.NewReader(want),
 		"plateau_infiniband_port_link_downed_total", "plateau_infiniband_port_rate_bytes_per_second",
 		"plateau_infiniband_port_discards_received_total", "plateau_infiniband_port_symbol_errors_total",
 		"plateau_scrape_collector_success"); err != nil {
 		t.Error(err)
 	}
-	_, err = collectAll(c)
-	if err == nil || !strings.Contains(err.Error(), "symbol_error") || strings.Contains(err.Error(), "port_rcv_discards") {
-		t.Errorf("Update error = %v, want one naming symbol_error only", err)
+	if n, _ := parseErrorCount(c, ibSourceCounters); n != 1 {
+		t.Errorf("counter parse errors = %d, want symbol_error's 1", n)
+	}
+	if n, ok := parseErrorCount(c, ibSourcePorts); !ok || n != 0 {
+		t.Errorf("port parse errors = %d (present %v), want 0", n, ok)
 	}
 }
 
-// One HCA whose attributes cannot be read fails the collector but the
+// One HCA whose port state is garbage loses that port, counted, and the
 // other HCAs are still exported.
 func TestInfiniBandBrokenHCA(t *testing.T) {
 	root := t.TempDir()
@@ -301,8 +306,11 @@ func TestInfiniBandBrokenHCA(t *testing.T) {
 		t.Fatal(err)
 	}
 	ms, err := collectAll(c)
-	if err == nil || !strings.Contains(err.Error(), "mlx5_1") {
-		t.Errorf("Update error = %v, want one naming mlx5_1", err)
+	if err != nil {
+		t.Errorf("Update error = %v, want none", err)
+	}
+	if n, _ := parseErrorCount(c, ibSourcePorts); n != 1 {
+		t.Errorf("port parse errors = %d, want mlx5_1's state", n)
 	}
 	rates := 0
 	for _, m := range ms {
@@ -320,7 +328,10 @@ func FuzzParseIBStateAndRate(f *testing.F) {
 		"53.125 Gb/sec (1X HDR)", "400 Gb/sec (4X NDR)", "garbage", ":", " ", "-1 Gb/sec", "1e400 Gb/sec", "NaN Gb/sec", "Inf Gb/sec"} {
 		f.Add(s)
 	}
+	f.Add("garbage\n0x\n\n-3\nN/A (no PMA)\n18446744073709551616")
+	rig := newIBJunkRig(f, filepath.Join("fixtures", "sys", "class", "infiniband", "mlx5_0"))
 	f.Fuzz(func(t *testing.T, s string) {
+		checkIBJunk(t, rig, s)
 		if id, err := parseIBState(s); err == nil && id > 1<<32-1 {
 			t.Errorf("state %q parsed to %d, wider than 32 bits", s, id)
 		}
@@ -338,4 +349,133 @@ func FuzzParseIBStateAndRate(f *testing.F) {
 			t.Errorf("rate %q = %d, want %d", s, rate, want)
 		}
 	})
+}
+
+// ibJunk accepts the values no counter file could hold: neither a number
+// nor N/A, nor blank (a blank file is read as absent by neither procfs
+// nor this collector's tests, so it is left out), and short enough to be
+// read whole.
+func ibJunk(v string) bool {
+	v = string(bytes.TrimSpace([]byte(v)))
+	if v == "" || len(v) > 1000 || strings.HasPrefix(v, "N/A") {
+		return false
+	}
+	_, err := strconv.ParseUint(v, 0, 64)
+	return err != nil
+}
+
+// ibJunkRig is a copy of a fixture HCA that checkIBJunk writes junk
+// into, made once per fuzz process: copying the tree for each input would
+// make the target a file-copy benchmark.
+type ibJunkRig struct {
+	dir  string // the copy's directory
+	c    *infinibandCollector
+	want ibDevice // the copy as read before any junk
+}
+
+func newIBJunkRig(tb testing.TB, hca string) *ibJunkRig {
+	tb.Helper()
+	root := tb.TempDir()
+	dir := filepath.Join(root, "class", "infiniband", filepath.Base(hca))
+	if err := os.CopyFS(dir, os.DirFS(hca)); err != nil {
+		tb.Fatal(err)
+	}
+	c, err := newInfiniBandCollector(root, nil)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	r := &ibJunkRig{dir: dir, c: c, want: c.readDevice(filepath.Base(hca))}
+	if w := r.want; !w.ok || len(w.errs) > 0 || w.badPorts.count+w.badCounters.count > 0 || len(w.ports) == 0 {
+		tb.Fatalf("the fixture HCA does not read cleanly: %+v", w)
+	}
+	return r
+}
+
+// checkIBJunk is the "junk among good rows" property for sysfs: the lines
+// of junk that are no counter value are written into counter files of the
+// rig's HCA (which counter, from the value's hash); every other counter of
+// every port must read as before, and each overwritten file must be
+// counted. The files are put back afterwards.
+func checkIBJunk(t *testing.T, r *ibJunkRig, junk string) {
+	t.Helper()
+	c, want := r.c, r.want
+	values := junkLines([]byte(junk), ibJunk)
+	type slot struct{ port, counter int }
+	junked := map[slot]bool{}
+	for i, v := range values {
+		h := fnv.New32a()
+		h.Write([]byte(v))
+		n := int(h.Sum32()) + i
+		sl := slot{n % len(want.ports), (n / len(want.ports)) % len(c.counters)}
+		if !want.ports[sl.port].counters[sl.counter].present {
+			continue // only files that exist hold a value to spoil
+		}
+		file := filepath.Join(r.dir, "ports", strconv.FormatUint(want.ports[sl.port].number, 10), "counters", c.counters[sl.counter].name)
+		original, err := os.ReadFile(file)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !junked[sl] {
+			t.Cleanup(func() {
+				if err := os.WriteFile(file, original, 0o644); err != nil {
+					t.Error(err)
+				}
+			})
+		}
+		if err := os.WriteFile(file, []byte(v+"\n"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		junked[sl] = true
+	}
+	got := c.readDevice(filepath.Base(r.dir))
+	if len(got.errs) > 0 || len(got.ports) != len(want.ports) || got.badPorts.count > 0 {
+		t.Fatalf("junk counter values cost more than themselves: errs %v, %d ports of %d", got.errs, len(got.ports), len(want.ports))
+	}
+	if got.badCounters.count != len(junked) {
+		t.Errorf("counted %d bad counter files (first %s), want %d", got.badCounters.count, got.badCounters.first, len(junked))
+	}
+	for p := range want.ports {
+		for k := range c.counters {
+			g, w := got.ports[p].counters[k], want.ports[p].counters[k]
+			if junked[slot{p, k}] {
+				if g.present {
+					t.Errorf("port %d %s read from a junk value: %+v", want.ports[p].number, c.counters[k].name, g)
+				}
+				continue
+			}
+			if g != w {
+				t.Errorf("port %d %s = %+v, want %+v as before the junk", want.ports[p].number, c.counters[k].name, g, w)
+			}
+		}
+	}
+}
+
+// A node where not one port parses fails the collector: HCAs without
+// ports would read as HCAs whose cables were pulled.
+func TestInfiniBandNoReadablePort(t *testing.T) {
+	root := t.TempDir()
+	hca := filepath.Join(root, "class", "infiniband", "mlx5_0")
+	for path, value := range map[string]string{
+		filepath.Join(hca, "fw_ver"):                   "16.35.2000",
+		filepath.Join(hca, "ports", "1", "state"):      "garbage",
+		filepath.Join(hca, "ports", "1", "phys_state"): "5: LinkUp",
+		filepath.Join(hca, "ports", "1", "rate"):       "100 Gb/sec (4X EDR)",
+	} {
+		if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(path, []byte(value+"\n"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	c, err := newInfiniBandCollector(root, log.NewNopLogger())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := collectAll(c); err == nil || !strings.Contains(err.Error(), "no InfiniBand port could be read") {
+		t.Errorf("Update error = %v, want one saying no port could be read", err)
+	}
+	if n, _ := parseErrorCount(c, ibSourcePorts); n != 1 {
+		t.Errorf("port parse errors = %d, want 1", n)
+	}
 }

@@ -57,13 +57,20 @@ type nfsCollector struct {
 	// mountPairs and opPairs keep the label pairs of mounts and of their
 	// operations between scrapes.
 	mountPairs, opPairs *labelPairsCache
+	// parseErrs counts the lines of mountstats the parser skipped.
+	parseErrs *parseErrorCounter
 }
+
+// nfsSourceMountstats is the source of the collector's parse errors.
+const nfsSourceMountstats = "mountstats"
+
+func (c *nfsCollector) parseErrors() *parseErrorCounter { return c.parseErrs }
 
 func newNFSCollector(procRoot, include string, logger log.Logger) (*nfsCollector, error) {
 	if logger == nil {
 		logger = log.NewNopLogger()
 	}
-	c := &nfsCollector{procRoot: procRoot, logger: logger}
+	c := &nfsCollector{procRoot: procRoot, logger: logger, parseErrs: newParseErrorCounter(logger)}
 	if include != "" {
 		re, err := regexp.Compile("^(?:" + include + ")$")
 		if err != nil {
@@ -131,8 +138,9 @@ func (c *nfsCollector) Update(ch chan<- prometheus.Metric) error {
 		}
 		return fmt.Errorf("reading mountstats: %w", err)
 	}
-	// A malformed block dropped its mount only: the others are exported
-	// and the error, with its line, fails the collector so that it is seen.
+	// A malformed block dropped its mount only: the others are exported,
+	// the line is counted in plateau_collector_parse_errors_total, and
+	// the error fails the collector only when no mount is left.
 	if malformed != nil {
 		malformed = fmt.Errorf("%s: %w", path, malformed)
 	}
@@ -176,7 +184,7 @@ func (c *nfsCollector) Update(ch chan<- prometheus.Metric) error {
 	}
 	c.mountPairs.sweep()
 	c.opPairs.sweep()
-	return malformed
+	return nil
 }
 
 // readMountstats reads and parses the mountstats file at path. err is a
@@ -192,7 +200,9 @@ func (c *nfsCollector) readMountstats(path string) (mounts []nfsMountStats, malf
 	}
 	s.file, err = readMountstatsFile(path, s.file, maxMountstatsSize)
 	if err == nil {
-		mounts, malformed = s.parse(s.file)
+		var bad badLines
+		mounts, bad, malformed = s.parse(s.file)
+		c.parseErrs.record(nfsSourceMountstats, bad)
 	}
 	// A refused file is not kept for the next scrape.
 	if cap(s.file) <= maxMountstatsSize {

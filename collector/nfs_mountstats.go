@@ -20,7 +20,10 @@ import (
 // Where procfs accepts a file, this parser reads the same values from it
 // (FuzzParseMountstats checks that). It is more lenient elsewhere: it
 // skips device lines it does not understand instead of failing the whole
-// file, and a malformed NFS block drops that mount only.
+// file, and a malformed NFS block drops that mount only. The mount, not
+// the line, is what a bad line costs: its counters are sums over its lines
+// (retransmissions over the operations, transports over nconnect), and a
+// sum missing one line would go backwards, a false counter reset.
 
 // maxMountstatsSize bounds what a scrape reads. A node with thousands of
 // automounted NFS file systems has a few megabytes of mountstats; a file
@@ -145,15 +148,16 @@ func (s *mountstatsScratch) addText(b []byte) span {
 }
 
 // parseMountstats parses data with scratch memory of its own.
-func parseMountstats(data []byte) ([]nfsMountStats, error) {
+func parseMountstats(data []byte) ([]nfsMountStats, badLines, error) {
 	return new(mountstatsScratch).parse(data)
 }
 
 // parse returns the NFS mounts with statistics in data, the content of a
 // mountstats file. A malformed NFS block drops that mount: the mounts that
-// parsed are returned with an error naming the line. The result refers
-// neither to data nor to s.
-func (s *mountstatsScratch) parse(data []byte) ([]nfsMountStats, error) {
+// parsed are returned with an error naming the line. bad counts each
+// dropped mount's first bad line, and the lines between blocks that are no
+// device line. The result refers neither to data nor to s.
+func (s *mountstatsScratch) parse(data []byte) ([]nfsMountStats, badLines, error) {
 	s.mounts, s.spans, s.ops, s.names, s.text = s.mounts[:0], s.spans[:0], s.ops[:0], s.names[:0], s.text[:0]
 	var (
 		cur      nfsMountStats
@@ -166,11 +170,15 @@ func (s *mountstatsScratch) parse(data []byte) ([]nfsMountStats, error) {
 		addr     []byte
 		blockErr string // the first error of the block
 		errs     *mountstatsError
+		bad      badLines
 		state    = msTop
+		line     []byte
 	)
-	fail := func(line int, format string, args ...any) {
+	fail := func(lineNo int, format string, args ...any) {
 		if blockErr == "" {
-			blockErr = fmt.Sprintf("line %d: NFS mount on %q dropped: ", line, mount) + fmt.Sprintf(format, args...)
+			reason := fmt.Sprintf(format, args...)
+			blockErr = fmt.Sprintf("line %d: NFS mount on %q dropped: ", lineNo, mount) + reason
+			bad.add(lineNo, fmt.Sprintf("NFS mount on %q dropped: %s", mount, reason), string(line))
 		}
 	}
 	finish := func() {
@@ -195,7 +203,6 @@ func (s *mountstatsScratch) parse(data []byte) ([]nfsMountStats, error) {
 
 	lineNo := 0
 	for len(data) > 0 {
-		var line []byte
 		if i := bytes.IndexByte(data, '\n'); i >= 0 {
 			line, data = data[:i], data[i+1:]
 		} else {
@@ -207,13 +214,26 @@ func (s *mountstatsScratch) parse(data []byte) ([]nfsMountStats, error) {
 		switch state {
 		case msTop:
 			if string(first) != "device" {
+				// Between blocks the kernel writes device lines only.
+				if len(first) > 0 {
+					bad.add(lineNo, "not a device line", string(line))
+				}
 				continue
 			}
 			// device <dev> mounted on <mnt> with fstype <type> statvers=<v>
+			// Only NFS lines end with statvers=.
 			var f [8][]byte
-			if splitFields(rest, f[:]) < len(f) || string(f[1]) != "mounted" || string(f[2]) != "on" ||
-				string(f[4]) != "with" || string(f[5]) != "fstype" ||
-				(string(f[6]) != "nfs" && string(f[6]) != "nfs4") {
+			n := splitFields(rest, f[:])
+			if n < len(f)-1 || string(f[1]) != "mounted" || string(f[2]) != "on" ||
+				string(f[4]) != "with" || string(f[5]) != "fstype" {
+				bad.add(lineNo, "not 'device D mounted on M with fstype T'", string(line))
+				continue
+			}
+			if string(f[6]) != "nfs" && string(f[6]) != "nfs4" {
+				continue
+			}
+			if n < len(f) {
+				bad.add(lineNo, "NFS device line without statvers=", string(line))
 				continue
 			}
 			cur = nfsMountStats{}
@@ -368,9 +388,9 @@ func (s *mountstatsScratch) parse(data []byte) ([]nfsMountStats, error) {
 
 	mounts := s.result()
 	if errs != nil {
-		return mounts, errs
+		return mounts, bad, errs
 	}
-	return mounts, nil
+	return mounts, bad, nil
 }
 
 // result copies the kept mounts and their operations out of s.

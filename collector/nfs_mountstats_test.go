@@ -12,6 +12,7 @@ import (
 	"unicode"
 
 	"github.com/go-kit/log"
+	"github.com/go-kit/log/level"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	"github.com/prometheus/procfs"
 )
@@ -143,7 +144,7 @@ func TestParseMountstatsMatchesProcfs(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			got, err := parseMountstats(data)
+			got, _, err := parseMountstats(data)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -184,9 +185,16 @@ func FuzzParseMountstats(f *testing.F) {
 	f.Add([]byte("device a:/b mounted on /b with fstype nfs4 statvers=1.1\n\txprt:\trdma" + strings.Repeat(" 7", 40) + "\n"))
 	f.Add([]byte("device a:/b mounted on /b with fstype nfs4 statvers=1.1\n\topts:\tvers=4.2,vers,proto=udp,proto=rdma=x,addr=1\n" +
 		"\txprt:\tudp 1 2 3 4 5 6 7 8 9 10\n\txprt:\trdma 0 0 1 0 12 30214 30214 0 60428 0 0 0 0 0 0 0 0 0 0 0 0 0 0 3 0 0 0 0\n"))
+	f.Add([]byte("garbage\n\tage: 12\nRPC iostats version: 1.1\n"))
 	root := procfsRoot(f)
+	fixture := fixtureMountstats(f)
+	top := mountstatsTopLevel(fixture)
 	f.Fuzz(func(t *testing.T, data []byte) {
-		got, err := parseMountstats(data)
+		checkJunk(t, fixture, data, mountstatsJunk, top, func(b []byte) (any, badLines, error) {
+			m, bad, err := parseMountstats(b)
+			return m, bad, err
+		})
+		got, _, err := parseMountstats(data)
 		for _, m := range got {
 			for _, o := range m.ops {
 				if o.requests == 0 && o.transmissions == 0 {
@@ -257,7 +265,7 @@ device srv:/nconnect mounted on /nconnect with fstype nfs4 statvers=1.1
 	       WRITE: 5 7 0 0 0 0 10 20
 
 `
-	got, err := parseMountstats([]byte(data))
+	got, _, err := parseMountstats([]byte(data))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -299,7 +307,7 @@ func TestParseMountstatsNoPerOpAtEOF(t *testing.T) {
 		"device srv:/x mounted on /x with fstype nfs statvers=1.1\n\topts:\tvers=3,addr=10.0.0.1\n\tbytes:\t1 2 3 4 5 6 7 8\n",
 		"device srv:/x mounted on /x with fstype nfs statvers=1.1\n\topts:\tvers=3,addr=10.0.0.1\n\tbytes:\t1 2 3 4 5 6 7 8\n\tper-op statistics\n",
 	} {
-		got, err := parseMountstats([]byte(data))
+		got, _, err := parseMountstats([]byte(data))
 		if err != nil {
 			t.Fatalf("%q: %v", data, err)
 		}
@@ -313,7 +321,7 @@ func TestParseMountstatsMalformed(t *testing.T) {
 	for _, s := range brokenMountstats[:8] {
 		good := "device srv:/good mounted on /good with fstype nfs statvers=1.1\n\topts:\tvers=3\n\tper-op statistics\n\tREAD: 1 1 0 0 0 0 1 1 0\n\n"
 		// The first blank line ends a header, the second the op lines.
-		got, err := parseMountstats([]byte(good + s + "\n\n" + good))
+		got, _, err := parseMountstats([]byte(good + s + "\n\n" + good))
 		if err == nil {
 			t.Errorf("%q: no error", s)
 			continue
@@ -329,7 +337,7 @@ func TestParseMountstatsMalformed(t *testing.T) {
 
 func TestParseMountstatsManyBrokenBlocks(t *testing.T) {
 	data := strings.Repeat(brokenMountstats[0]+"\n\n", 100)
-	got, err := parseMountstats([]byte(data))
+	got, _, err := parseMountstats([]byte(data))
 	if len(got) != 0 || err == nil {
 		t.Fatalf("got %d mounts and %v, want none and an error", len(got), err)
 	}
@@ -346,7 +354,7 @@ func TestParseMountstatsManyBrokenBlocks(t *testing.T) {
 func TestParseMountstatsCopiesStrings(t *testing.T) {
 	data := []byte("device srv:/x mounted on /x with fstype nfs statvers=1.1\n\topts:\tvers=9,proto=sctp,addr=10.0.0.1\n" +
 		"\txprt:\ttcp 1 2 3 4 5 6 7 8 9 10\n\tper-op statistics\n\tFROB: 1 1 0 0 0 0 1 1 0\n\n")
-	got, err := parseMountstats(data)
+	got, _, err := parseMountstats(data)
 	if err != nil || len(got) != 1 || len(got[0].ops) != 1 {
 		t.Fatalf("%+v, %v", got, err)
 	}
@@ -363,7 +371,7 @@ func TestParseMountstatsLongLines(t *testing.T) {
 	long := strings.Repeat("x", 4<<20)
 	data := "device " + long + ":/x mounted on /x with fstype nfs statvers=1.1\n" +
 		"\topts:\trw," + long + "=1,vers=3\n\tcaps:\t" + long + "\n\tper-op statistics\n\tREAD: 1 1 0 0 0 0 1 1 0\n\n"
-	got, err := parseMountstats([]byte(data))
+	got, _, err := parseMountstats([]byte(data))
 	if err != nil || len(got) != 1 || got[0].vers != "3" || len(got[0].device) != len(long)+3 {
 		t.Fatalf("%d mounts, %v", len(got), err)
 	}
@@ -389,7 +397,8 @@ func TestReadMountstatsFileLimit(t *testing.T) {
 }
 
 // A malformed block costs its own mount, not the others: they are
-// exported, and the collector fails with the line in the log.
+// exported, the collector succeeds, and the line is counted and logged at
+// debug level.
 func TestNFSMalformedBlock(t *testing.T) {
 	fixture := string(fixtureMountstats(t))
 	broken := strings.Replace(fixture, "\t      ACCESS: 900 900 0 115200 108000 2 380 401 0\n", "\t      ACCESS: 900 900 zero 115200 108000 2 380 401 0\n", 1)
@@ -397,12 +406,13 @@ func TestNFSMalformedBlock(t *testing.T) {
 		t.Fatal("the fixture has no ACCESS line to break")
 	}
 	lineNo := strings.Count(broken[:strings.Index(broken, "zero")], "\n") + 1
-	c, err := newNFSCollector(writeProc(t, broken), "", log.NewNopLogger())
+	var logged bytes.Buffer
+	logger := level.NewFilter(log.NewLogfmtLogger(log.NewSyncWriter(&logged)), level.AllowDebug())
+	c, err := newNFSCollector(writeProc(t, broken), "", logger)
 	if err != nil {
 		t.Fatal(err)
 	}
-	var logged bytes.Buffer
-	reg := newTestRegistry("nfs", c, log.NewLogfmtLogger(log.NewSyncWriter(&logged)))
+	reg := newTestRegistry("nfs", c, logger)
 	want := `
 # HELP plateau_nfs_mount_info NFS mount of this node with its protocol version and transport; the value is always 1.
 # TYPE plateau_nfs_mount_info gauge
@@ -411,9 +421,12 @@ plateau_nfs_mount_info{export="nfs01.example.org:/export/old runs",mountpoint="/
 plateau_nfs_mount_info{export="nfs02.example.org:/projects",mountpoint="/projects",protocol="tcp",server="nfs02.example.org",version="4.2"} 1
 # HELP plateau_scrape_collector_success 1 if the collector read its counters during this scrape, 0 if it failed or found no data.
 # TYPE plateau_scrape_collector_success gauge
-plateau_scrape_collector_success{collector="nfs"} 0
+plateau_scrape_collector_success{collector="nfs"} 1
+# HELP plateau_collector_parse_errors_total Lines (rows, records, attribute files) of the source that the collector could not read and skipped, since the exporter started. The rest of the source is still exported; a source with nothing readable fails the collector (plateau_scrape_collector_success 0) instead. Every source parsed at least once has a series, 0 while it had no bad line.
+# TYPE plateau_collector_parse_errors_total counter
+plateau_collector_parse_errors_total{collector="nfs",source="mountstats"} 1
 `
-	if err := testutil.GatherAndCompare(reg, strings.NewReader(want), "plateau_nfs_mount_info", "plateau_scrape_collector_success"); err != nil {
+	if err := testutil.GatherAndCompare(reg, strings.NewReader(want), "plateau_nfs_mount_info", "plateau_scrape_collector_success", "plateau_collector_parse_errors_total"); err != nil {
 		t.Error(err)
 	}
 	wantLog := fmt.Sprintf(`line %d: NFS mount on \"/home\" dropped: operation \"ACCESS\": \"zero\" is not a number`, lineNo)
@@ -465,7 +478,7 @@ func BenchmarkParseMountstats(b *testing.B) {
 		b.SetBytes(int64(len(data)))
 		s := new(mountstatsScratch)
 		for i := 0; i < b.N; i++ {
-			if ms, err := s.parse(data); err != nil || len(ms) != 40 {
+			if ms, _, err := s.parse(data); err != nil || len(ms) != 40 {
 				b.Fatal(len(ms), err)
 			}
 		}
@@ -480,7 +493,7 @@ func BenchmarkParseMountstats(b *testing.B) {
 			if err != nil {
 				b.Fatal(err)
 			}
-			if ms, err := s.parse(s.file); err != nil || len(ms) != 40 {
+			if ms, _, err := s.parse(s.file); err != nil || len(ms) != 40 {
 				b.Fatal(len(ms), err)
 			}
 		}

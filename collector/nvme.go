@@ -72,6 +72,8 @@ type nvmeCollector struct {
 	// lastProblem is the last SMART problem logged per controller, so each
 	// problem is logged once rather than on every scrape.
 	lastProblem map[string]string
+	// parseErrs counts the SMART log pages that could not be decoded.
+	parseErrs *parseErrorCounter
 
 	info, smartAvailable typedDesc
 	smartHelperUp        typedDesc
@@ -115,6 +117,7 @@ func newNVMeCollector(sysRoot, devDir string, smartTimeout time.Duration, logger
 		smartTimeout: smartTimeout,
 		logger:       logger,
 		lastProblem:  map[string]string{},
+		parseErrs:    newParseErrorCounter(logger),
 
 		info: gauge("info", "NVMe controller of this node; the value is always 1.",
 			"model", "serial", "firmware_revision", "state", "transport"),
@@ -153,7 +156,16 @@ func newNVMeCollector(sysRoot, devDir string, smartTimeout time.Duration, logger
 type smartResult struct {
 	log smartLog
 	err error
+	// read is true when a log page came back, whether or not it decoded;
+	// undecodable is true when it did not.
+	read, undecodable bool
 }
+
+// nvmeSourceSMART is the source of the collector's parse errors: the SMART
+// / Health log pages, one "line" per controller and scrape.
+const nvmeSourceSMART = "smart_log"
+
+func (c *nvmeCollector) parseErrors() *parseErrorCounter { return c.parseErrs }
 
 func (c *nvmeCollector) Update(ch chan<- prometheus.Metric) error {
 	if c.helperRunning != nil {
@@ -194,6 +206,10 @@ func (c *nvmeCollector) Update(ch chan<- prometheus.Metric) error {
 	deadline := time.NewTimer(c.smartTimeout + 500*time.Millisecond)
 	defer deadline.Stop()
 
+	// A page that does not decode costs that controller's SMART metrics
+	// only (smart_available 0), as any other SMART problem does.
+	var bad badLines
+	pagesRead := false
 	for _, n := range names {
 		dev := class[n]
 		dn := labelValue(n)
@@ -213,6 +229,10 @@ func (c *nvmeCollector) Update(ch chan<- prometheus.Metric) error {
 				res.err = fmt.Errorf("SMART log read did not return within %s", c.smartTimeout)
 			}
 		}
+		pagesRead = pagesRead || res.read
+		if res.undecodable {
+			bad.add(0, "SMART log of "+n, res.err.Error())
+		}
 		if res.err != nil {
 			c.noteProblem(n, res.err)
 			ch <- c.smartAvailable.mustNewConstMetric(0, dn)
@@ -221,6 +241,9 @@ func (c *nvmeCollector) Update(ch chan<- prometheus.Metric) error {
 		c.clearProblem(n)
 		ch <- c.smartAvailable.mustNewConstMetric(1, dn)
 		c.smartMetrics(ch, dn, res.log)
+	}
+	if pagesRead {
+		c.parseErrs.record(nvmeSourceSMART, bad)
 	}
 	return readErr
 }
@@ -241,7 +264,7 @@ func (c *nvmeCollector) startSMARTRead(name string) <-chan smartResult {
 			return smartResult{err: err}
 		}
 		l, err := parseSMARTLog(b)
-		return smartResult{log: l, err: err}
+		return smartResult{log: l, err: err, read: true, undecodable: err != nil}
 	})
 	if err != nil {
 		return settled(smartResult{err: errors.New("SMART log read from an earlier scrape has not returned yet")})

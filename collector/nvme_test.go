@@ -230,7 +230,9 @@ func FuzzParseSMARTLog(f *testing.F) {
 		f.Add(readSMARTFixture(f, name))
 	}
 	f.Add(make([]byte, 100))
+	healthy, worn := readSMARTFixture(f, "smart-healthy.hex"), readSMARTFixture(f, "smart-worn-hot.hex")
 	f.Fuzz(func(t *testing.T, b []byte) {
+		checkSMARTJunk(t, map[string][]byte{"nvme0": healthy, "nvme1": b, "nvme2": worn})
 		l, err := parseSMARTLog(b)
 		if len(b) != smartLogSize {
 			if err == nil {
@@ -405,4 +407,58 @@ plateau_scrape_collector_success{collector="nvme"} 0
 	if _, err := collectAll(c); err == nil || !strings.Contains(err.Error(), "nvme1") || !strings.Contains(err.Error(), "serial") {
 		t.Errorf("Update error = %v, want one naming nvme1 and its serial", err)
 	}
+}
+
+// checkSMARTJunk is the "junk among good rows" property for SMART logs,
+// where a row is a controller's log page: the fixture controllers answer
+// with pages, and every page that decodes gives its controller's SMART
+// metrics while each one that does not is counted and costs its own
+// controller only.
+func checkSMARTJunk(t *testing.T, pages map[string][]byte) {
+	t.Helper()
+	c, err := newNVMeCollector(filepath.Join("fixtures", "sys"), t.TempDir(), 2*time.Second, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.readSMART = func(name string, _ time.Duration) ([]byte, error) {
+		if p, ok := pages[name]; ok {
+			return p, nil
+		}
+		return nil, unix.ENOENT
+	}
+	ms, err := collectAll(c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	wantBad := uint64(0)
+	for _, p := range pages {
+		if len(p) != smartLogSize {
+			wantBad++
+		}
+	}
+	if n, ok := parseErrorCount(c, nvmeSourceSMART); !ok || n != wantBad {
+		t.Errorf("SMART parse errors = %d (present %v), want %d", n, ok, wantBad)
+	}
+	for _, m := range ms {
+		if m.Desc() != c.smartAvailable.desc {
+			continue
+		}
+		dev := label(t, m, "device")
+		want := 0.0
+		if p, ok := pages[dev]; ok && len(p) == smartLogSize {
+			want = 1
+		}
+		if got := metricValue(t, m); got != want {
+			t.Errorf("plateau_nvme_smart_available{device=%q} = %v, want %v", dev, got, want)
+		}
+	}
+}
+
+// A short SMART page costs its controller only, and is counted.
+func TestNVMeUndecodableSMARTPage(t *testing.T) {
+	checkSMARTJunk(t, map[string][]byte{
+		"nvme0": readSMARTFixture(t, "smart-healthy.hex"),
+		"nvme1": make([]byte, 100),
+		"nvme2": readSMARTFixture(t, "smart-worn-hot.hex"),
+	})
 }
