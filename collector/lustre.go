@@ -302,6 +302,10 @@ func (c *lustreCollector) Close() error {
 // guarded runs call under the guard for key and waits for it until ctx
 // ends. A call still running from an earlier round is not started again.
 func (c *lustreCollector) guarded(ctx context.Context, key string, call func() lustreRead) lustreRead {
+	if ctx.Err() != nil {
+		// Past the round's deadline nothing new starts.
+		return lustreRead{err: fmt.Errorf("%s: %w", key, errLustreReadTimeout)}
+	}
 	done, err := c.reads.start(key, nil, call)
 	if err != nil {
 		return lustreRead{err: err}
@@ -310,6 +314,11 @@ func (c *lustreCollector) guarded(ctx context.Context, key string, call func() l
 	case r := <-done:
 		return r
 	case <-ctx.Done():
+		select {
+		case r := <-done: // it returned just as the deadline passed
+			return r
+		default:
+		}
 		return lustreRead{err: fmt.Errorf("%s: %w", key, errLustreReadTimeout)}
 	}
 }
@@ -429,6 +438,22 @@ func (c *lustreCollector) round() *lustreRound {
 	res := &lustreRound{badLines: map[string]int{}}
 	stuck := 0
 
+	// health_check and the mounts come first: the deadline that a
+	// blocked target read runs into must not cost them too.
+	var ms []prometheus.Metric
+	if r := c.readParam(ctx, "health_check"); r.err == nil {
+		v := 0.0
+		if strings.TrimSpace(string(r.data)) == "healthy" {
+			v = 1
+		}
+		ms = append(ms, c.healthy.mustNewConstMetric(v))
+	} else if isStuck(r.err) {
+		stuck++
+	}
+	mounts, n := c.mountMetrics(ctx, res.badLines)
+	ms = append(ms, mounts...)
+	stuck += n
+
 	var targets []*lustreTargetRead
 	for _, kind := range []string{"osc", "mdc"} {
 		l := c.listDevices(ctx, kind)
@@ -441,7 +466,7 @@ func (c *lustreCollector) round() *lustreRound {
 			if m == nil {
 				continue // not a client mount's device (an MDT's own OSP, say)
 			}
-			targets = append(targets, &lustreTargetRead{device: dev, kind: kind, fsname: m[1], name: strings.ToUpper(m[2])})
+			targets = append(targets, &lustreTargetRead{device: dev, kind: kind, fsname: m[1], name: m[2]})
 		}
 	}
 	work := make(chan *lustreTargetRead)
@@ -461,7 +486,6 @@ func (c *lustreCollector) round() *lustreRound {
 	close(work)
 	wg.Wait()
 
-	var ms []prometheus.Metric
 	seen := map[[2]string]bool{}
 	rpcByFS := map[string]*lustreRPCStats{}
 	live := map[string]bool{}
@@ -511,19 +535,6 @@ func (c *lustreCollector) round() *lustreRound {
 		}
 	}
 
-	mounts, n := c.mountMetrics(ctx, res.badLines)
-	ms = append(ms, mounts...)
-	stuck += n
-
-	if r := c.readParam(ctx, "health_check"); r.err == nil {
-		v := 0.0
-		if strings.TrimSpace(string(r.data)) == "healthy" {
-			v = 1
-		}
-		ms = append(ms, c.healthy.mustNewConstMetric(v))
-	} else if isStuck(r.err) {
-		stuck++
-	}
 	ms = append(ms, c.stuckReads.mustNewConstMetric(float64(stuck)))
 	if stuck > 0 {
 		level.Warn(c.logger).Log("msg", "Lustre reads blocked; their series are missing from this round", "stuck_reads", stuck)
