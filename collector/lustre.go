@@ -95,8 +95,10 @@ type lustreRead struct {
 // scrapes until the next round ends.
 type lustreRound struct {
 	metrics []prometheus.Metric
-	// badLines counts, by source (import, state, rpc_stats, stats), the
-	// lines the parsers could not read in this round.
+	// badLines counts, by source (import, state, rpc_stats, stats, and
+	// param for the single-value files), the lines the parsers could not
+	// read in this round: what plateau_collector_parse_errors_total will
+	// add up.
 	badLines map[string]int
 }
 
@@ -366,8 +368,10 @@ func isStuck(err error) bool {
 }
 
 // lustreTargetDevice matches the osc and mdc device names of a client
-// mount: <fsname>-<OST|MDT><index>-<osc|mdc>-<mount instance>.
-var lustreTargetDevice = regexp.MustCompile(`^(.+)-((?:OST|MDT)[0-9a-fA-F]{4,})-(?:osc|mdc)-[^-]+$`)
+// mount: <fsname>-<OST|MDT><index>-<osc|mdc>-<mount instance>, the
+// instance being the super block's address in hex. A server's own devices
+// (lustre-OST0000-osc-MDT0000 on an old MDS) end in a target name instead.
+var lustreTargetDevice = regexp.MustCompile(`^(.+)-((?:OST|MDT)[0-9a-fA-F]{4,})-(?:osc|mdc)-[0-9a-fA-F]+$`)
 
 // lustreTargetRead is what one round read of one target.
 type lustreTargetRead struct {
@@ -426,6 +430,9 @@ func (c *lustreCollector) readTarget(ctx context.Context, t *lustreTargetRead) {
 			t.rpc, bad = parseLustreRPCStats(r.data)
 			t.hasRPC = true
 			t.bad["rpc_stats"] += bad
+		}
+		if (f == "active" && !t.hasAct) || (f == "cur_grant_bytes" && !t.hasGrant) || (f == "cur_dirty_bytes" && !t.hasDirty) {
+			t.bad["param"]++
 		}
 	}
 }

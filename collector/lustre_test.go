@@ -179,7 +179,7 @@ func TestLustreHungRead(t *testing.T) {
 		unix.Close(fd)
 	}
 	t.Cleanup(release)
-	const timeout = 300 * time.Millisecond
+	const timeout = time.Second
 	c := newTestLustre(t, root, timeout)
 	reg := newTestRegistry("lustre", c, nil)
 	stuckKey := "osc/" + devs[2] + "/import"
@@ -288,5 +288,31 @@ func TestLustreStateHistory(t *testing.T) {
 	h.count(ring)
 	if h.reconnects != 4 || h.evictions != 1 {
 		t.Fatalf("after the ring wrapped: %d reconnects, %d evictions, want 4 and 1", h.reconnects, h.evictions)
+	}
+}
+
+// TestLustreBadValuesAndServerDevices: a value that does not parse costs
+// its series and is counted; a server's own osc device is not a target of
+// this client.
+func TestLustreBadValuesAndServerDevices(t *testing.T) {
+	root := t.TempDir()
+	devs := genLustre(t, root, 2)
+	benchWrite(t, filepath.Join(root, "sys", "fs", "lustre", "osc", devs[1], "active"), "yes")
+	mds := filepath.Join(root, "proc", "fs", "lustre", "osc", "scratch-OST0000-osc-MDT0000")
+	data, err := os.ReadFile(filepath.Join(root, "proc", "fs", "lustre", "osc", devs[0], "import"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	benchWrite(t, filepath.Join(mds, "import"), string(data))
+	c := newTestLustre(t, root, 5*time.Second)
+	r := c.round()
+	if r.badLines["param"] != 1 {
+		t.Errorf("bad lines %v, want one in param", r.badLines)
+	}
+	reg := newTestRegistry("lustre", c, nil)
+	for metric, want := range map[string]int{"plateau_lustre_target_connected": 3, "plateau_lustre_target_active": 2} {
+		if n, err := testutil.GatherAndCount(reg, metric); err != nil || n != want {
+			t.Errorf("%s: %d series (err %v), want %d", metric, n, err, want)
+		}
 	}
 }
