@@ -14,7 +14,8 @@ import (
 )
 
 // The scrape benchmark builds a large node at run time: 8 InfiniBand ports,
-// 24 NVMe controllers, 4 GPFS file systems (89 disks) and 40 NFS mounts.
+// 24 NVMe controllers, 4 GPFS file systems (89 disks) and 40 NFS mounts,
+// and apart from them a Lustre client of 512 OSTs.
 // Nothing of it is committed.
 
 func benchWrite(b testing.TB, path, content string) {
@@ -374,6 +375,21 @@ func BenchmarkScrape(b *testing.B) {
 				if err != nil {
 					b.Fatal(err)
 				}
+			}
+		}
+	})
+	// A large site's Lustre client, 512 OSTs: a scrape exports the last
+	// round; lustre-round is one round of reads, off the scrape path,
+	// every --collector.lustre.interval.
+	lustreRoot := filepath.Join(root, "lustre")
+	genLustre(b, lustreRoot, 512)
+	lustre := newTestLustre(b, lustreRoot, 30*time.Second)
+	b.Run("lustre", func(b *testing.B) { gather(b, map[string]Collector{"lustre": lustre}) })
+	b.Run("lustre-round", func(b *testing.B) {
+		b.ReportAllocs()
+		for i := 0; i < b.N; i++ {
+			if r := lustre.round(); len(r.metrics) < 512*10 {
+				b.Fatalf("%d metrics in a round of 512 OSTs", len(r.metrics))
 			}
 		}
 	})

@@ -121,6 +121,9 @@ func TestGoldenMetrics(t *testing.T) {
 		"--collector.gpfs.mmdiag-path="+filepath.Join(gpfs, "mmdiag"), "--collector.gpfs.mmfsadm-path="+filepath.Join(gpfs, "mmfsadm"),
 		"--collector.gpfs.mmlsfs-path="+filepath.Join(gpfs, "mmlsfs"), "--collector.gpfs.mmlsdisk-path="+filepath.Join(gpfs, "mmlsdisk"),
 		"--collector.gpfs.mmlsqos-path="+filepath.Join(gpfs, "mmlsqos"),
+		// Lustre 2.15's layout is in the same proc and sys trees, debugfs
+		// under sys/kernel/debug (the flag's default).
+		"--collector.lustre",
 		// No real /dev/nvme* of the machine running the test may leak in.
 		"--collector.nvme.dev-dir="+t.TempDir())
 	probetest.WaitUntil(t, "a successful run of every probe", 60*time.Second, func() bool {

@@ -1,0 +1,682 @@
+package collector
+
+// The Lustre client collector: what this node knows of each OST and MDT it
+// talks to (the osc and mdc imports), of each mount (llite) and of the
+// node's health_check. The files are read in the background, each through
+// the stuck-call guard, because a read of a Lustre parameter can block for
+// as long as the client is evicted; a scrape only exports the last round.
+//
+// Where the files are depends on the release: up to 2.10 everything is
+// under /proc/fs/lustre; from 2.12 the single-value attributes (active,
+// cur_dirty_bytes) are in /sys/fs/lustre and the counter files (llite
+// stats, osc rpc_stats in later releases) in debugfs, under
+// /sys/kernel/debug/lustre, while the import and state files stay in
+// /proc/fs/lustre. Like `lctl get_param`, the collector looks for each file
+// under the sysfs, procfs and debugfs trees in that order and takes the
+// first it finds, so one code path reads every layout.
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"regexp"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/alecthomas/kingpin/v2"
+	"github.com/go-kit/log"
+	"github.com/go-kit/log/level"
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+const lustreSubsystem = "lustre"
+
+var (
+	lustreDebugfsPath = kingpin.Flag("collector.lustre.debugfs-path",
+		"debugfs mountpoint, where Lustre 2.12 and later keep llite stats and osc rpc_stats; empty means <path.sysfs>/kernel/debug. "+
+			"debugfs is readable by root only: without CAP_DAC_READ_SEARCH the series read from it are missing (see the README).").
+		Default("").String()
+	lustreInterval = kingpin.Flag("collector.lustre.interval",
+		"How often the Lustre parameter files are read, in the background; scrapes export the last complete round.").
+		Default("15s").Duration()
+	lustreTimeout = kingpin.Flag("collector.lustre.timeout",
+		"How long one round of Lustre reads may take. A read still blocked then (an evicted client) is left to return on its own "+
+			"and not started again until it has; its target's series are missing from that round.").
+		Default("5s").Duration()
+)
+
+func init() {
+	registerCollector(lustreSubsystem, false, func(logger log.Logger) (Collector, error) {
+		debugfs := *lustreDebugfsPath
+		if debugfs == "" {
+			debugfs = sysFilePath("kernel", "debug")
+		}
+		return newLustreCollector(lustreConfig{
+			procRoot:  procFilePath("fs", "lustre"),
+			sysRoot:   sysFilePath("fs", "lustre"),
+			debugRoot: filepath.Join(debugfs, "lustre"),
+			interval:  *lustreInterval,
+			timeout:   *lustreTimeout,
+		}, logger)
+	})
+}
+
+// lustreConfig says where the Lustre trees are and how often and how long
+// they are read.
+type lustreConfig struct {
+	// procRoot is /proc/fs/lustre, sysRoot /sys/fs/lustre and debugRoot
+	// /sys/kernel/debug/lustre, each under the daemon's path flags.
+	procRoot, sysRoot, debugRoot string
+	interval, timeout            time.Duration
+}
+
+// lustreWorkers bounds how many targets are read at once: enough that one
+// blocked read does not hold up the others, few enough that an evicted
+// client adds at most this many stuck reads per round.
+const lustreWorkers = 4
+
+// errLustreReadTimeout is a read that had not returned when its round ended.
+var errLustreReadTimeout = errors.New("read did not return before the round's deadline")
+
+// lustreRead is the result of one guarded read: a file's bytes or a
+// directory's entries.
+type lustreRead struct {
+	data  []byte
+	names []string
+	err   error
+}
+
+// lustreRound is what one background round read, exported as is by the
+// scrapes until the next round ends.
+type lustreRound struct {
+	metrics []prometheus.Metric
+	// badLines counts, by source (import, state, rpc_stats, stats, and
+	// param for the single-value files), the lines the parsers could not
+	// read in this round: what plateau_collector_parse_errors_total will
+	// add up.
+	badLines map[string]int
+}
+
+// lustreTargetHistory follows one import's state history from round to
+// round, so that changes are counted once although the kernel keeps only
+// the last 16.
+type lustreTargetHistory struct {
+	prev                  []lustreStateEntry
+	reconnects, evictions uint64
+}
+
+type lustreCollector struct {
+	cfg    lustreConfig
+	logger log.Logger
+	reads  stuckCalls[lustreRead]
+
+	connected, info, reconnects, evictions, timeouts, avgWait typedDesc
+	inflight, grant, dirty, active                            typedDesc
+	rpcs, rpcPages, rpcInFlight                               typedDesc
+	readBytes, writeBytes, readCalls, writeCalls, mdOps       typedDesc
+	healthy, stuckReads                                       typedDesc
+
+	// histMu guards history, which only rounds use; two rounds never
+	// run at once in the daemon, but a test may call round directly.
+	histMu  sync.Mutex
+	history map[string]*lustreTargetHistory
+
+	mu        sync.Mutex
+	last      *lustreRound
+	ready     chan struct{}
+	readyOnce sync.Once
+	startOnce sync.Once
+	stop      chan struct{}
+	stopOnce  sync.Once
+	loop      sync.WaitGroup
+}
+
+// lustreMetadataOps are the llite stats counters exported as
+// plateau_lustre_metadata_operations_total; each is exported, 0 when the
+// file leaves it out, so that an operation's first call does not make a
+// series appear.
+func lustreMetadataOps() [16]string {
+	return [...]string{"open", "close", "getattr", "setattr", "truncate", "create", "unlink", "mkdir",
+		"rmdir", "rename", "link", "symlink", "mknod", "readdir", "statfs", "fsync"}
+}
+
+func newLustreCollector(cfg lustreConfig, logger log.Logger) (*lustreCollector, error) {
+	if logger == nil {
+		logger = log.NewNopLogger()
+	}
+	if cfg.interval <= 0 || cfg.timeout <= 0 {
+		return nil, fmt.Errorf("lustre interval and timeout must be positive, got %s and %s", cfg.interval, cfg.timeout)
+	}
+	desc := func(name, help string, vt prometheus.ValueType, labels ...string) typedDesc {
+		return typedDesc{prometheus.NewDesc(prometheus.BuildFQName(namespace, lustreSubsystem, name), help, labels, nil), vt}
+	}
+	t := []string{"filesystem", "lustre_target"}
+	fsOp := []string{"filesystem", "op"}
+	c := &lustreCollector{
+		cfg:     cfg,
+		logger:  logger,
+		history: map[string]*lustreTargetHistory{},
+		ready:   make(chan struct{}),
+		stop:    make(chan struct{}),
+
+		connected: desc("target_connected",
+			"1 if this client's import of the OST or MDT is FULL, or IDLE: since 2.12 a client closes a connection unused for "+
+				"idle_timeout seconds on purpose and reconnects at the next RPC, so IDLE is not a lost server. 0 in any other state "+
+				"(DISCONN, CONNECTING, RECOVER, REPLAY*, EVICTED, CLOSED, NEW).",
+			prometheus.GaugeValue, t...),
+		info: desc("target_info",
+			"The server NID this client's import of the OST or MDT is connected to (current_connection); always 1.",
+			prometheus.GaugeValue, "filesystem", "lustre_target", "nid"),
+		reconnects: desc("target_reconnects_total",
+			"Times the import started connecting again after losing its connection, counted from its state history: CONNECTING "+
+				"entries that follow a state other than IDLE or NEW. The kernel keeps 16 entries, so the count starts with what they show.",
+			prometheus.CounterValue, t...),
+		evictions: desc("target_evictions_total",
+			"Times the server evicted this client, counted from the import's state history (EVICTED entries).",
+			prometheus.CounterValue, t...),
+		timeouts: desc("target_timeouts_total",
+			"RPCs to the OST or MDT that timed out (the import's rpcs.timeouts).",
+			prometheus.CounterValue, t...),
+		avgWait: desc("target_avg_wait_seconds",
+			"Average time the RPCs to the OST or MDT waited for their reply (the import's avg_waittime), in seconds.",
+			prometheus.GaugeValue, t...),
+		inflight: desc("target_rpcs_in_flight",
+			"RPCs sent to the OST or MDT and not yet answered (the import's rpcs.inflight).",
+			prometheus.GaugeValue, t...),
+		grant: desc("target_grant_bytes",
+			"Space the OST granted this client for cached writes (osc cur_grant_bytes), in bytes.",
+			prometheus.GaugeValue, t...),
+		dirty: desc("target_dirty_bytes",
+			"Dirty data this client caches for the OST (osc cur_dirty_bytes), in bytes.",
+			prometheus.GaugeValue, t...),
+		active: desc("target_active",
+			"0 if the OST or MDT was deactivated on this client (lctl set_param ... active=0), 1 otherwise.",
+			prometheus.GaugeValue, t...),
+		rpcs: desc("rpcs_total",
+			"Bulk read or write RPCs this client sent to the file system's OSTs, from the osc rpc_stats pages-per-RPC histograms.",
+			prometheus.CounterValue, fsOp...),
+		rpcPages: desc("rpc_pages_total",
+			"Pages carried by those RPCs, each counted at its histogram bucket's lower bound (a power of two); "+
+				"rate(plateau_lustre_rpc_pages_total) / rate(plateau_lustre_rpcs_total) is the mean pages per RPC.",
+			prometheus.CounterValue, fsOp...),
+		rpcInFlight: desc("rpc_in_flight_sum_total",
+			"Sum over those RPCs of the RPCs in flight to the same OST when each was sent (rpc_stats' RPCs-in-flight histograms); "+
+				"divided by plateau_lustre_rpcs_total, the mean concurrency per OST.",
+			prometheus.CounterValue, fsOp...),
+		readBytes: desc("read_bytes_total",
+			"Bytes read through this Lustre mount (llite stats read_bytes).",
+			prometheus.CounterValue, "filesystem"),
+		writeBytes: desc("write_bytes_total",
+			"Bytes written through this Lustre mount (llite stats write_bytes).",
+			prometheus.CounterValue, "filesystem"),
+		readCalls: desc("reads_total",
+			"read calls on this Lustre mount (llite stats read_bytes samples).",
+			prometheus.CounterValue, "filesystem"),
+		writeCalls: desc("writes_total",
+			"write calls on this Lustre mount (llite stats write_bytes samples).",
+			prometheus.CounterValue, "filesystem"),
+		mdOps: desc("metadata_operations_total",
+			"Metadata operations on this Lustre mount, by llite stats counter.",
+			prometheus.CounterValue, fsOp...),
+		healthy: desc("healthy",
+			"1 if Lustre's health_check on this node says healthy, 0 if it reports NOT HEALTHY or LBUG.",
+			prometheus.GaugeValue),
+		stuckReads: desc("stuck_reads",
+			"Reads of Lustre parameter files in the last round that did not return in --collector.lustre.timeout, "+
+				"or were not started because an earlier read of the same file still has not returned.",
+			prometheus.GaugeValue),
+	}
+	return c, nil
+}
+
+// roots are the trees a parameter file may be in, in lctl's order.
+func (c *lustreCollector) roots() [3]string {
+	return [...]string{c.cfg.sysRoot, c.cfg.procRoot, c.cfg.debugRoot}
+}
+
+// Update exports the last complete round. The first scrape starts the
+// rounds and waits for the first; later scrapes never wait for a read.
+func (c *lustreCollector) Update(ch chan<- prometheus.Metric) error {
+	present := false
+	for _, r := range c.roots() {
+		if _, err := os.Stat(r); err == nil {
+			present = true
+			break
+		}
+	}
+	if !present {
+		return fmt.Errorf("no Lustre tree under %s, %s or %s: %w", c.cfg.procRoot, c.cfg.sysRoot, c.cfg.debugRoot, ErrNoData)
+	}
+	c.startOnce.Do(c.startLoop)
+	first := time.NewTimer(c.cfg.timeout + time.Second)
+	defer first.Stop()
+	select {
+	case <-c.ready:
+	case <-first.C:
+	}
+	c.mu.Lock()
+	last := c.last
+	c.mu.Unlock()
+	if last == nil {
+		return errors.New("lustre: no round has finished yet")
+	}
+	for _, m := range last.metrics {
+		ch <- m
+	}
+	return nil
+}
+
+func (c *lustreCollector) startLoop() {
+	c.loop.Add(1)
+	go func() {
+		defer c.loop.Done()
+		ticker := time.NewTicker(c.cfg.interval)
+		defer ticker.Stop()
+		for {
+			r := c.round()
+			c.mu.Lock()
+			c.last = r
+			c.mu.Unlock()
+			c.readyOnce.Do(func() { close(c.ready) })
+			select {
+			case <-ticker.C:
+			case <-c.stop:
+				return
+			}
+		}
+	}()
+}
+
+// Close stops the rounds and waits for the one in progress, at most the
+// timeout. Reads still blocked in the kernel return on their own.
+func (c *lustreCollector) Close() error {
+	c.startOnce.Do(func() {})
+	c.stopOnce.Do(func() { close(c.stop) })
+	c.loop.Wait()
+	return nil
+}
+
+// guarded runs call under the guard for key and waits for it until ctx
+// ends. A call still running from an earlier round is not started again.
+func (c *lustreCollector) guarded(ctx context.Context, key string, call func() lustreRead) lustreRead {
+	if ctx.Err() != nil {
+		// Past the round's deadline nothing new starts.
+		return lustreRead{err: fmt.Errorf("%s: %w", key, errLustreReadTimeout)}
+	}
+	done, err := c.reads.start(key, nil, call)
+	if err != nil {
+		return lustreRead{err: err}
+	}
+	select {
+	case r := <-done:
+		return r
+	case <-ctx.Done():
+		select {
+		case r := <-done: // it returned just as the deadline passed
+			return r
+		default:
+		}
+		return lustreRead{err: fmt.Errorf("%s: %w", key, errLustreReadTimeout)}
+	}
+}
+
+// readParam reads rel (such as osc/<device>/import) from the first tree
+// that has it.
+func (c *lustreCollector) readParam(ctx context.Context, rel string) lustreRead {
+	return c.guarded(ctx, rel, func() lustreRead {
+		for _, root := range c.roots() {
+			data, err := os.ReadFile(filepath.Join(root, rel))
+			if errors.Is(err, fs.ErrNotExist) {
+				continue
+			}
+			return lustreRead{data: data, err: err}
+		}
+		return lustreRead{err: fs.ErrNotExist}
+	})
+}
+
+// listDevices lists the devices of kind (osc, mdc, llite) in all trees.
+func (c *lustreCollector) listDevices(ctx context.Context, kind string) lustreRead {
+	return c.guarded(ctx, "list "+kind, func() lustreRead {
+		seen := map[string]bool{}
+		var names []string
+		for _, root := range c.roots() {
+			entries, err := os.ReadDir(filepath.Join(root, kind))
+			if err != nil {
+				continue
+			}
+			for _, e := range entries {
+				if n := e.Name(); !seen[n] && (e.IsDir() || e.Type()&fs.ModeSymlink != 0) {
+					seen[n] = true
+					names = append(names, n)
+				}
+			}
+		}
+		sort.Strings(names)
+		return lustreRead{names: names}
+	})
+}
+
+// isStuck reports whether a read failed because it is, or was, blocked.
+func isStuck(err error) bool {
+	return errors.Is(err, errLustreReadTimeout) || errors.Is(err, errStillRunning)
+}
+
+// lustreTargetDevice matches the osc and mdc device names of a client
+// mount: <fsname>-<OST|MDT><index>-<osc|mdc>-<mount instance>, the
+// instance being the super block's address in hex. A server's own devices
+// (lustre-OST0000-osc-MDT0000 on an old MDS) end in a target name instead.
+var lustreTargetDevice = regexp.MustCompile(`^(.+)-((?:OST|MDT)[0-9a-fA-F]{4,})-(?:osc|mdc)-[0-9a-fA-F]+$`)
+
+// lustreTargetRead is what one round read of one target.
+type lustreTargetRead struct {
+	device, kind, fsname, name string
+	imp                        lustreImport
+	hasImport                  bool
+	history                    []lustreStateEntry
+	hasState                   bool
+	grant, dirty, active       uint64
+	hasGrant, hasDirty, hasAct bool
+	rpc                        lustreRPCStats
+	hasRPC                     bool
+	stuck                      int
+	bad                        map[string]int
+}
+
+// readTarget reads one osc or mdc device's files. Once a read is blocked
+// the rest are skipped: on an evicted client they would block too.
+func (c *lustreCollector) readTarget(ctx context.Context, t *lustreTargetRead) {
+	t.bad = map[string]int{}
+	files := []string{"import", "state", "active"}
+	if t.kind == "osc" {
+		files = append(files, "cur_grant_bytes", "cur_dirty_bytes", "rpc_stats")
+	}
+	for _, f := range files {
+		r := c.readParam(ctx, t.kind+"/"+t.device+"/"+f)
+		if isStuck(r.err) {
+			t.stuck++
+			return
+		}
+		if r.err != nil {
+			if !errors.Is(r.err, fs.ErrNotExist) {
+				level.Debug(c.logger).Log("msg", "cannot read Lustre parameter", "device", t.device, "file", f, "err", r.err)
+			}
+			continue
+		}
+		switch f {
+		case "import":
+			var bad int
+			t.imp, bad = parseLustreImport(r.data)
+			t.hasImport = t.imp.state != ""
+			t.bad["import"] += bad
+		case "state":
+			var bad int
+			_, t.history, bad = parseLustreState(r.data)
+			t.hasState = true
+			t.bad["state"] += bad
+		case "active":
+			t.active, t.hasAct = parseLustreUint(r.data)
+		case "cur_grant_bytes":
+			t.grant, t.hasGrant = parseLustreUint(r.data)
+		case "cur_dirty_bytes":
+			t.dirty, t.hasDirty = parseLustreUint(r.data)
+		case "rpc_stats":
+			var bad int
+			t.rpc, bad = parseLustreRPCStats(r.data)
+			t.hasRPC = true
+			t.bad["rpc_stats"] += bad
+		}
+		if (f == "active" && !t.hasAct) || (f == "cur_grant_bytes" && !t.hasGrant) || (f == "cur_dirty_bytes" && !t.hasDirty) {
+			t.bad["param"]++
+		}
+	}
+}
+
+// round reads every target, mount and health_check once, within the
+// timeout, and builds the metrics the scrapes export until the next round.
+func (c *lustreCollector) round() *lustreRound {
+	ctx, cancel := context.WithTimeout(context.Background(), c.cfg.timeout)
+	defer cancel()
+	res := &lustreRound{badLines: map[string]int{}}
+	stuck := 0
+
+	// health_check and the mounts come first: the deadline that a
+	// blocked target read runs into must not cost them too.
+	var ms []prometheus.Metric
+	if r := c.readParam(ctx, "health_check"); r.err == nil {
+		v := 0.0
+		if strings.TrimSpace(string(r.data)) == "healthy" {
+			v = 1
+		}
+		ms = append(ms, c.healthy.mustNewConstMetric(v))
+	} else if isStuck(r.err) {
+		stuck++
+	}
+	mounts, n := c.mountMetrics(ctx, res.badLines)
+	ms = append(ms, mounts...)
+	stuck += n
+
+	var targets []*lustreTargetRead
+	for _, kind := range []string{"osc", "mdc"} {
+		l := c.listDevices(ctx, kind)
+		if isStuck(l.err) {
+			stuck++
+			continue
+		}
+		for _, dev := range l.names {
+			m := lustreTargetDevice.FindStringSubmatch(dev)
+			if m == nil {
+				continue // not a client mount's device (an MDT's own OSP, say)
+			}
+			targets = append(targets, &lustreTargetRead{device: dev, kind: kind, fsname: m[1], name: m[2]})
+		}
+	}
+	work := make(chan *lustreTargetRead)
+	var wg sync.WaitGroup
+	for i := 0; i < lustreWorkers; i++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for t := range work {
+				c.readTarget(ctx, t)
+			}
+		}()
+	}
+	for _, t := range targets {
+		work <- t
+	}
+	close(work)
+	wg.Wait()
+
+	seen := map[[2]string]bool{}
+	rpcByFS := map[string]*lustreRPCStats{}
+	live := map[string]bool{}
+	c.histMu.Lock()
+	for _, t := range targets {
+		stuck += t.stuck
+		for src, n := range t.bad {
+			res.badLines[src] += n
+		}
+		key := [2]string{labelValue(t.fsname), labelValue(t.name)}
+		if seen[key] {
+			// A second mount of the same file system would repeat its
+			// series and fail the scrape; the first device is kept.
+			continue
+		}
+		seen[key] = true
+		live[t.device] = true
+		ms = append(ms, c.targetMetrics(t, key)...)
+		if t.hasRPC {
+			s := rpcByFS[key[0]]
+			if s == nil {
+				s = &lustreRPCStats{}
+				rpcByFS[key[0]] = s
+			}
+			for _, p := range [][2]*lustreRPCHist{{&s.read, &t.rpc.read}, {&s.write, &t.rpc.write}} {
+				p[0].rpcs += p[1].rpcs
+				p[0].pages += p[1].pages
+				p[0].inFlight += p[1].inFlight
+			}
+		}
+	}
+	for dev := range c.history {
+		if !live[dev] {
+			delete(c.history, dev) // unmounted
+		}
+	}
+	c.histMu.Unlock()
+	for fsname, s := range rpcByFS {
+		for _, half := range []struct {
+			op string
+			h  lustreRPCHist
+		}{{"read", s.read}, {"write", s.write}} {
+			ms = append(ms,
+				c.rpcs.mustNewConstMetric(float64(half.h.rpcs), fsname, half.op),
+				c.rpcPages.mustNewConstMetric(float64(half.h.pages), fsname, half.op),
+				c.rpcInFlight.mustNewConstMetric(float64(half.h.inFlight), fsname, half.op))
+		}
+	}
+
+	ms = append(ms, c.stuckReads.mustNewConstMetric(float64(stuck)))
+	if stuck > 0 {
+		level.Warn(c.logger).Log("msg", "Lustre reads blocked; their series are missing from this round", "stuck_reads", stuck)
+	}
+	freezeMetrics(ms)
+	res.metrics = ms
+	return res
+}
+
+// targetMetrics builds one target's series (at most ten) and counts its
+// new state changes. The caller holds histMu.
+func (c *lustreCollector) targetMetrics(t *lustreTargetRead, key [2]string) []prometheus.Metric {
+	lp := newLabelPairs(c.connected.desc, key[0], key[1])
+	var ms []prometheus.Metric
+	if t.hasImport {
+		v := 0.0
+		if t.imp.state == "FULL" || t.imp.state == "IDLE" {
+			v = 1
+		}
+		ms = append(ms, lp.metric(&c.connected, v))
+		if t.imp.nid != "" {
+			ms = append(ms, c.info.mustNewConstMetric(1, key[0], key[1], labelValue(t.imp.nid)))
+		}
+		if t.imp.hasTimeouts {
+			ms = append(ms, lp.metric(&c.timeouts, float64(t.imp.timeouts)))
+		}
+		if t.imp.hasAvgWt {
+			ms = append(ms, lp.metric(&c.avgWait, float64(t.imp.avgWaitMicros)/1e6))
+		}
+		if t.imp.hasInflight {
+			ms = append(ms, lp.metric(&c.inflight, float64(t.imp.inflight)))
+		}
+	}
+	if t.hasState {
+		h := c.history[t.device]
+		if h == nil {
+			h = &lustreTargetHistory{}
+			c.history[t.device] = h
+		}
+		h.count(t.history)
+		ms = append(ms, lp.metric(&c.reconnects, float64(h.reconnects)), lp.metric(&c.evictions, float64(h.evictions)))
+	}
+	if t.hasGrant {
+		ms = append(ms, lp.metric(&c.grant, float64(t.grant)))
+	}
+	if t.hasDirty {
+		ms = append(ms, lp.metric(&c.dirty, float64(t.dirty)))
+	}
+	if t.hasAct {
+		ms = append(ms, lp.metric(&c.active, float64(t.active)))
+	}
+	return ms
+}
+
+// count adds the entries of cur that the previous round had not seen.
+// The history is a ring the kernel appends to, so what is left of the
+// previous round's history is a prefix of cur: the longest suffix of prev
+// that cur starts with. More than 16 changes between two rounds lose the
+// oldest of them.
+func (h *lustreTargetHistory) count(cur []lustreStateEntry) {
+	k := min(len(h.prev), len(cur))
+	for ; k > 0; k-- {
+		if equalStateEntries(h.prev[len(h.prev)-k:], cur[:k]) {
+			break
+		}
+	}
+	for i := k; i < len(cur); i++ {
+		switch cur[i].state {
+		case "EVICTED":
+			h.evictions++
+		case "CONNECTING":
+			// The first connection of a mount has no predecessor (or
+			// NEW), and an idle import's reconnection is on purpose.
+			if i > 0 && cur[i-1].state != "IDLE" && cur[i-1].state != "NEW" {
+				h.reconnects++
+			}
+		}
+	}
+	h.prev = append(h.prev[:0], cur...)
+}
+
+func equalStateEntries(a, b []lustreStateEntry) bool {
+	for i := range a {
+		if a[i] != b[i] {
+			return false
+		}
+	}
+	return true
+}
+
+// lustreMountDevice matches an llite device: <fsname>-<mount instance>.
+var lustreMountDevice = regexp.MustCompile(`^(.+)-[0-9a-fA-F]+$`)
+
+// mountMetrics reads each mount's llite stats; it returns the metrics and
+// the number of stuck reads.
+func (c *lustreCollector) mountMetrics(ctx context.Context, bad map[string]int) ([]prometheus.Metric, int) {
+	l := c.listDevices(ctx, "llite")
+	if isStuck(l.err) {
+		return nil, 1
+	}
+	var ms []prometheus.Metric
+	stuck := 0
+	seen := map[string]bool{}
+	for _, dev := range l.names {
+		m := lustreMountDevice.FindStringSubmatch(dev)
+		if m == nil {
+			continue
+		}
+		fsname := labelValue(m[1])
+		if seen[fsname] {
+			continue // a second mount of the same file system
+		}
+		r := c.readParam(ctx, "llite/"+dev+"/stats")
+		if isStuck(r.err) {
+			stuck++
+			continue
+		}
+		if r.err != nil {
+			if !errors.Is(r.err, fs.ErrNotExist) {
+				level.Debug(c.logger).Log("msg", "cannot read llite stats", "device", dev, "err", r.err)
+			}
+			continue
+		}
+		seen[fsname] = true
+		counters, n := parseLustreStats(r.data)
+		bad["stats"] += n
+		rb, wb := counters["read_bytes"], counters["write_bytes"]
+		ms = append(ms,
+			c.readBytes.mustNewConstMetric(float64(rb.sum), fsname),
+			c.writeBytes.mustNewConstMetric(float64(wb.sum), fsname),
+			c.readCalls.mustNewConstMetric(float64(rb.count), fsname),
+			c.writeCalls.mustNewConstMetric(float64(wb.count), fsname))
+		for _, op := range lustreMetadataOps() {
+			ms = append(ms, c.mdOps.mustNewConstMetric(float64(counters[op].count), fsname, op))
+		}
+	}
+	return ms, stuck
+}

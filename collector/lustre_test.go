@@ -1,0 +1,318 @@
+package collector
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus/testutil"
+	"golang.org/x/sys/unix"
+
+	"github.com/plateau-exporter/plateau_exporter/internal/probetest"
+)
+
+// lustreTree is a fixture tree of one Lustre layout: root holds proc/ and
+// sys/, as the daemon's --path.procfs and --path.sysfs see them, with
+// debugfs at sys/kernel/debug, the flag's default.
+func newTestLustre(t testing.TB, root string, timeout time.Duration) *lustreCollector {
+	t.Helper()
+	c, err := newLustreCollector(lustreConfig{
+		procRoot:  filepath.Join(root, "proc", "fs", "lustre"),
+		sysRoot:   filepath.Join(root, "sys", "fs", "lustre"),
+		debugRoot: filepath.Join(root, "sys", "kernel", "debug", "lustre"),
+		interval:  time.Hour,
+		timeout:   timeout,
+	}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	return c
+}
+
+// TestLustreLayouts reads the three layouts: 2.10 with everything in
+// /proc/fs/lustre, 2.12 with the attributes in sysfs and llite stats in
+// debugfs, 2.15 (the golden tree) with rpc_stats in debugfs too.
+func TestLustreLayouts(t *testing.T) {
+	for _, tc := range []struct{ version, root string }{
+		{"2.10", fixturePath(t, "lustre", "2.10")},
+		{"2.12", fixturePath(t, "lustre", "2.12")},
+		{"2.15", fixturePath(t)},
+	} {
+		t.Run(tc.version, func(t *testing.T) {
+			c := newTestLustre(t, tc.root, 5*time.Second)
+			file := fixturePath(t, "expected", "lustre-"+tc.version+".prom")
+			compareWithFile(t, newTestRegistry("lustre", c, nil), file, metricNames(t, file)...)
+			c.mu.Lock()
+			bad := c.last.badLines
+			c.mu.Unlock()
+			for src, n := range bad {
+				if n != 0 {
+					t.Errorf("%d bad lines in the %s files of a real layout", n, src)
+				}
+			}
+		})
+	}
+}
+
+func TestLustreNoTree(t *testing.T) {
+	c := newTestLustre(t, t.TempDir(), time.Second)
+	if _, err := collectAll(c); !IsNoDataError(err) {
+		t.Fatalf("no Lustre tree: err %v, want ErrNoData", err)
+	}
+}
+
+// genLustre writes a 2.15 client of one file system, "scratch", with osts
+// OSTs and one MDT under root (proc/ and sys/), from the 2.15 fixture's
+// OST0000 and MDT0000 files with the device names changed; it returns the
+// OST device names.
+func genLustre(t testing.TB, root string, osts int) []string {
+	t.Helper()
+	const fixtureDev = "scratch-OST0000-osc-ffff8f2a3b4c5000"
+	proc, sys := filepath.Join(root, "proc", "fs", "lustre"), filepath.Join(root, "sys", "fs", "lustre")
+	debug := filepath.Join(root, "sys", "kernel", "debug", "lustre")
+	copyAs := func(from, to string, replace ...string) {
+		data, err := os.ReadFile(from)
+		if err != nil {
+			t.Fatal(err)
+		}
+		benchWrite(t, to, strings.TrimSuffix(strings.NewReplacer(replace...).Replace(string(data)), "\n"))
+	}
+	fixProc, fixSys := fixturePath(t, "proc", "fs", "lustre"), fixturePath(t, "sys", "fs", "lustre")
+	fixDebug := fixturePath(t, "sys", "kernel", "debug", "lustre")
+	var devs []string
+	for i := 0; i < osts; i++ {
+		name := fmt.Sprintf("OST%04x", i)
+		dev := "scratch-" + name + "-osc-ffff8f2a3b4c5000"
+		devs = append(devs, dev)
+		r := []string{"OST0000", name}
+		for _, f := range []string{"import", "state", "cur_grant_bytes"} {
+			copyAs(filepath.Join(fixProc, "osc", fixtureDev, f), filepath.Join(proc, "osc", dev, f), r...)
+		}
+		for _, f := range []string{"active", "cur_dirty_bytes", "max_rpcs_in_flight"} {
+			copyAs(filepath.Join(fixSys, "osc", fixtureDev, f), filepath.Join(sys, "osc", dev, f), r...)
+		}
+		copyAs(filepath.Join(fixDebug, "osc", fixtureDev, "rpc_stats"), filepath.Join(debug, "osc", dev, "rpc_stats"), r...)
+	}
+	const mdc = "scratch-MDT0000-mdc-ffff8f2a3b4c5000"
+	copyAs(filepath.Join(fixProc, "mdc", mdc, "import"), filepath.Join(proc, "mdc", mdc, "import"))
+	copyAs(filepath.Join(fixProc, "mdc", mdc, "state"), filepath.Join(proc, "mdc", mdc, "state"))
+	copyAs(filepath.Join(fixSys, "mdc", mdc, "active"), filepath.Join(sys, "mdc", mdc, "active"))
+	const llite = "scratch-ffff8f2a3b4c5000"
+	copyAs(filepath.Join(fixDebug, "llite", llite, "stats"), filepath.Join(debug, "llite", llite, "stats"))
+	copyAs(filepath.Join(fixSys, "health_check"), filepath.Join(sys, "health_check"))
+	return devs
+}
+
+// TestLustreSeriesPerOST holds a large site's client, 512 OSTs, to at most
+// ten series per OST.
+func TestLustreSeriesPerOST(t *testing.T) {
+	root := t.TempDir()
+	genLustre(t, root, 512)
+	c := newTestLustre(t, root, 30*time.Second)
+	mfs, err := newTestRegistry("lustre", c, nil).Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	perOST := map[string]int{}
+	other := 0
+	for _, mf := range mfs {
+		for _, m := range mf.GetMetric() {
+			target := ""
+			for _, l := range m.GetLabel() {
+				if l.GetName() == "lustre_target" {
+					target = l.GetValue()
+				}
+			}
+			switch {
+			case strings.HasPrefix(target, "OST"):
+				perOST[target]++
+			default:
+				other++
+			}
+		}
+	}
+	if len(perOST) != 512 {
+		t.Fatalf("%d OSTs exported, want 512", len(perOST))
+	}
+	for ost, n := range perOST {
+		if n > 10 {
+			t.Errorf("%s: %d series, want at most 10", ost, n)
+		}
+	}
+	if n := perOST["OST01ff"]; n != 10 {
+		t.Errorf("OST01ff: %d series, want all 10", n)
+	}
+	t.Logf("512 OSTs: %d series per OST, %d others", perOST["OST0000"], other)
+}
+
+// TestLustreHungRead puts a FIFO that no one writes in place of one OST's
+// import file: opening it blocks, as a read on an evicted client does. The
+// scrape must return by the round's deadline with everything else, later
+// rounds must neither wait for it nor start a second read of it, and once
+// it returns nothing is left running.
+func TestLustreHungRead(t *testing.T) {
+	root := t.TempDir()
+	devs := genLustre(t, root, 4)
+	fifo := filepath.Join(root, "proc", "fs", "lustre", "osc", devs[2], "import")
+	if err := os.Remove(fifo); err != nil {
+		t.Fatal(err)
+	}
+	if err := unix.Mkfifo(fifo, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	released := false
+	release := func() {
+		if released {
+			return
+		}
+		released = true
+		// A writer that opens and closes gives the blocked reader EOF.
+		fd, err := unix.Open(fifo, unix.O_WRONLY|unix.O_NONBLOCK, 0)
+		if err != nil {
+			t.Errorf("open the FIFO for writing: %v", err)
+			return
+		}
+		unix.Close(fd)
+	}
+	t.Cleanup(release)
+	const timeout = time.Second
+	c := newTestLustre(t, root, timeout)
+	reg := newTestRegistry("lustre", c, nil)
+	stuckKey := "osc/" + devs[2] + "/import"
+	running := func() []string {
+		c.reads.mu.Lock()
+		defer c.reads.mu.Unlock()
+		var keys []string
+		for k := range c.reads.running {
+			keys = append(keys, k)
+		}
+		return keys
+	}
+
+	begin := time.Now()
+	if n, err := testutil.GatherAndCount(reg, "plateau_lustre_target_connected"); err != nil || n != 4 {
+		// 3 OSTs and the MDT: the hung OST has no import this round.
+		t.Fatalf("first scrape: %d connected series (err %v), want 4", n, err)
+	}
+	for metric, want := range map[string]int{"plateau_lustre_healthy": 1, "plateau_lustre_read_bytes_total": 1, "plateau_lustre_stuck_reads": 1} {
+		if n, err := testutil.GatherAndCount(reg, metric); err != nil || n != want {
+			t.Errorf("first scrape: %d %s series (err %v), want %d: the blocked read cost more than its target", n, metric, err, want)
+		}
+	}
+	if d := time.Since(begin); d > timeout+time.Second {
+		t.Errorf("first scrape took %s, want the round's deadline (%s) at most", d, timeout)
+	}
+	if keys := running(); len(keys) != 1 || keys[0] != stuckKey {
+		t.Fatalf("reads still running: %v, want only %s", keys, stuckKey)
+	}
+
+	for i := 0; i < 3; i++ {
+		begin = time.Now()
+		r := c.round()
+		if d := time.Since(begin); d > timeout/2 {
+			t.Errorf("round %d took %s: it waited for the read that is still blocked", i+2, d)
+		}
+		if keys := running(); len(keys) != 1 || keys[0] != stuckKey {
+			t.Fatalf("round %d: reads running %v, want only the one stuck read %s", i+2, keys, stuckKey)
+		}
+		if got := stuckReadsOf(t, r); got != 1 {
+			t.Errorf("round %d: plateau_lustre_stuck_reads %v, want 1", i+2, got)
+		}
+	}
+	begin = time.Now()
+	if _, err := reg.Gather(); err != nil {
+		t.Fatal(err)
+	}
+	if d := time.Since(begin); d > timeout/2 {
+		t.Errorf("scrape while the read is stuck took %s", d)
+	}
+
+	release()
+	probetest.WaitUntil(t, "the blocked read to return", 5*time.Second, func() bool { return len(running()) == 0 })
+	// The client recovers: the import answers again.
+	if err := os.Remove(fifo); err != nil {
+		t.Fatal(err)
+	}
+	benchWrite(t, fifo, "import:\n    state: FULL")
+	if got := stuckReadsOf(t, c.round()); got != 0 {
+		t.Errorf("after the read returned: plateau_lustre_stuck_reads %v, want 0", got)
+	}
+	if keys := running(); len(keys) != 0 {
+		t.Errorf("reads left running: %v", keys)
+	}
+}
+
+func stuckReadsOf(t *testing.T, r *lustreRound) float64 {
+	t.Helper()
+	for _, m := range r.metrics {
+		if strings.Contains(m.Desc().String(), `"plateau_lustre_stuck_reads"`) {
+			return metricValue(t, m)
+		}
+	}
+	t.Fatal("no plateau_lustre_stuck_reads in the round")
+	return 0
+}
+
+// TestLustreStateHistory follows an import across rounds: changes are
+// counted once, the ring's wrap loses nothing, idle reconnections and the
+// mount's first connection do not count.
+func TestLustreStateHistory(t *testing.T) {
+	e := func(ts int64, s string) lustreStateEntry { return lustreStateEntry{time: ts, state: s} }
+	var h lustreTargetHistory
+	mount := []lustreStateEntry{e(100, "CONNECTING"), e(100, "FULL")}
+	h.count(mount)
+	if h.reconnects != 0 || h.evictions != 0 {
+		t.Fatalf("mount: %d reconnects, %d evictions, want none", h.reconnects, h.evictions)
+	}
+	idle := append(mount, e(200, "IDLE"), e(300, "CONNECTING"), e(300, "FULL"))
+	h.count(idle)
+	h.count(idle) // an unchanged round
+	if h.reconnects != 0 {
+		t.Fatalf("idle reconnection counted: %d reconnects", h.reconnects)
+	}
+	lost := append(idle, e(400, "DISCONN"), e(400, "CONNECTING"), e(401, "EVICTED"), e(401, "RECOVER"), e(401, "FULL"))
+	h.count(lost)
+	if h.reconnects != 1 || h.evictions != 1 {
+		t.Fatalf("after a loss: %d reconnects, %d evictions, want 1 and 1", h.reconnects, h.evictions)
+	}
+	// The ring keeps 16: three more losses push the oldest entries out.
+	ring := append([]lustreStateEntry(nil), lost...)
+	for i := int64(0); i < 3; i++ {
+		ring = append(ring, e(500+i, "DISCONN"), e(500+i, "CONNECTING"), e(500+i, "FULL"))
+	}
+	ring = ring[len(ring)-16:]
+	h.count(ring)
+	if h.reconnects != 4 || h.evictions != 1 {
+		t.Fatalf("after the ring wrapped: %d reconnects, %d evictions, want 4 and 1", h.reconnects, h.evictions)
+	}
+}
+
+// TestLustreBadValuesAndServerDevices: a value that does not parse costs
+// its series and is counted; a server's own osc device is not a target of
+// this client.
+func TestLustreBadValuesAndServerDevices(t *testing.T) {
+	root := t.TempDir()
+	devs := genLustre(t, root, 2)
+	benchWrite(t, filepath.Join(root, "sys", "fs", "lustre", "osc", devs[1], "active"), "yes")
+	mds := filepath.Join(root, "proc", "fs", "lustre", "osc", "scratch-OST0000-osc-MDT0000")
+	data, err := os.ReadFile(filepath.Join(root, "proc", "fs", "lustre", "osc", devs[0], "import"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	benchWrite(t, filepath.Join(mds, "import"), string(data))
+	c := newTestLustre(t, root, 5*time.Second)
+	r := c.round()
+	if r.badLines["param"] != 1 {
+		t.Errorf("bad lines %v, want one in param", r.badLines)
+	}
+	reg := newTestRegistry("lustre", c, nil)
+	for metric, want := range map[string]int{"plateau_lustre_target_connected": 3, "plateau_lustre_target_active": 2} {
+		if n, err := testutil.GatherAndCount(reg, metric); err != nil || n != want {
+			t.Errorf("%s: %d series (err %v), want %d", metric, n, err, want)
+		}
+	}
+}
