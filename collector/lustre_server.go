@@ -1,0 +1,515 @@
+package collector
+
+// The Lustre server collector: on an OSS, the reads, writes and requests
+// of each OST it serves (obdfilter.<target>.stats); on an MDS, the metadata
+// operations of each MDT (mdt.<target>.md_stats); and, when asked for, the
+// heaviest jobs of each target (job_stats), capped so that a server that
+// tracks tens of thousands of jobs still answers a scrape with a few series
+// per target.
+//
+// The files are read in the background, each under a stuck-call guard of
+// this collector's own: a read of a Lustre parameter can block in the
+// kernel, and a scrape only exports the last complete round. This is the
+// scheme of the client collector (lustre.go), kept apart from it so that
+// either can be enabled alone. Up to 2.10 the targets' directories are in
+// /proc/fs/lustre; from 2.12 each target is also a kobject in
+// /sys/fs/lustre with its attributes there, while stats, md_stats and
+// job_stats stay seq files in /proc/fs/lustre (lprocfs_alloc_obd_stats and
+// lprocfs_job_stats_init register them under the obd's proc entry). As
+// `lctl get_param` does, a file is taken from sysfs first and procfs
+// second, so one code path reads both layouts.
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"regexp"
+	"sort"
+	"sync"
+	"time"
+
+	"github.com/alecthomas/kingpin/v2"
+	"github.com/go-kit/log"
+	"github.com/go-kit/log/level"
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+const lustreServerSubsystem = "lustre_server"
+
+var (
+	lustreServerInterval = kingpin.Flag("collector.lustre_server.interval",
+		"How often the Lustre server statistics are read, in the background; scrapes export the last complete round.").
+		Default("15s").Duration()
+	lustreServerTimeout = kingpin.Flag("collector.lustre_server.timeout",
+		"How long one round of Lustre server reads may take. A read still blocked then is left to return on its own "+
+			"and not started again until it has; its target's series are missing from that round.").
+		Default("5s").Duration()
+	lustreServerJobStats = kingpin.Flag("collector.lustre_server.job-stats",
+		"Export each OST's and MDT's heaviest jobs from job_stats (off by default: a busy server lists tens of thousands of jobs).").
+		Default("false").Bool()
+	lustreServerJobStatsTop = kingpin.Flag("collector.lustre_server.job-stats-top",
+		"With --collector.lustre_server.job-stats, how many jobs per target are exported, the top ones by bytes read and "+
+			"written (then by operations); the other jobs are added up in one series per target, job_id=\""+lustreOtherJobs+"\".").
+		Default("20").Int()
+)
+
+// lustreOtherJobs is the job_id of the series that add up the jobs out of
+// the top N. A real job of that name is added up with them, so that its
+// series cannot collide with theirs.
+const lustreOtherJobs = "_other"
+
+func init() {
+	registerCollector(lustreServerSubsystem, false, func(logger log.Logger) (Collector, error) {
+		return newLustreServerCollector(lustreServerConfig{
+			procRoot:    procFilePath("fs", "lustre"),
+			sysRoot:     sysFilePath("fs", "lustre"),
+			interval:    *lustreServerInterval,
+			timeout:     *lustreServerTimeout,
+			jobStats:    *lustreServerJobStats,
+			jobStatsTop: *lustreServerJobStatsTop,
+		}, logger)
+	})
+}
+
+// lustreServerConfig says where the Lustre trees are, how often and how
+// long they are read, and whether and how many jobs are exported.
+type lustreServerConfig struct {
+	// procRoot is /proc/fs/lustre and sysRoot /sys/fs/lustre, under the
+	// daemon's path flags.
+	procRoot, sysRoot string
+	interval, timeout time.Duration
+	jobStats          bool
+	jobStatsTop       int
+}
+
+// lustreServerKind is one kind of server target: its directory in the
+// Lustre trees, its counter file and the request counters exported from it.
+type lustreServerKind struct {
+	dir, statsFile string
+	// ops are the counters exported as operations_total, each always
+	// (0 when the file leaves it out, as it does until the first call),
+	// so that no series appears on a target's first request of a kind.
+	ops []string
+	// bytes says the counter file has read_bytes and write_bytes.
+	bytes bool
+}
+
+// lustreServerKinds are the OSTs' (obdfilter, lproc_ofd.c) and the MDTs'
+// (mdt, mdt_lproc.c) counters.
+func lustreServerKinds() [2]lustreServerKind {
+	return [...]lustreServerKind{
+		{dir: "obdfilter", statsFile: "stats", bytes: true, ops: []string{
+			"create", "destroy", "getattr", "setattr", "punch", "sync", "statfs", "get_info", "set_info", "quotactl"}},
+		{dir: "mdt", statsFile: "md_stats", ops: []string{
+			"open", "close", "mknod", "link", "unlink", "mkdir", "rmdir", "rename", "getattr", "setattr",
+			"getxattr", "setxattr", "statfs", "sync", "samedir_rename", "crossdir_rename"}},
+	}
+}
+
+// lustreServerWorkers bounds how many targets are read at once.
+const lustreServerWorkers = 4
+
+// errLustreServerTimeout is a read that had not returned when its round
+// ended.
+var errLustreServerTimeout = errors.New("read did not return before the round's deadline")
+
+// lustreServerRead is the result of one guarded read: a counter file, a
+// job_stats file or a directory listing, parsed in the reading goroutine
+// so that no file's text outlives its read.
+type lustreServerRead struct {
+	counters map[string]lustreServerCounter
+	jobs     lustreJobStats
+	names    []string
+	bad      badLines
+	err      error
+}
+
+// lustreServerTarget is what one round read of one target.
+type lustreServerTarget struct {
+	kind           lustreServerKind
+	dir            string // scratch-OST0000
+	fsname, name   string
+	counters       map[string]lustreServerCounter
+	jobs           lustreJobStats
+	hasJobs, stuck bool
+}
+
+type lustreServerCollector struct {
+	cfg       lustreServerConfig
+	logger    log.Logger
+	reads     stuckCalls[lustreServerRead]
+	parseErrs *parseErrorCounter
+
+	readBytes, writeBytes, readCalls, writeCalls, ops typedDesc
+	jobs, jobReadBytes, jobWriteBytes, jobOps         typedDesc
+	stuckReads                                        typedDesc
+
+	mu        sync.Mutex
+	last      []prometheus.Metric
+	ready     chan struct{}
+	readyOnce sync.Once
+	startOnce sync.Once
+	stop      chan struct{}
+	stopOnce  sync.Once
+	loop      sync.WaitGroup
+}
+
+func newLustreServerCollector(cfg lustreServerConfig, logger log.Logger) (*lustreServerCollector, error) {
+	if logger == nil {
+		logger = log.NewNopLogger()
+	}
+	if cfg.interval <= 0 || cfg.timeout <= 0 {
+		return nil, fmt.Errorf("lustre_server interval and timeout must be positive, got %s and %s", cfg.interval, cfg.timeout)
+	}
+	if cfg.jobStats && cfg.jobStatsTop < 0 {
+		return nil, fmt.Errorf("lustre_server job-stats-top must not be negative, got %d", cfg.jobStatsTop)
+	}
+	desc := func(name, help string, vt prometheus.ValueType, labels ...string) typedDesc {
+		return typedDesc{prometheus.NewDesc(prometheus.BuildFQName(namespace, lustreServerSubsystem, name), help, labels, nil), vt}
+	}
+	t := []string{"filesystem", "lustre_target"}
+	job := []string{"filesystem", "lustre_target", "job_id"}
+	return &lustreServerCollector{
+		cfg:       cfg,
+		logger:    logger,
+		parseErrs: newParseErrorCounter(logger),
+		ready:     make(chan struct{}),
+		stop:      make(chan struct{}),
+
+		readBytes: desc("read_bytes_total",
+			"Bytes this OST sent to clients (obdfilter stats read_bytes sum).", prometheus.CounterValue, t...),
+		writeBytes: desc("write_bytes_total",
+			"Bytes this OST received from clients (obdfilter stats write_bytes sum).", prometheus.CounterValue, t...),
+		readCalls: desc("readCallstotal",
+			"Bulk read requests this OST served (obdfilter stats read_bytes samples).", prometheus.CounterValue, t...),
+		writeCalls: desc("writes_total",
+			"Bulk write requests this OST served (obdfilter stats write_bytes samples).", prometheus.CounterValue, t...),
+		ops: desc("operations_total",
+			"Requests other than bulk reads and writes this OST or MDT served, by obdfilter stats or mdt md_stats counter.",
+			prometheus.CounterValue, "filesystem", "lustre_target", "op"),
+		jobs: desc("jobs",
+			"Jobs this OST's or MDT's job_stats lists (those not yet expired by job_cleanup_interval), exported or not.",
+			prometheus.GaugeValue, t...),
+		jobReadBytes: desc("job_read_bytes_total",
+			"Bytes read by the job from this OST or MDT (job_stats read_bytes sum); job_id=\""+lustreOtherJobs+"\" adds up "+
+				"the jobs out of the top --collector.lustre_server.job-stats-top, and falls when a job enters the top.",
+			prometheus.CounterValue, job...),
+		jobWriteBytes: desc("job_write_bytes_total",
+			"Bytes written by the job to this OST or MDT (job_stats write_bytes sum); job_id=\""+lustreOtherJobs+"\" as for reads.",
+			prometheus.CounterValue, job...),
+		jobOps: desc("job_operations_total",
+			"Requests of the job to this OST or MDT other than reads and writes (the samples of its other job_stats counters).",
+			prometheus.CounterValue, job...),
+		stuckReads: desc("stuck_reads",
+			"Reads of Lustre server statistics in the last round that did not return in --collector.lustre_server.timeout, "+
+				"or were not started because an earlier read of the same file still has not returned.",
+			prometheus.GaugeValue),
+	}, nil
+}
+
+func (c *lustreServerCollector) parseErrors() *parseErrorCounter { return c.parseErrs }
+
+// roots are the trees a statistics file may be in, in lctl's order.
+func (c *lustreServerCollector) roots() [2]string {
+	return [...]string{c.cfg.sysRoot, c.cfg.procRoot}
+}
+
+// Update exports the last complete round. The first scrape starts the
+// rounds and waits for the first; later scrapes never wait for a read.
+func (c *lustreServerCollector) Update(ch chan<- prometheus.Metric) error {
+	present := false
+	for _, r := range c.roots() {
+		for _, k := range lustreServerKinds() {
+			if _, err := os.Stat(filepath.Join(r, k.dir)); err == nil {
+				present = true
+			}
+		}
+	}
+	if !present {
+		return fmt.Errorf("no obdfilter or mdt directory under %s or %s: %w", c.cfg.sysRoot, c.cfg.procRoot, ErrNoData)
+	}
+	c.startOnce.Do(c.startLoop)
+	first := time.NewTimer(c.cfg.timeout + time.Second)
+	defer first.Stop()
+	select {
+	case <-c.ready:
+	case <-first.C:
+	}
+	c.mu.Lock()
+	last := c.last
+	c.mu.Unlock()
+	if last == nil {
+		return errors.New("lustre_server: no round has finished yet")
+	}
+	for _, m := range last {
+		ch <- m
+	}
+	return nil
+}
+
+func (c *lustreServerCollector) startLoop() {
+	c.loop.Add(1)
+	go func() {
+		defer c.loop.Done()
+		ticker := time.NewTicker(c.cfg.interval)
+		defer ticker.Stop()
+		for {
+			ms := c.round()
+			c.mu.Lock()
+			c.last = ms
+			c.mu.Unlock()
+			c.readyOnce.Do(func() { close(c.ready) })
+			select {
+			case <-ticker.C:
+			case <-c.stop:
+				return
+			}
+		}
+	}()
+}
+
+// Close stops the rounds and waits for the one in progress, at most the
+// timeout. Reads still blocked in the kernel return on their own.
+func (c *lustreServerCollector) Close() error {
+	c.startOnce.Do(func() {})
+	c.stopOnce.Do(func() { close(c.stop) })
+	c.loop.Wait()
+	return nil
+}
+
+// guarded runs call under the guard for key and waits for it until ctx
+// ends. A call still running from an earlier round is not started again.
+func (c *lustreServerCollector) guarded(ctx context.Context, key string, call func() lustreServerRead) lustreServerRead {
+	if ctx.Err() != nil {
+		return lustreServerRead{err: fmt.Errorf("%s: %w", key, errLustreServerTimeout)}
+	}
+	done, err := c.reads.start(key, nil, call)
+	if err != nil {
+		return lustreServerRead{err: err}
+	}
+	select {
+	case r := <-done:
+		return r
+	case <-ctx.Done():
+		select {
+		case r := <-done:
+			return r
+		default:
+		}
+		return lustreServerRead{err: fmt.Errorf("%s: %w", key, errLustreServerTimeout)}
+	}
+}
+
+func (c *lustreServerCollector) isStuck(err error) bool {
+	return errors.Is(err, errLustreServerTimeout) || errors.Is(err, errStillRunning)
+}
+
+// open opens rel in the first tree that has it.
+func (c *lustreServerCollector) open(rel string) (*os.File, error) {
+	for _, root := range c.roots() {
+		f, err := os.Open(filepath.Join(root, rel))
+		if errors.Is(err, fs.ErrNotExist) {
+			continue
+		}
+		return f, err
+	}
+	return nil, fs.ErrNotExist
+}
+
+// maxLustreServerStats bounds what is read of a counter file, a few dozen
+// lines of some 100 bytes.
+const maxLustreServerStats = 64 << 10
+
+// readCounters reads and parses a stats or md_stats file.
+func (c *lustreServerCollector) readCounters(ctx context.Context, rel string) lustreServerRead {
+	return c.guarded(ctx, rel, func() lustreServerRead {
+		f, err := c.open(rel)
+		if err != nil {
+			return lustreServerRead{err: err}
+		}
+		defer f.Close()
+		data, err := io.ReadAll(io.LimitReader(f, maxLustreServerStats))
+		if err != nil {
+			return lustreServerRead{err: fmt.Errorf("%s: %w", rel, err)}
+		}
+		counters, bad := parseLustreServerStats(data)
+		return lustreServerRead{counters: counters, bad: bad}
+	})
+}
+
+// readJobStats streams a job_stats file through the parser, which keeps
+// the top jobs only.
+func (c *lustreServerCollector) readJobStats(ctx context.Context, rel string) lustreServerRead {
+	return c.guarded(ctx, rel, func() lustreServerRead {
+		f, err := c.open(rel)
+		if err != nil {
+			return lustreServerRead{err: err}
+		}
+		defer f.Close()
+		jobs, bad, err := parseLustreJobStats(f, c.cfg.jobStatsTop)
+		if err != nil {
+			return lustreServerRead{err: fmt.Errorf("%s: %w", rel, err)}
+		}
+		return lustreServerRead{jobs: jobs, bad: bad}
+	})
+}
+
+// listTargets lists the target directories of kind in both trees.
+func (c *lustreServerCollector) listTargets(ctx context.Context, kind string) lustreServerRead {
+	return c.guarded(ctx, "list "+kind, func() lustreServerRead {
+		seen := map[string]bool{}
+		var names []string
+		for _, root := range c.roots() {
+			entries, err := os.ReadDir(filepath.Join(root, kind))
+			if err != nil {
+				continue
+			}
+			for _, e := range entries {
+				if n := e.Name(); !seen[n] && (e.IsDir() || e.Type()&fs.ModeSymlink != 0) {
+					seen[n] = true
+					names = append(names, n)
+				}
+			}
+		}
+		sort.Strings(names)
+		return lustreServerRead{names: names}
+	})
+}
+
+// lustreServerTargetDir matches a target's directory: <fsname>-<OST|MDT><index>.
+var lustreServerTargetDir = regexp.MustCompile(`^(.+)-((?:OST|MDT)[0-9a-fA-F]{4,})$`)
+
+// readTarget reads one target's files. Once a read is blocked the rest of
+// the target's are skipped: they would most likely block too.
+func (c *lustreServerCollector) readTarget(ctx context.Context, t *lustreServerTarget) (stuck int) {
+	rel := t.kind.dir + "/" + t.dir + "/"
+	r := c.readCounters(ctx, rel+t.kind.statsFile)
+	switch {
+	case c.isStuck(r.err):
+		t.stuck = true
+		return 1
+	case r.err == nil:
+		c.parseErrs.record(t.kind.statsFile, r.bad)
+		t.counters = r.counters
+	case !errors.Is(r.err, fs.ErrNotExist):
+		level.Debug(c.logger).Log("msg", "cannot read Lustre server stats", "target", t.dir, "err", r.err)
+	}
+	if !c.cfg.jobStats {
+		return 0
+	}
+	r = c.readJobStats(ctx, rel+"job_stats")
+	switch {
+	case c.isStuck(r.err):
+		t.stuck = true
+		return 1
+	case r.err == nil:
+		c.parseErrs.record("job_stats", r.bad)
+		t.jobs, t.hasJobs = r.jobs, true
+	case !errors.Is(r.err, fs.ErrNotExist):
+		level.Debug(c.logger).Log("msg", "cannot read Lustre job_stats", "target", t.dir, "err", r.err)
+	}
+	return 0
+}
+
+// round reads every target once, within the timeout, and builds the
+// metrics the scrapes export until the next round.
+func (c *lustreServerCollector) round() []prometheus.Metric {
+	ctx, cancel := context.WithTimeout(context.Background(), c.cfg.timeout)
+	defer cancel()
+	stuck := 0
+	var targets []*lustreServerTarget
+	for _, kind := range lustreServerKinds() {
+		l := c.listTargets(ctx, kind.dir)
+		if c.isStuck(l.err) {
+			stuck++
+			continue
+		}
+		for _, dir := range l.names {
+			m := lustreServerTargetDir.FindStringSubmatch(dir)
+			if m == nil {
+				continue
+			}
+			targets = append(targets, &lustreServerTarget{kind: kind, dir: dir, fsname: labelValue(m[1]), name: labelValue(m[2])})
+		}
+	}
+	work := make(chan *lustreServerTarget)
+	var wg sync.WaitGroup
+	var stuckMu sync.Mutex
+	for i := 0; i < lustreServerWorkers; i++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for t := range work {
+				n := c.readTarget(ctx, t)
+				stuckMu.Lock()
+				stuck += n
+				stuckMu.Unlock()
+			}
+		}()
+	}
+	for _, t := range targets {
+		work <- t
+	}
+	close(work)
+	wg.Wait()
+
+	var ms []prometheus.Metric
+	for _, t := range targets {
+		ms = append(ms, c.targetMetrics(t)...)
+	}
+	ms = append(ms, c.stuckReads.mustNewConstMetric(float64(stuck)))
+	if stuck > 0 {
+		level.Warn(c.logger).Log("msg", "Lustre server reads blocked; their series are missing from this round", "stuck_reads", stuck)
+	}
+	freezeMetrics(ms)
+	return ms
+}
+
+// targetMetrics builds one target's series: on an OST 4 and one per
+// request counter (14), on an MDT one per counter (16); with job_stats,
+// one more and 3 per exported job, the top N and the others.
+func (c *lustreServerCollector) targetMetrics(t *lustreServerTarget) []prometheus.Metric {
+	var ms []prometheus.Metric
+	if t.counters != nil {
+		lp := newLabelPairs(c.readBytes.desc, t.fsname, t.name)
+		if t.kind.bytes {
+			rb, wb := t.counters["read_bytes"], t.counters["write_bytes"]
+			ms = append(ms,
+				lp.metric(&c.readBytes, float64(rb.sum)), lp.metric(&c.writeBytes, float64(wb.sum)),
+				lp.metric(&c.readCalls, float64(rb.samples)), lp.metric(&c.writeCalls, float64(wb.samples)))
+		}
+		for _, op := range t.kind.ops {
+			ms = append(ms, c.ops.mustNewConstMetric(float64(t.counters[op].samples), t.fsname, t.name, op))
+		}
+	}
+	if t.hasJobs {
+		ms = append(ms, c.jobs.mustNewConstMetric(float64(t.jobs.jobs), t.fsname, t.name))
+		rest := t.jobs.rest
+		seen := map[string]bool{lustreOtherJobs: true}
+		jobMetrics := func(id string, j lustreJob) {
+			lp := newLabelPairs(c.jobReadBytes.desc, t.fsname, t.name, id)
+			ms = append(ms, lp.metric(&c.jobReadBytes, float64(j.readBytes)),
+				lp.metric(&c.jobWriteBytes, float64(j.writeBytes)), lp.metric(&c.jobOps, float64(j.ops)))
+		}
+		for _, j := range t.jobs.top {
+			id := labelValue(j.id)
+			if seen[id] {
+				// A job named like the others' series, or two ids that are
+				// the same once made valid UTF-8: one series each would
+				// collide, so the job is added up with the others.
+				rest.addUp(j)
+				continue
+			}
+			seen[id] = true
+			jobMetrics(id, j)
+		}
+		// Always exported, so that a target's series do not change in
+		// number when its jobs come to outnumber the cap.
+		jobMetrics(lustreOtherJobs, rest)
+	}
+	return ms
+}

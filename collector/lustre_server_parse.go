@@ -1,0 +1,301 @@
+package collector
+
+// Parsers of the Lustre server's statistics: the counter files of an OST
+// (obdfilter.<target>.stats) and an MDT (mdt.<target>.md_stats), printed by
+// lprocfs_stats_seq_show in lustre/obdclass/lprocfs_status.c, and the
+// per-job statistics of either (job_stats, lprocfs_jobstats_seq_show in
+// lustre/obdclass/lprocfs_jobstats.c). Like the client's parsers, each
+// keeps every line it can read and counts the others.
+//
+// job_stats can list tens of thousands of jobs on a busy server, tens of
+// megabytes of text: its parser reads a stream line by line and keeps only
+// the top N jobs in a heap of N, so the memory of a round does not grow
+// with the number of jobs.
+
+import (
+	"bufio"
+	"container/heap"
+	"fmt"
+	"io"
+	"sort"
+	"strconv"
+	"strings"
+)
+
+// lustreServerCounter is one counter of a server stats file or of one job.
+type lustreServerCounter struct {
+	// samples is the counter's count: requests, or calls for the byte
+	// counters.
+	samples uint64
+	// sum is the sum of the samples (bytes for read_bytes and write_bytes);
+	// 0 for counters that keep none.
+	sum uint64
+}
+
+// parseLustreServerStats reads an obdfilter stats or mdt md_stats file:
+//
+//	snapshot_time             1733212800.123456789 secs.nsecs
+//	read_bytes                19230 samples [bytes] 4096 4194304 60129542144 ...
+//	getattr                   1877 samples [usecs] 3 912 40581 ...
+//
+// Counters with a zero count are not printed. The line format is the one
+// the client's llite stats use; this parser is separate from
+// parseLustreStats (lustre_parse.go) because it reports its bad lines as
+// badLines, with the first one's text, for plateau_collector_parse_errors_total.
+func parseLustreServerStats(data []byte) (map[string]lustreServerCounter, badLines) {
+	counters := map[string]lustreServerCounter{}
+	var bad badLines
+	for i, line := range strings.Split(string(data), "\n") {
+		f := strings.Fields(line)
+		if len(f) == 0 {
+			continue
+		}
+		switch f[0] {
+		case "snapshot_time", "start_time", "elapsed_time":
+			continue
+		}
+		if len(f) < 4 || f[2] != "samples" || !strings.HasPrefix(f[3], "[") || !strings.HasSuffix(f[3], "]") {
+			bad.add(i+1, "not a counter line", line)
+			continue
+		}
+		n, err := strconv.ParseUint(f[1], 10, 64)
+		if err != nil {
+			bad.add(i+1, "bad count", line)
+			continue
+		}
+		c := lustreServerCounter{samples: n}
+		if len(f) >= 7 {
+			if c.sum, err = strconv.ParseUint(f[6], 10, 64); err != nil {
+				bad.add(i+1, "bad sum", line)
+				continue
+			}
+		}
+		counters[f[0]] = c
+	}
+	return counters, bad
+}
+
+// lustreJob is what the collector keeps of one job of a target's
+// job_stats.
+type lustreJob struct {
+	id                    string
+	readBytes, writeBytes uint64
+	// ops adds the samples of every counter other than the byte ones
+	// and the read and write latencies (which count the same calls as
+	// read_bytes and write_bytes): the job's requests of other kinds.
+	ops uint64
+}
+
+func (j lustreJob) bytes() uint64 { return j.readBytes + j.writeBytes }
+
+// lustreJobLess orders jobs by bytes moved, then (for an MDT, where most
+// jobs move none) by operations, then by id so that the order is total.
+func lustreJobLess(a, b lustreJob) bool {
+	if a.bytes() != b.bytes() {
+		return a.bytes() < b.bytes()
+	}
+	if a.ops != b.ops {
+		return a.ops < b.ops
+	}
+	return a.id > b.id
+}
+
+// lustreJobHeap is a min-heap of the jobs kept so far: its root is the
+// first one to give up its place.
+type lustreJobHeap []lustreJob
+
+func (h lustreJobHeap) Len() int           { return len(h) }
+func (h lustreJobHeap) Less(i, j int) bool { return lustreJobLess(h[i], h[j]) }
+func (h lustreJobHeap) Swap(i, j int)      { h[i], h[j] = h[j], h[i] }
+func (h *lustreJobHeap) Push(x any)        { *h = append(*h, x.(lustreJob)) }
+func (h *lustreJobHeap) Pop() any {
+	old := *h
+	j := old[len(old)-1]
+	*h = old[:len(old)-1]
+	return j
+}
+
+// lustreJobStats is what parseLustreJobStats keeps of a job_stats file.
+type lustreJobStats struct {
+	// top are the top jobs, most bytes first.
+	top []lustreJob
+	// rest adds up every other job; its id is empty.
+	rest lustreJob
+	// jobs counts the jobs the file listed, rest included.
+	jobs int
+}
+
+// lustreJobTop keeps the top n jobs and adds up the others.
+type lustreJobTop struct {
+	n    int
+	heap lustreJobHeap
+	rest lustreJob
+	jobs int
+}
+
+func (t *lustreJobTop) add(j lustreJob) {
+	t.jobs++
+	switch {
+	case len(t.heap) < t.n:
+		heap.Push(&t.heap, j)
+	case t.n > 0 && lustreJobLess(t.heap[0], j):
+		t.rest.addUp(t.heap[0])
+		t.heap[0] = j
+		heap.Fix(&t.heap, 0)
+	default:
+		t.rest.addUp(j)
+	}
+}
+
+func (j *lustreJob) addUp(o lustreJob) {
+	j.readBytes += o.readBytes
+	j.writeBytes += o.writeBytes
+	j.ops += o.ops
+}
+
+func (t *lustreJobTop) result() lustreJobStats {
+	top := append([]lustreJob(nil), t.heap...)
+	sort.Slice(top, func(a, b int) bool { return lustreJobLess(top[b], top[a]) })
+	return lustreJobStats{top: top, rest: t.rest, jobs: t.jobs}
+}
+
+// maxLustreLine bounds the length of a job_stats line the parser reads; a
+// longer one (no real line is over 200 bytes) is counted and skipped.
+const maxLustreLine = 4096
+
+// parseLustreJobStats reads a job_stats file from r and keeps the top n
+// jobs by bytes:
+//
+//	job_stats:
+//	- job_id:          slurm.4812345
+//	  snapshot_time:   1733212795.418372911 secs.nsecs
+//	  read_bytes:      { samples:  1204, unit: bytes, min: 4096, max: 4194304, sum: 4311744512, sumsq: ... }
+//	  write_bytes:     { samples:     0, unit: bytes, min:    0, max:       0, sum:          0, sumsq: 0 }
+//	  getattr:         { samples:     3, unit: usecs, min:   12, max:      40, sum:         71, sumsq: 1905 }
+//
+// (before 2.12 the request counters' unit is reqs and they have no min,
+// max or sum). A counter line before any job_id, or one that does not
+// read, costs that line; the error is the stream's, never the content's.
+func parseLustreJobStats(r io.Reader, n int) (lustreJobStats, badLines, error) {
+	p := lustreJobParser{top: lustreJobTop{n: n, heap: make(lustreJobHeap, 0, n)}}
+	br := bufio.NewReaderSize(r, maxLustreLine)
+	for {
+		raw, err := br.ReadSlice('\n')
+		if err == bufio.ErrBufferFull {
+			// Skip the rest of an overlong line and count it once.
+			p.lineNo++
+			p.bad.add(p.lineNo, "line too long", string(raw))
+			for err == bufio.ErrBufferFull {
+				_, err = br.ReadSlice('\n')
+			}
+		} else if len(raw) > 0 {
+			p.line(string(raw))
+		}
+		if err == io.EOF {
+			return p.finish(), p.bad, nil
+		}
+		if err != nil {
+			return p.finish(), p.bad, fmt.Errorf("reading job_stats after line %d: %w", p.lineNo, err)
+		}
+	}
+}
+
+// lustreJobParser is the state of parseLustreJobStats between lines.
+type lustreJobParser struct {
+	top    lustreJobTop
+	bad    badLines
+	cur    lustreJob
+	inJob  bool
+	lineNo int
+}
+
+func (p *lustreJobParser) line(line string) {
+	p.lineNo++
+	t := strings.TrimSpace(line)
+	if t == "" || t == "job_stats:" {
+		return
+	}
+	if id, ok := strings.CutPrefix(t, "- job_id:"); ok {
+		id = strings.TrimSpace(id)
+		if id == "" {
+			p.bad.add(p.lineNo, "empty job_id", line)
+			return
+		}
+		if p.inJob {
+			p.top.add(p.cur)
+		}
+		p.cur, p.inJob = lustreJob{id: id}, true
+		return
+	}
+	key, value, ok := strings.Cut(t, ":")
+	if !ok {
+		p.bad.add(p.lineNo, "no key", line)
+		return
+	}
+	switch key {
+	case "snapshot_time", "start_time", "elapsed_time":
+		return
+	}
+	samples, sum, ok := parseLustreJobCounter(value)
+	switch {
+	case !ok:
+		p.bad.add(p.lineNo, "bad counter", line)
+		return
+	case !p.inJob:
+		p.bad.add(p.lineNo, "counter before any job_id", line)
+		return
+	}
+	switch key {
+	case "read_bytes":
+		p.cur.readBytes += sum
+	case "write_bytes":
+		p.cur.writeBytes += sum
+	case "read", "write":
+		// The latencies of the calls read_bytes and write_bytes count.
+	default:
+		p.cur.ops += samples
+	}
+}
+
+func (p *lustreJobParser) finish() lustreJobStats {
+	if p.inJob {
+		p.top.add(p.cur)
+		p.inJob = false
+	}
+	return p.top.result()
+}
+
+// parseLustreJobCounter reads "{ samples: 12, unit: bytes, min: 4096,
+// max: 8192, sum: 65536, sumsq: ... }" and returns samples and sum (0
+// when the counter keeps none).
+func parseLustreJobCounter(v string) (samples, sum uint64, ok bool) {
+	v = strings.TrimSpace(v)
+	inner, found := strings.CutPrefix(v, "{")
+	if !found {
+		return 0, 0, false
+	}
+	if inner, found = strings.CutSuffix(inner, "}"); !found {
+		return 0, 0, false
+	}
+	hasSamples := false
+	for _, field := range strings.Split(inner, ",") {
+		k, val, found := strings.Cut(field, ":")
+		if !found {
+			return 0, 0, false
+		}
+		k, val = strings.TrimSpace(k), strings.TrimSpace(val)
+		switch k {
+		case "samples", "sum":
+			n, err := strconv.ParseUint(val, 10, 64)
+			if err != nil {
+				return 0, 0, false
+			}
+			if k == "samples" {
+				samples, hasSamples = n, true
+			} else {
+				sum = n
+			}
+		}
+	}
+	return samples, sum, hasSamples
+}
