@@ -94,6 +94,9 @@ type lustreServerKind struct {
 	// (0 when the file leaves it out, as it does until the first call),
 	// so that no series appears on a target's first request of a kind.
 	ops []string
+	// aliases name, for an op, the counter an older release printed
+	// for it; both are added up.
+	aliases map[string]string
 	// bytes says the counter file has read_bytes and write_bytes.
 	bytes bool
 }
@@ -103,7 +106,9 @@ type lustreServerKind struct {
 func lustreServerKinds() [2]lustreServerKind {
 	return [...]lustreServerKind{
 		{dir: "obdfilter", statsFile: "stats", bytes: true, ops: []string{
-			"create", "destroy", "getattr", "setattr", "punch", "sync", "statfs", "get_info", "set_info", "quotactl"}},
+			"create", "destroy", "getattr", "setattr", "punch", "sync", "statfs", "get_info", "set_info", "quotactl"},
+			// 2.10 and before count set_info requests as set_info_async.
+			aliases: map[string]string{"set_info": "set_info_async"}},
 		{dir: "mdt", statsFile: "md_stats", ops: []string{
 			"open", "close", "mknod", "link", "unlink", "mkdir", "rmdir", "rename", "getattr", "setattr",
 			"getxattr", "setxattr", "statfs", "sync", "samedir_rename", "crossdir_rename"}},
@@ -483,7 +488,11 @@ func (c *lustreServerCollector) targetMetrics(t *lustreServerTarget) []prometheu
 				lp.metric(&c.readCalls, float64(rb.samples)), lp.metric(&c.writeCalls, float64(wb.samples)))
 		}
 		for _, op := range t.kind.ops {
-			ms = append(ms, c.ops.mustNewConstMetric(float64(t.counters[op].samples), t.fsname, t.name, op))
+			n := t.counters[op].samples
+			if old, ok := t.kind.aliases[op]; ok {
+				n += t.counters[old].samples
+			}
+			ms = append(ms, c.ops.mustNewConstMetric(float64(n), t.fsname, t.name, op))
 		}
 	}
 	if t.hasJobs {
