@@ -14,6 +14,7 @@ package collector
 
 import (
 	"bufio"
+	"bytes"
 	"container/heap"
 	"fmt"
 	"io"
@@ -189,7 +190,7 @@ func parseLustreJobStats(r io.Reader, n int) (lustreJobStats, badLines, error) {
 				_, err = br.ReadSlice('\n')
 			}
 		} else if len(raw) > 0 {
-			p.line(string(raw))
+			p.line(raw)
 		}
 		if err == io.EOF {
 			return p.finish(), p.bad, nil
@@ -209,43 +210,46 @@ type lustreJobParser struct {
 	lineNo int
 }
 
-func (p *lustreJobParser) line(line string) {
+// line reads one line. It works on the reader's bytes, which the next
+// read overwrites: only a job's id is copied, so that the allocations of a
+// parse grow with the number of jobs, not of lines.
+func (p *lustreJobParser) line(line []byte) {
 	p.lineNo++
-	t := strings.TrimSpace(line)
-	if t == "" || t == "job_stats:" {
+	t := bytes.TrimSpace(line)
+	if len(t) == 0 || string(t) == "job_stats:" {
 		return
 	}
-	if id, ok := strings.CutPrefix(t, "- job_id:"); ok {
-		id = strings.TrimSpace(id)
-		if id == "" {
-			p.bad.add(p.lineNo, "empty job_id", line)
+	if id, ok := bytes.CutPrefix(t, []byte("- job_id:")); ok {
+		id = bytes.TrimSpace(id)
+		if len(id) == 0 {
+			p.bad.add(p.lineNo, "empty job_id", string(line))
 			return
 		}
 		if p.inJob {
 			p.top.add(p.cur)
 		}
-		p.cur, p.inJob = lustreJob{id: id}, true
+		p.cur, p.inJob = lustreJob{id: string(id)}, true
 		return
 	}
-	key, value, ok := strings.Cut(t, ":")
+	key, value, ok := bytes.Cut(t, []byte(":"))
 	if !ok {
-		p.bad.add(p.lineNo, "no key", line)
+		p.bad.add(p.lineNo, "no key", string(line))
 		return
 	}
-	switch key {
+	switch string(key) {
 	case "snapshot_time", "start_time", "elapsed_time":
 		return
 	}
 	samples, sum, ok := parseLustreJobCounter(value)
 	switch {
 	case !ok:
-		p.bad.add(p.lineNo, "bad counter", line)
+		p.bad.add(p.lineNo, "bad counter", string(line))
 		return
 	case !p.inJob:
-		p.bad.add(p.lineNo, "counter before any job_id", line)
+		p.bad.add(p.lineNo, "counter before any job_id", string(line))
 		return
 	}
-	switch key {
+	switch string(key) {
 	case "read_bytes":
 		p.cur.readBytes += sum
 	case "write_bytes":
@@ -267,33 +271,33 @@ func (p *lustreJobParser) finish() lustreJobStats {
 
 // parseLustreJobCounter reads "{ samples: 12, unit: bytes, min: 4096,
 // max: 8192, sum: 65536, sumsq: ... }" and returns samples and sum (0
-// when the counter keeps none).
-func parseLustreJobCounter(v string) (samples, sum uint64, ok bool) {
-	v = strings.TrimSpace(v)
-	inner, found := strings.CutPrefix(v, "{")
+// when the counter keeps none). The numbers are read with parseDecimal
+// (nfs_mountstats.go), which does not copy them.
+func parseLustreJobCounter(v []byte) (samples, sum uint64, ok bool) {
+	inner, found := bytes.CutPrefix(bytes.TrimSpace(v), []byte("{"))
 	if !found {
 		return 0, 0, false
 	}
-	if inner, found = strings.CutSuffix(inner, "}"); !found {
+	if inner, found = bytes.CutSuffix(inner, []byte("}")); !found {
 		return 0, 0, false
 	}
 	hasSamples := false
-	for _, field := range strings.Split(inner, ",") {
-		k, val, found := strings.Cut(field, ":")
+	for len(inner) > 0 {
+		var field []byte
+		field, inner, _ = bytes.Cut(inner, []byte(","))
+		k, val, found := bytes.Cut(field, []byte(":"))
 		if !found {
 			return 0, 0, false
 		}
-		k, val = strings.TrimSpace(k), strings.TrimSpace(val)
-		switch k {
-		case "samples", "sum":
-			n, err := strconv.ParseUint(val, 10, 64)
-			if err != nil {
+		switch string(bytes.TrimSpace(k)) {
+		case "samples":
+			if samples, ok = parseDecimal(bytes.TrimSpace(val)); !ok {
 				return 0, 0, false
 			}
-			if k == "samples" {
-				samples, hasSamples = n, true
-			} else {
-				sum = n
+			hasSamples = true
+		case "sum":
+			if sum, ok = parseDecimal(bytes.TrimSpace(val)); !ok {
+				return 0, 0, false
 			}
 		}
 	}
