@@ -189,7 +189,7 @@ func newLustreServerCollector(cfg lustreServerConfig, logger log.Logger) (*lustr
 			"Bytes this OST sent to clients (obdfilter stats read_bytes sum).", prometheus.CounterValue, t...),
 		writeBytes: desc("write_bytes_total",
 			"Bytes this OST received from clients (obdfilter stats write_bytes sum).", prometheus.CounterValue, t...),
-		readCalls: desc("readCallstotal",
+		readCalls: desc("reads_total",
 			"Bulk read requests this OST served (obdfilter stats read_bytes samples).", prometheus.CounterValue, t...),
 		writeCalls: desc("writes_total",
 			"Bulk write requests this OST served (obdfilter stats write_bytes samples).", prometheus.CounterValue, t...),

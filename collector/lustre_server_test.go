@@ -257,10 +257,13 @@ func TestLustreServerBadLines(t *testing.T) {
 # HELP plateau_lustre_server_read_bytes_total Bytes this OST sent to clients (obdfilter stats read_bytes sum).
 # TYPE plateau_lustre_server_read_bytes_total counter
 plateau_lustre_server_read_bytes_total{filesystem="scratch",lustre_target="OST0000"} 1.764397809664e+12
+# HELP plateau_lustre_server_reads_total Bulk read requests this OST served (obdfilter stats read_bytes samples).
+# TYPE plateau_lustre_server_reads_total counter
+plateau_lustre_server_reads_total{filesystem="scratch",lustre_target="OST0000"} 1.923041e+06
 # HELP plateau_lustre_server_writes_total Bulk write requests this OST served (obdfilter stats write_bytes samples).
 # TYPE plateau_lustre_server_writes_total counter
 plateau_lustre_server_writes_total{filesystem="scratch",lustre_target="OST0000"} 0
-`), "plateau_lustre_server_read_bytes_total", "plateau_lustre_server_writes_total"); err != nil {
+`), "plateau_lustre_server_read_bytes_total", "plateau_lustre_server_reads_total", "plateau_lustre_server_writes_total"); err != nil {
 		t.Error(err)
 	}
 	for src, want := range map[string]uint64{"stats": 2, "job_stats": 1} {
