@@ -121,6 +121,10 @@ type lustreCollector struct {
 	readBytes, writeBytes, readCalls, writeCalls, mdOps       typedDesc
 	healthy, stuckReads                                       typedDesc
 
+	// parseErrs counts, per source, the lines and values the parsers
+	// skipped, across rounds.
+	parseErrs *parseErrorCounter
+
 	// histMu guards history, which only rounds use; two rounds never
 	// run at once in the daemon, but a test may call round directly.
 	histMu  sync.Mutex
@@ -158,11 +162,12 @@ func newLustreCollector(cfg lustreConfig, logger log.Logger) (*lustreCollector, 
 	t := []string{"filesystem", "lustre_target"}
 	fsOp := []string{"filesystem", "op"}
 	c := &lustreCollector{
-		cfg:     cfg,
-		logger:  logger,
-		history: map[string]*lustreTargetHistory{},
-		ready:   make(chan struct{}),
-		stop:    make(chan struct{}),
+		cfg:       cfg,
+		logger:    logger,
+		history:   map[string]*lustreTargetHistory{},
+		ready:     make(chan struct{}),
+		stop:      make(chan struct{}),
+		parseErrs: newParseErrorCounter(logger),
 
 		connected: desc("target_connected",
 			"1 if this client's import of the OST or MDT is FULL, or IDLE: since 2.12 a client closes a connection unused for "+
@@ -232,6 +237,25 @@ func newLustreCollector(cfg lustreConfig, logger log.Logger) (*lustreCollector, 
 			prometheus.GaugeValue),
 	}
 	return c, nil
+}
+
+func (c *lustreCollector) parseErrors() *parseErrorCounter { return c.parseErrs }
+
+// The sources of plateau_collector_parse_errors_total: one per kind of
+// file the parsers read, the single-value files (active, cur_grant_bytes,
+// cur_dirty_bytes) together as param.
+const (
+	lustreSourceImport   = "import"
+	lustreSourceState    = "state"
+	lustreSourceRPCStats = "rpc_stats"
+	lustreSourceStats    = "stats"
+	lustreSourceParam    = "param"
+)
+
+// lustreSources lists them, so that each has its series from the first
+// round on, 0 until a line is skipped.
+func lustreSources() [5]string {
+	return [...]string{lustreSourceImport, lustreSourceState, lustreSourceRPCStats, lustreSourceStats, lustreSourceParam}
 }
 
 // roots are the trees a parameter file may be in, in lctl's order.
@@ -413,12 +437,12 @@ func (c *lustreCollector) readTarget(ctx context.Context, t *lustreTargetRead) {
 			var bad int
 			t.imp, bad = parseLustreImport(r.data)
 			t.hasImport = t.imp.state != ""
-			t.bad["import"] += bad
+			t.bad[lustreSourceImport] += bad
 		case "state":
 			var bad int
 			_, t.history, bad = parseLustreState(r.data)
 			t.hasState = true
-			t.bad["state"] += bad
+			t.bad[lustreSourceState] += bad
 		case "active":
 			t.active, t.hasAct = parseLustreUint(r.data)
 		case "cur_grant_bytes":
@@ -429,10 +453,10 @@ func (c *lustreCollector) readTarget(ctx context.Context, t *lustreTargetRead) {
 			var bad int
 			t.rpc, bad = parseLustreRPCStats(r.data)
 			t.hasRPC = true
-			t.bad["rpc_stats"] += bad
+			t.bad[lustreSourceRPCStats] += bad
 		}
 		if (f == "active" && !t.hasAct) || (f == "cur_grant_bytes" && !t.hasGrant) || (f == "cur_dirty_bytes" && !t.hasDirty) {
-			t.bad["param"]++
+			t.bad[lustreSourceParam]++
 		}
 	}
 }
@@ -545,6 +569,11 @@ func (c *lustreCollector) round() *lustreRound {
 	ms = append(ms, c.stuckReads.mustNewConstMetric(float64(stuck)))
 	if stuck > 0 {
 		level.Warn(c.logger).Log("msg", "Lustre reads blocked; their series are missing from this round", "stuck_reads", stuck)
+	}
+	for _, src := range lustreSources() {
+		// The parsers count lines, not keep them: the debug log names the
+		// source and the count, and the file is there to read.
+		c.parseErrs.record(src, badLines{count: res.badLines[src], first: "(not kept)"})
 	}
 	freezeMetrics(ms)
 	res.metrics = ms
@@ -667,7 +696,7 @@ func (c *lustreCollector) mountMetrics(ctx context.Context, bad map[string]int) 
 		}
 		seen[fsname] = true
 		counters, n := parseLustreStats(r.data)
-		bad["stats"] += n
+		bad[lustreSourceStats] += n
 		rb, wb := counters["read_bytes"], counters["write_bytes"]
 		ms = append(ms,
 			c.readBytes.mustNewConstMetric(float64(rb.sum), fsname),

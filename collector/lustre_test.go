@@ -315,4 +315,18 @@ func TestLustreBadValuesAndServerDevices(t *testing.T) {
 			t.Errorf("%s: %d series (err %v), want %d", metric, n, err, want)
 		}
 	}
+	// Each source has its series; the counts add up across rounds (the
+	// direct round above and the scrape's first).
+	want := `
+# HELP plateau_collector_parse_errors_total Lines (rows, records, attribute files) of the source that the collector could not read and skipped, since the exporter started. The rest of the source is still exported; a source with nothing readable fails the collector (plateau_scrape_collector_success 0) instead. Every source parsed at least once has a series, 0 while it had no bad line.
+# TYPE plateau_collector_parse_errors_total counter
+plateau_collector_parse_errors_total{collector="lustre",source="import"} 0
+plateau_collector_parse_errors_total{collector="lustre",source="param"} 2
+plateau_collector_parse_errors_total{collector="lustre",source="rpc_stats"} 0
+plateau_collector_parse_errors_total{collector="lustre",source="state"} 0
+plateau_collector_parse_errors_total{collector="lustre",source="stats"} 0
+`
+	if err := testutil.GatherAndCompare(reg, strings.NewReader(want), "plateau_collector_parse_errors_total"); err != nil {
+		t.Error(err)
+	}
 }
