@@ -458,8 +458,8 @@ func TestParseLctlGetParam(t *testing.T) {
 		"llite.home-ffff8f2a3b4c6800.stats=\nopen 3 samples [usecs]\n"))
 	want := map[string]string{
 		"osc.scratch-OST0000-osc-ffff8f2a3b4c5000.rpc_stats": "snapshot_time: 1.5 (secs.nsecs)\nread RPCs in flight:  0\n",
-		"llite.scratch-ffff8f2a3b4c5000.stats":                "snapshot_time 1.5 secs.nsecs\n",
-		"llite.home-ffff8f2a3b4c6800.stats":                   "open 3 samples [usecs]\n",
+		"llite.scratch-ffff8f2a3b4c5000.stats":               "snapshot_time 1.5 secs.nsecs\n",
+		"llite.home-ffff8f2a3b4c6800.stats":                  "open 3 samples [usecs]\n",
 	}
 	if bad != 1 || len(params) != len(want) {
 		t.Fatalf("%d bad lines, params %q; want 1 and %q", bad, params, want)
@@ -469,4 +469,35 @@ func TestParseLctlGetParam(t *testing.T) {
 			t.Errorf("%s = %q, want %q", k, params[k], v)
 		}
 	}
+}
+
+// FuzzParseLctlGetParam: whatever the values hold, short of a line that
+// names one of the parameters asked for, each comes back whole under its
+// name, and nothing is bad.
+func FuzzParseLctlGetParam(f *testing.F) {
+	for _, p := range []string{"osc/scratch-OST0000-osc-ffff8f2a3b4c5000/rpc_stats", "llite/scratch-ffff8f2a3b4c5000/stats"} {
+		data, err := os.ReadFile(fixturePath(f, "sys", "kernel", "debug", "lustre", p))
+		if err != nil {
+			f.Fatal(err)
+		}
+		f.Add(string(data), "open 3 samples [usecs]\n")
+	}
+	f.Fuzz(func(t *testing.T, rpc, stats string) {
+		norm := func(v string) string {
+			var lines []string
+			for _, l := range splitLines([]byte(strings.ReplaceAll(v, "\r", ""))) {
+				if lustreLctlHeader.MatchString(l) {
+					t.Skip("a value line that reads as a parameter name")
+				}
+				lines = append(lines, l+"\n")
+			}
+			return strings.Join(lines, "")
+		}
+		rpc, stats = norm(rpc), norm(stats)
+		const osc, llite = "osc.scratch-OST0000-osc-ffff8f2a3b4c5000.rpc_stats", "llite.scratch-ffff8f2a3b4c5000.stats"
+		params, bad := parseLctlGetParam([]byte(osc + "=\n" + rpc + llite + "=\n" + stats))
+		if bad != 0 || string(params[osc]) != rpc || string(params[llite]) != stats {
+			t.Fatalf("%d bad lines, params %q; want 0 and %q, %q", bad, params, rpc, stats)
+		}
+	})
 }
