@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Scrape cost of the real daemon over HTTP, on the node BenchmarkScrape
 # builds from fixtures: 8 InfiniBand ports, 24 NVMe controllers, 4 GPFS file
-# systems (fake mmpmon, mmgetstate, mmhealth) and 40 NFS mounts. It scrapes
+# systems (fake mmpmon, mmgetstate, mmhealth), 40 NFS mounts and a Lustre
+# client of 512 OSTs (--collector.lustre; debugfs read directly). It scrapes
 # /metrics $SCRAPES times (default 300) one after another, as plain text
 # and gzipped as Prometheus asks for it, and prints the
 # latency quantiles, the body size and the daemon's own per-collector
@@ -36,11 +37,11 @@ g=$work/node/gpfs
 ./plateau_exporter --config.file="$work/plateau.yml" --web.listen-address="127.0.0.1:$port" \
 	--path.sysfs="$work/node/sys" --path.procfs="$work/node/proc" \
 	--collector.gpfs.mmpmon-path="$g/mmpmon" --collector.gpfs.mmgetstate-path="$g/mmgetstate" \
-	--collector.gpfs.mmhealth-path="$g/mmhealth" --collector.gpfs.nsd 2>"$work/daemon.log" &
+	--collector.gpfs.mmhealth-path="$g/mmhealth" --collector.gpfs.nsd --collector.lustre 2>"$work/daemon.log" &
 pid=$!
 url="http://127.0.0.1:$port/metrics"
 for _ in $(seq 100); do curl -fs -o /dev/null "http://127.0.0.1:$port/-/ready" && break; sleep 0.1; done
-# The first scrape starts the GPFS loops and waits for their first answers.
+# The first scrape starts the GPFS and Lustre loops and waits for their first answers.
 curl -fs -o "$work/first.prom" "$url"
 
 # Plain text, then gzip as Prometheus asks for it, alternating.

@@ -227,6 +227,9 @@ func TestWriteBenchTree(t *testing.T) {
 	genInfiniBand(t, filepath.Join(root, "sys"))
 	genNVMe(t, filepath.Join(root, "sys"))
 	genMountstats(t, filepath.Join(root, "proc"))
+	// A large site's Lustre client: 512 OSTs and an MDT, as
+	// BenchmarkScrape/lustre reads them.
+	genLustre(t, root, 512)
 	gpfsDir := filepath.Join(root, "gpfs")
 	genGPFS(t, gpfsDir)
 	// The fakes answer from the fixture files next to them.

@@ -39,8 +39,15 @@ const lustreSubsystem = "lustre"
 var (
 	lustreDebugfsPath = kingpin.Flag("collector.lustre.debugfs-path",
 		"debugfs mountpoint, where Lustre 2.12 and later keep llite stats and osc rpc_stats; empty means <path.sysfs>/kernel/debug. "+
-			"debugfs is readable by root only: without CAP_DAC_READ_SEARCH the series read from it are missing (see the README).").
+			"debugfs is readable by root only: a daemon not running as root reads those files with --collector.lustre.sudo instead (see the README).").
 		Default("").String()
+	lustreSudo = kingpin.Flag("collector.lustre.sudo",
+		"Read osc rpc_stats and llite stats, which 2.12 and later keep in debugfs (root only), with one 'sudo -n lctl get_param' per round "+
+			"instead of from the files; the packaged sudoers file allows exactly that command line.").
+		Bool()
+	lustreLctlPath = kingpin.Flag("collector.lustre.lctl-path",
+		"Path of lctl, run with --collector.lustre.sudo.").
+		Default("/usr/sbin/lctl").String()
 	lustreInterval = kingpin.Flag("collector.lustre.interval",
 		"How often the Lustre parameter files are read, in the background; scrapes export the last complete round.").
 		Default("15s").Duration()
@@ -62,8 +69,19 @@ func init() {
 			debugRoot: filepath.Join(debugfs, "lustre"),
 			interval:  *lustreInterval,
 			timeout:   *lustreTimeout,
+			lctlPath:  lctlPathIf(*lustreSudo, *lustreLctlPath),
+			sudo:      *lustreSudo,
 		}, logger)
 	})
+}
+
+// lctlPathIf is path when the debugfs files are read through lctl, else
+// empty: only sudo mode runs lctl.
+func lctlPathIf(sudo bool, path string) string {
+	if sudo {
+		return path
+	}
+	return ""
 }
 
 // lustreConfig says where the Lustre trees are and how often and how long
@@ -73,6 +91,22 @@ type lustreConfig struct {
 	// /sys/kernel/debug/lustre, each under the daemon's path flags.
 	procRoot, sysRoot, debugRoot string
 	interval, timeout            time.Duration
+	// lctlPath, when set, is the lctl that reads the counter files that
+	// 2.12 and later keep in debugfs (rpc_stats, llite stats): one run of
+	// lustreLctlArgs per round, through sudo -n when sudo is set, because
+	// the daemon holds no capability and debugfs is root's alone. The
+	// other files are still read directly.
+	lctlPath string
+	sudo     bool
+}
+
+// lustreLctlArgs is the one lctl command line of a round, exactly as the
+// sudoers file allows it. The patterns are lctl's own (the '*' reaches
+// lctl as is; sudo does not glob, and the sudoers line matches a literal
+// '*'), and without -n lctl names each parameter before its value, which
+// is how the output is split by device.
+func lustreLctlArgs() []string {
+	return []string{"get_param", "osc.*.rpc_stats", "llite.*.stats"}
 }
 
 // lustreWorkers bounds how many targets are read at once: enough that one
@@ -114,6 +148,9 @@ type lustreCollector struct {
 	cfg    lustreConfig
 	logger log.Logger
 	reads  stuckCalls[lustreRead]
+	// runner runs lctl in sudo mode, in its own process group, killed at
+	// the round's deadline.
+	runner *commandRunner
 
 	connected, info, reconnects, evictions, timeouts, avgWait typedDesc
 	inflight, grant, dirty, active                            typedDesc
@@ -121,10 +158,18 @@ type lustreCollector struct {
 	readBytes, writeBytes, readCalls, writeCalls, mdOps       typedDesc
 	healthy, stuckReads                                       typedDesc
 
+	// parseErrs counts, per source, the lines and values the parsers
+	// skipped, across rounds.
+	parseErrs *parseErrorCounter
+
 	// histMu guards history, which only rounds use; two rounds never
 	// run at once in the daemon, but a test may call round directly.
 	histMu  sync.Mutex
 	history map[string]*lustreTargetHistory
+	// lctlErr is the last lctl failure logged, so that a sudo refused
+	// every round is logged when it starts and when it changes, not 240
+	// times an hour. Guarded by histMu.
+	lctlErr string
 
 	mu        sync.Mutex
 	last      *lustreRound
@@ -158,11 +203,13 @@ func newLustreCollector(cfg lustreConfig, logger log.Logger) (*lustreCollector, 
 	t := []string{"filesystem", "lustre_target"}
 	fsOp := []string{"filesystem", "op"}
 	c := &lustreCollector{
-		cfg:     cfg,
-		logger:  logger,
-		history: map[string]*lustreTargetHistory{},
-		ready:   make(chan struct{}),
-		stop:    make(chan struct{}),
+		cfg:       cfg,
+		logger:    logger,
+		history:   map[string]*lustreTargetHistory{},
+		ready:     make(chan struct{}),
+		stop:      make(chan struct{}),
+		parseErrs: newParseErrorCounter(logger),
+		runner:    newCommandRunner(cfg.sudo),
 
 		connected: desc("target_connected",
 			"1 if this client's import of the OST or MDT is FULL, or IDLE: since 2.12 a client closes a connection unused for "+
@@ -232,6 +279,32 @@ func newLustreCollector(cfg lustreConfig, logger log.Logger) (*lustreCollector, 
 			prometheus.GaugeValue),
 	}
 	return c, nil
+}
+
+func (c *lustreCollector) parseErrors() *parseErrorCounter { return c.parseErrs }
+
+// The sources of plateau_collector_parse_errors_total: one per kind of
+// file the parsers read, the single-value files (active, cur_grant_bytes,
+// cur_dirty_bytes) together as param.
+const (
+	lustreSourceImport   = "import"
+	lustreSourceState    = "state"
+	lustreSourceRPCStats = "rpc_stats"
+	lustreSourceStats    = "stats"
+	lustreSourceParam    = "param"
+	// lustreSourceLctl is lctl's output itself in sudo mode: lines that
+	// are not under a parameter's name.
+	lustreSourceLctl = "lctl"
+)
+
+// sources lists those of this collector, so that each has its series from the first
+// round on, 0 until a line is skipped.
+func (c *lustreCollector) sources() []string {
+	s := []string{lustreSourceImport, lustreSourceState, lustreSourceRPCStats, lustreSourceStats, lustreSourceParam}
+	if c.cfg.lctlPath != "" {
+		s = append(s, lustreSourceLctl)
+	}
+	return s
 }
 
 // roots are the trees a parameter file may be in, in lctl's order.
@@ -362,9 +435,64 @@ func (c *lustreCollector) listDevices(ctx context.Context, kind string) lustreRe
 	})
 }
 
-// isStuck reports whether a read failed because it is, or was, blocked.
+// isStuck reports whether a read or the lctl run failed because it is, or
+// was, blocked.
 func isStuck(err error) bool {
-	return errors.Is(err, errLustreReadTimeout) || errors.Is(err, errStillRunning)
+	return errors.Is(err, errLustreReadTimeout) || errors.Is(err, errStillRunning) || errors.Is(err, errCommandTimeout)
+}
+
+// lustreLctlRun is what a round's lctl run read: each parameter's value
+// by its name (osc.<device>.rpc_stats, llite.<device>.stats).
+type lustreLctlRun struct {
+	params map[string][]byte
+	bad    int
+	err    error
+}
+
+// runLctl runs lctl once, bounded by ctx through the command runner. A
+// non-zero exit with output is still read: lctl exits 1 when one of the
+// patterns matches nothing (no mount on a server, say) and prints the
+// other's values all the same.
+func (c *lustreCollector) runLctl(ctx context.Context) lustreLctlRun {
+	out, err := c.runner.run(ctx, nil, c.cfg.lctlPath, lustreLctlArgs()...)
+	var exit *commandError
+	if err != nil && !(errors.As(err, &exit) && len(out) > 0) {
+		return lustreLctlRun{err: err}
+	}
+	params, bad := parseLctlGetParam(out)
+	return lustreLctlRun{params: params, bad: bad}
+}
+
+// waitLctl waits for the round's lctl run until the round's deadline.
+func waitLctl(ctx context.Context, lctl <-chan lustreLctlRun) lustreLctlRun {
+	select {
+	case r := <-lctl:
+		return r
+	case <-ctx.Done():
+		select {
+		case r := <-lctl:
+			return r
+		default:
+		}
+		// The runner kills it at the same deadline; the goroutine ends
+		// then, or after abandonAfter if lctl does not die.
+		return lustreLctlRun{err: fmt.Errorf("lctl get_param: %w", errLustreReadTimeout)}
+	}
+}
+
+// logLctlError logs a failure of lctl when it differs from the last one.
+func (c *lustreCollector) logLctlError(err error) {
+	msg := ""
+	if err != nil {
+		msg = err.Error()
+	}
+	c.histMu.Lock()
+	changed := msg != c.lctlErr
+	c.lctlErr = msg
+	c.histMu.Unlock()
+	if changed && err != nil {
+		level.Warn(c.logger).Log("msg", "cannot read rpc_stats and llite stats through lctl; their series are missing", "err", err)
+	}
 }
 
 // lustreTargetDevice matches the osc and mdc device names of a client
@@ -394,7 +522,10 @@ func (c *lustreCollector) readTarget(ctx context.Context, t *lustreTargetRead) {
 	t.bad = map[string]int{}
 	files := []string{"import", "state", "active"}
 	if t.kind == "osc" {
-		files = append(files, "cur_grant_bytes", "cur_dirty_bytes", "rpc_stats")
+		files = append(files, "cur_grant_bytes", "cur_dirty_bytes")
+		if c.cfg.lctlPath == "" {
+			files = append(files, "rpc_stats") // else from the round's lctl run
+		}
 	}
 	for _, f := range files {
 		r := c.readParam(ctx, t.kind+"/"+t.device+"/"+f)
@@ -413,12 +544,12 @@ func (c *lustreCollector) readTarget(ctx context.Context, t *lustreTargetRead) {
 			var bad int
 			t.imp, bad = parseLustreImport(r.data)
 			t.hasImport = t.imp.state != ""
-			t.bad["import"] += bad
+			t.bad[lustreSourceImport] += bad
 		case "state":
 			var bad int
 			_, t.history, bad = parseLustreState(r.data)
 			t.hasState = true
-			t.bad["state"] += bad
+			t.bad[lustreSourceState] += bad
 		case "active":
 			t.active, t.hasAct = parseLustreUint(r.data)
 		case "cur_grant_bytes":
@@ -429,10 +560,10 @@ func (c *lustreCollector) readTarget(ctx context.Context, t *lustreTargetRead) {
 			var bad int
 			t.rpc, bad = parseLustreRPCStats(r.data)
 			t.hasRPC = true
-			t.bad["rpc_stats"] += bad
+			t.bad[lustreSourceRPCStats] += bad
 		}
 		if (f == "active" && !t.hasAct) || (f == "cur_grant_bytes" && !t.hasGrant) || (f == "cur_dirty_bytes" && !t.hasDirty) {
-			t.bad["param"]++
+			t.bad[lustreSourceParam]++
 		}
 	}
 }
@@ -444,6 +575,13 @@ func (c *lustreCollector) round() *lustreRound {
 	defer cancel()
 	res := &lustreRound{badLines: map[string]int{}}
 	stuck := 0
+	// In sudo mode lctl reads the debugfs files beside the direct reads,
+	// so that a blocked lctl costs only its own series.
+	var lctl chan lustreLctlRun
+	if c.cfg.lctlPath != "" {
+		lctl = make(chan lustreLctlRun, 1)
+		go func() { lctl <- c.runLctl(ctx) }()
+	}
 
 	// health_check and the mounts come first: the deadline that a
 	// blocked target read runs into must not cost them too.
@@ -457,9 +595,17 @@ func (c *lustreCollector) round() *lustreRound {
 	} else if isStuck(r.err) {
 		stuck++
 	}
-	mounts, n := c.mountMetrics(ctx, res.badLines)
-	ms = append(ms, mounts...)
-	stuck += n
+	if lctl == nil {
+		if l := c.listDevices(ctx, "llite"); isStuck(l.err) {
+			stuck++
+		} else {
+			mounts, n := c.mountMetrics(l.names, func(dev string) lustreRead {
+				return c.readParam(ctx, "llite/"+dev+"/stats")
+			}, res.badLines)
+			ms = append(ms, mounts...)
+			stuck += n
+		}
+	}
 
 	var targets []*lustreTargetRead
 	for _, kind := range []string{"osc", "mdc"} {
@@ -492,6 +638,36 @@ func (c *lustreCollector) round() *lustreRound {
 	}
 	close(work)
 	wg.Wait()
+
+	if lctl != nil {
+		run := waitLctl(ctx, lctl)
+		c.logLctlError(run.err)
+		if isStuck(run.err) {
+			stuck++
+		}
+		res.badLines[lustreSourceLctl] += run.bad
+		for _, t := range targets {
+			if data, ok := run.params["osc."+t.device+".rpc_stats"]; ok && t.kind == "osc" {
+				var bad int
+				t.rpc, bad = parseLustreRPCStats(data)
+				t.hasRPC = true
+				res.badLines[lustreSourceRPCStats] += bad
+			}
+		}
+		var devs []string
+		for name := range run.params {
+			if dev, ok := strings.CutPrefix(name, "llite."); ok {
+				if dev, ok = strings.CutSuffix(dev, ".stats"); ok {
+					devs = append(devs, dev)
+				}
+			}
+		}
+		sort.Strings(devs)
+		mounts, _ := c.mountMetrics(devs, func(dev string) lustreRead {
+			return lustreRead{data: run.params["llite."+dev+".stats"]}
+		}, res.badLines)
+		ms = append(ms, mounts...)
+	}
 
 	seen := map[[2]string]bool{}
 	rpcByFS := map[string]*lustreRPCStats{}
@@ -545,6 +721,11 @@ func (c *lustreCollector) round() *lustreRound {
 	ms = append(ms, c.stuckReads.mustNewConstMetric(float64(stuck)))
 	if stuck > 0 {
 		level.Warn(c.logger).Log("msg", "Lustre reads blocked; their series are missing from this round", "stuck_reads", stuck)
+	}
+	for _, src := range c.sources() {
+		// The parsers count lines, not keep them: the debug log names the
+		// source and the count, and the file is there to read.
+		c.parseErrs.record(src, badLines{count: res.badLines[src], first: "(not kept)"})
 	}
 	freezeMetrics(ms)
 	res.metrics = ms
@@ -635,17 +816,13 @@ func equalStateEntries(a, b []lustreStateEntry) bool {
 // lustreMountDevice matches an llite device: <fsname>-<mount instance>.
 var lustreMountDevice = regexp.MustCompile(`^(.+)-[0-9a-fA-F]+$`)
 
-// mountMetrics reads each mount's llite stats; it returns the metrics and
-// the number of stuck reads.
-func (c *lustreCollector) mountMetrics(ctx context.Context, bad map[string]int) ([]prometheus.Metric, int) {
-	l := c.listDevices(ctx, "llite")
-	if isStuck(l.err) {
-		return nil, 1
-	}
+// mountMetrics builds each mount's series from its llite stats, which
+// stats reads; it returns the metrics and the number of stuck reads.
+func (c *lustreCollector) mountMetrics(devs []string, stats func(dev string) lustreRead, bad map[string]int) ([]prometheus.Metric, int) {
 	var ms []prometheus.Metric
 	stuck := 0
 	seen := map[string]bool{}
-	for _, dev := range l.names {
+	for _, dev := range devs {
 		m := lustreMountDevice.FindStringSubmatch(dev)
 		if m == nil {
 			continue
@@ -654,7 +831,7 @@ func (c *lustreCollector) mountMetrics(ctx context.Context, bad map[string]int) 
 		if seen[fsname] {
 			continue // a second mount of the same file system
 		}
-		r := c.readParam(ctx, "llite/"+dev+"/stats")
+		r := stats(dev)
 		if isStuck(r.err) {
 			stuck++
 			continue
@@ -667,7 +844,7 @@ func (c *lustreCollector) mountMetrics(ctx context.Context, bad map[string]int) 
 		}
 		seen[fsname] = true
 		counters, n := parseLustreStats(r.data)
-		bad["stats"] += n
+		bad[lustreSourceStats] += n
 		rb, wb := counters["read_bytes"], counters["write_bytes"]
 		ms = append(ms,
 			c.readBytes.mustNewConstMetric(float64(rb.sum), fsname),

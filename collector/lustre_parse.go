@@ -11,6 +11,7 @@ package collector
 
 import (
 	"bytes"
+	"regexp"
 	"strconv"
 	"strings"
 )
@@ -297,4 +298,42 @@ func splitLines(data []byte) []string {
 		return nil
 	}
 	return strings.Split(s, "\n")
+}
+
+// lustreLctlHeader is the line `lctl get_param` without -n prints before a
+// multi-line value (and before a short one, on the same line): the
+// parameter's name and '='. Only the names the collector asks for are
+// taken as headers, so no line of a value can be mistaken for one.
+var lustreLctlHeader = regexp.MustCompile(`^((?:osc|llite)\.[^\s=]+\.(?:rpc_stats|stats))=(.*)$`)
+
+// parseLctlGetParam splits the output of `lctl get_param PATTERN...` into
+// each parameter's value; lines before the first name are bad.
+func parseLctlGetParam(data []byte) (params map[string][]byte, bad int) {
+	params = map[string][]byte{}
+	var name string
+	var value []byte
+	flush := func() {
+		if name != "" {
+			params[name] = value
+		}
+	}
+	for _, line := range splitLines(data) {
+		if m := lustreLctlHeader.FindStringSubmatch(line); m != nil {
+			flush()
+			name, value = m[1], nil
+			if m[2] != "" {
+				value = append(value, m[2]+"\n"...)
+			}
+			continue
+		}
+		if name == "" {
+			if strings.TrimSpace(line) != "" {
+				bad++
+			}
+			continue
+		}
+		value = append(value, line+"\n"...)
+	}
+	flush()
+	return params, bad
 }

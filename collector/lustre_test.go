@@ -315,4 +315,189 @@ func TestLustreBadValuesAndServerDevices(t *testing.T) {
 			t.Errorf("%s: %d series (err %v), want %d", metric, n, err, want)
 		}
 	}
+	// Each source has its series; the counts add up across rounds (the
+	// direct round above and the scrape's first).
+	want := `
+# HELP plateau_collector_parse_errors_total Lines (rows, records, attribute files) of the source that the collector could not read and skipped, since the exporter started. The rest of the source is still exported; a source with nothing readable fails the collector (plateau_scrape_collector_success 0) instead. Every source parsed at least once has a series, 0 while it had no bad line.
+# TYPE plateau_collector_parse_errors_total counter
+plateau_collector_parse_errors_total{collector="lustre",source="import"} 0
+plateau_collector_parse_errors_total{collector="lustre",source="param"} 2
+plateau_collector_parse_errors_total{collector="lustre",source="rpc_stats"} 0
+plateau_collector_parse_errors_total{collector="lustre",source="state"} 0
+plateau_collector_parse_errors_total{collector="lustre",source="stats"} 0
+`
+	if err := testutil.GatherAndCompare(reg, strings.NewReader(want), "plateau_collector_parse_errors_total"); err != nil {
+		t.Error(err)
+	}
+}
+
+// lctlOutput is what `lctl get_param osc.*.rpc_stats llite.*.stats` prints
+// for a debugfs tree: each parameter's name and '=' on a line of its own,
+// then its value.
+func lctlOutput(t *testing.T, debugRoot string) string {
+	t.Helper()
+	var b strings.Builder
+	for _, p := range []struct{ kind, file string }{{"osc", "rpc_stats"}, {"llite", "stats"}} {
+		entries, err := os.ReadDir(filepath.Join(debugRoot, p.kind))
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, e := range entries {
+			data, err := os.ReadFile(filepath.Join(debugRoot, p.kind, e.Name(), p.file))
+			if err != nil {
+				t.Fatal(err)
+			}
+			fmt.Fprintf(&b, "%s.%s.%s=\n%s", p.kind, e.Name(), p.file, data)
+		}
+	}
+	return b.String()
+}
+
+// fakeLctl writes an lctl that checks its command line is the one the
+// sudoers file allows, then runs body.
+func fakeLctl(t *testing.T, body string) string {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "lctl")
+	script := "#!/bin/sh\n" +
+		`[ "$*" = "` + strings.Join(lustreLctlArgs(), " ") + `" ] || { echo "unexpected arguments: $*" >&2; exit 2; }` + "\n" + body + "\n"
+	if err := os.WriteFile(path, []byte(script), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
+// TestLustreLctl: in sudo mode rpc_stats and llite stats come from one lctl
+// run and give the series the direct reads give, with debugfs unreadable.
+func TestLustreLctl(t *testing.T) {
+	root := fixturePath(t)
+	out := filepath.Join(t.TempDir(), "lctl.out")
+	benchWrite(t, out, lctlOutput(t, fixturePath(t, "sys", "kernel", "debug", "lustre")))
+	c, err := newLustreCollector(lustreConfig{
+		procRoot:  filepath.Join(root, "proc", "fs", "lustre"),
+		sysRoot:   filepath.Join(root, "sys", "fs", "lustre"),
+		debugRoot: filepath.Join(t.TempDir(), "unreadable"),
+		interval:  time.Hour,
+		timeout:   5 * time.Second,
+		// lctl exits 1 when a pattern matches nothing, saying so on
+		// stderr; what it printed is still read.
+		lctlPath: fakeLctl(t, "cat "+out+"; echo \"error: get_param: param_path 'llite/*/stats': No such file or directory\" >&2; exit 1"),
+	}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	file := fixturePath(t, "expected", "lustre-2.15.prom")
+	compareWithFile(t, newTestRegistry("lustre", c, nil), file, metricNames(t, file)...)
+	c.mu.Lock()
+	bad := c.last.badLines
+	c.mu.Unlock()
+	for _, src := range []string{lustreSourceLctl, lustreSourceRPCStats, lustreSourceStats} {
+		if bad[src] != 0 {
+			t.Errorf("%d bad lines in %s read through lctl", bad[src], src)
+		}
+	}
+}
+
+// TestLustreLctlHung: an lctl that does not return costs only its own
+// series; its process group is killed at the round's deadline.
+func TestLustreLctlHung(t *testing.T) {
+	root := t.TempDir()
+	genLustre(t, root, 4)
+	pidFile := filepath.Join(t.TempDir(), "pid")
+	const timeout = time.Second
+	c, err := newLustreCollector(lustreConfig{
+		procRoot:  filepath.Join(root, "proc", "fs", "lustre"),
+		sysRoot:   filepath.Join(root, "sys", "fs", "lustre"),
+		debugRoot: filepath.Join(root, "sys", "kernel", "debug", "lustre"),
+		interval:  time.Hour,
+		timeout:   timeout,
+		// The child sleep is what must not be left behind.
+		lctlPath: fakeLctl(t, "sleep 60 & echo $! > "+pidFile+"; wait"),
+	}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	begin := time.Now()
+	r := c.round()
+	if d := time.Since(begin); d > timeout+time.Second {
+		t.Errorf("round took %s, want the deadline (%s) at most", d, timeout)
+	}
+	if got := stuckReadsOf(t, r); got != 1 {
+		t.Errorf("plateau_lustre_stuck_reads %v, want 1 (lctl)", got)
+	}
+	c.mu.Lock()
+	c.last = r
+	c.mu.Unlock()
+	c.readyOnce.Do(func() { close(c.ready) })
+	c.startOnce.Do(func() {})
+	reg := newTestRegistry("lustre", c, nil)
+	for metric, want := range map[string]int{"plateau_lustre_target_connected": 5, "plateau_lustre_healthy": 1,
+		"plateau_lustre_read_bytes_total": 0, "plateau_lustre_rpcs_total": 0} {
+		if n, err := testutil.GatherAndCount(reg, metric); err != nil || n != want {
+			t.Errorf("%s: %d series (err %v), want %d", metric, n, err, want)
+		}
+	}
+	data, err := os.ReadFile(pidFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var pid int
+	if _, err := fmt.Sscan(string(data), &pid); err != nil {
+		t.Fatal(err)
+	}
+	probetest.WaitUntil(t, "lctl's child to be killed", 5*time.Second, func() bool {
+		return unix.Kill(pid, 0) == unix.ESRCH
+	})
+}
+
+func TestParseLctlGetParam(t *testing.T) {
+	params, bad := parseLctlGetParam([]byte("junk\n" +
+		"osc.scratch-OST0000-osc-ffff8f2a3b4c5000.rpc_stats=\nsnapshot_time: 1.5 (secs.nsecs)\nread RPCs in flight:  0\n" +
+		"llite.scratch-ffff8f2a3b4c5000.stats=snapshot_time 1.5 secs.nsecs\n" +
+		"llite.home-ffff8f2a3b4c6800.stats=\nopen 3 samples [usecs]\n"))
+	want := map[string]string{
+		"osc.scratch-OST0000-osc-ffff8f2a3b4c5000.rpc_stats": "snapshot_time: 1.5 (secs.nsecs)\nread RPCs in flight:  0\n",
+		"llite.scratch-ffff8f2a3b4c5000.stats":               "snapshot_time 1.5 secs.nsecs\n",
+		"llite.home-ffff8f2a3b4c6800.stats":                  "open 3 samples [usecs]\n",
+	}
+	if bad != 1 || len(params) != len(want) {
+		t.Fatalf("%d bad lines, params %q; want 1 and %q", bad, params, want)
+	}
+	for k, v := range want {
+		if string(params[k]) != v {
+			t.Errorf("%s = %q, want %q", k, params[k], v)
+		}
+	}
+}
+
+// FuzzParseLctlGetParam: whatever the values hold, short of a line that
+// names one of the parameters asked for, each comes back whole under its
+// name, and nothing is bad.
+func FuzzParseLctlGetParam(f *testing.F) {
+	for _, p := range []string{"osc/scratch-OST0000-osc-ffff8f2a3b4c5000/rpc_stats", "llite/scratch-ffff8f2a3b4c5000/stats"} {
+		data, err := os.ReadFile(fixturePath(f, "sys", "kernel", "debug", "lustre", p))
+		if err != nil {
+			f.Fatal(err)
+		}
+		f.Add(string(data), "open 3 samples [usecs]\n")
+	}
+	f.Fuzz(func(t *testing.T, rpc, stats string) {
+		norm := func(v string) string {
+			var lines []string
+			for _, l := range splitLines([]byte(strings.ReplaceAll(v, "\r", ""))) {
+				if lustreLctlHeader.MatchString(l) {
+					t.Skip("a value line that reads as a parameter name")
+				}
+				lines = append(lines, l+"\n")
+			}
+			return strings.Join(lines, "")
+		}
+		rpc, stats = norm(rpc), norm(stats)
+		const osc, llite = "osc.scratch-OST0000-osc-ffff8f2a3b4c5000.rpc_stats", "llite.scratch-ffff8f2a3b4c5000.stats"
+		params, bad := parseLctlGetParam([]byte(osc + "=\n" + rpc + llite + "=\n" + stats))
+		if bad != 0 || string(params[osc]) != rpc || string(params[llite]) != stats {
+			t.Fatalf("%d bad lines, params %q; want 0 and %q, %q", bad, params, rpc, stats)
+		}
+	})
 }

@@ -303,7 +303,7 @@ func TestUnitCapabilities(t *testing.T) {
 }
 
 // The sudoers snippet grants the GPFS command lines the collector runs and
-// no other; the root-only TestRPM checks the same through sudo itself. This
+// the lustre collector's one lctl line, and no other; the root-only TestRPM checks the same through sudo itself. This
 // catches an edit without root: every granted line and the refusal of the
 // per-file-system commands' other device parts.
 func TestSudoersCommandLines(t *testing.T) {
@@ -346,6 +346,11 @@ func TestSudoersCommandLines(t *testing.T) {
 			"/usr/lpp/mmfs/bin/mmlsdisk *[!A-Za-z0-9_.-]* -Y",
 			"/usr/lpp/mmfs/bin/mmlsqos *[!A-Za-z0-9_.-]* -Y",
 		},
+		// The '*' escaped: a literal '*', lctl's pattern, not a sudoers
+		// glob that would match any further argument.
+		"PLATEAU_LUSTRE": {
+			`/usr/sbin/lctl get_param osc.\*.rpc_stats llite.\*.stats`,
+		},
 	}
 	if len(aliases) != len(want) {
 		t.Errorf("command aliases %v, want exactly %v", aliases, want)
@@ -355,7 +360,7 @@ func TestSudoersCommandLines(t *testing.T) {
 			t.Errorf("%s = %q, want %q", name, aliases[name], cmds)
 		}
 	}
-	if len(specs) != 1 || specs[0] != "plateau ALL = (root) NOPASSWD: PLATEAU_GPFS, !PLATEAU_GPFS_BAD_DEVICE" {
+	if len(specs) != 1 || specs[0] != "plateau ALL = (root) NOPASSWD: PLATEAU_GPFS, PLATEAU_LUSTRE, !PLATEAU_GPFS_BAD_DEVICE" {
 		t.Errorf("user specifications %q, want only the grant followed by the refusal", specs)
 	}
 	if path, err := exec.LookPath("visudo"); err == nil {
