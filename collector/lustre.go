@@ -171,14 +171,8 @@ type lustreCollector struct {
 	// times an hour. Guarded by histMu.
 	lctlErr string
 
-	mu        sync.Mutex
-	last      *lustreRound
-	ready     chan struct{}
-	readyOnce sync.Once
-	startOnce sync.Once
-	stop      chan struct{}
-	stopOnce  sync.Once
-	loop      sync.WaitGroup
+	// rounds runs round in the background; scrapes export its last.
+	rounds *backgroundRounds[*lustreRound]
 }
 
 // lustreMetadataOps are the llite stats counters exported as
@@ -206,8 +200,6 @@ func newLustreCollector(cfg lustreConfig, logger log.Logger) (*lustreCollector, 
 		cfg:       cfg,
 		logger:    logger,
 		history:   map[string]*lustreTargetHistory{},
-		ready:     make(chan struct{}),
-		stop:      make(chan struct{}),
 		parseErrs: newParseErrorCounter(logger),
 		runner:    newCommandRunner(cfg.sudo),
 
@@ -278,6 +270,7 @@ func newLustreCollector(cfg lustreConfig, logger log.Logger) (*lustreCollector, 
 				"or were not started because an earlier read of the same file still has not returned.",
 			prometheus.GaugeValue),
 	}
+	c.rounds = newBackgroundRounds(cfg.interval, cfg.timeout, c.round)
 	return c, nil
 }
 
@@ -325,17 +318,8 @@ func (c *lustreCollector) Update(ch chan<- prometheus.Metric) error {
 	if !present {
 		return fmt.Errorf("no Lustre tree under %s, %s or %s: %w", c.cfg.procRoot, c.cfg.sysRoot, c.cfg.debugRoot, ErrNoData)
 	}
-	c.startOnce.Do(c.startLoop)
-	first := time.NewTimer(c.cfg.timeout + time.Second)
-	defer first.Stop()
-	select {
-	case <-c.ready:
-	case <-first.C:
-	}
-	c.mu.Lock()
-	last := c.last
-	c.mu.Unlock()
-	if last == nil {
+	last, ok := c.rounds.latest()
+	if !ok {
 		return errors.New("lustre: no round has finished yet")
 	}
 	for _, m := range last.metrics {
@@ -344,58 +328,17 @@ func (c *lustreCollector) Update(ch chan<- prometheus.Metric) error {
 	return nil
 }
 
-func (c *lustreCollector) startLoop() {
-	c.loop.Add(1)
-	go func() {
-		defer c.loop.Done()
-		ticker := time.NewTicker(c.cfg.interval)
-		defer ticker.Stop()
-		for {
-			r := c.round()
-			c.mu.Lock()
-			c.last = r
-			c.mu.Unlock()
-			c.readyOnce.Do(func() { close(c.ready) })
-			select {
-			case <-ticker.C:
-			case <-c.stop:
-				return
-			}
-		}
-	}()
-}
-
 // Close stops the rounds and waits for the one in progress, at most the
 // timeout. Reads still blocked in the kernel return on their own.
 func (c *lustreCollector) Close() error {
-	c.startOnce.Do(func() {})
-	c.stopOnce.Do(func() { close(c.stop) })
-	c.loop.Wait()
+	c.rounds.Close()
 	return nil
 }
 
 // guarded runs call under the guard for key and waits for it until ctx
 // ends. A call still running from an earlier round is not started again.
 func (c *lustreCollector) guarded(ctx context.Context, key string, call func() lustreRead) lustreRead {
-	if ctx.Err() != nil {
-		// Past the round's deadline nothing new starts.
-		return lustreRead{err: fmt.Errorf("%s: %w", key, errLustreReadTimeout)}
-	}
-	done, err := c.reads.start(key, nil, call)
-	if err != nil {
-		return lustreRead{err: err}
-	}
-	select {
-	case r := <-done:
-		return r
-	case <-ctx.Done():
-		select {
-		case r := <-done: // it returned just as the deadline passed
-			return r
-		default:
-		}
-		return lustreRead{err: fmt.Errorf("%s: %w", key, errLustreReadTimeout)}
-	}
+	return awaitGuarded(ctx, &c.reads, key, call, errLustreReadTimeout, func(err error) lustreRead { return lustreRead{err: err} })
 }
 
 // readParam reads rel (such as osc/<device>/import) from the first tree
@@ -413,25 +356,13 @@ func (c *lustreCollector) readParam(ctx context.Context, rel string) lustreRead 
 	})
 }
 
+// rootList is roots as a slice.
+func (c *lustreCollector) rootList() []string { r := c.roots(); return r[:] }
+
 // listDevices lists the devices of kind (osc, mdc, llite) in all trees.
 func (c *lustreCollector) listDevices(ctx context.Context, kind string) lustreRead {
 	return c.guarded(ctx, "list "+kind, func() lustreRead {
-		seen := map[string]bool{}
-		var names []string
-		for _, root := range c.roots() {
-			entries, err := os.ReadDir(filepath.Join(root, kind))
-			if err != nil {
-				continue
-			}
-			for _, e := range entries {
-				if n := e.Name(); !seen[n] && (e.IsDir() || e.Type()&fs.ModeSymlink != 0) {
-					seen[n] = true
-					names = append(names, n)
-				}
-			}
-		}
-		sort.Strings(names)
-		return lustreRead{names: names}
+		return lustreRead{names: lustreDirs(c.rootList(), kind)}
 	})
 }
 

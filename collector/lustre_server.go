@@ -28,7 +28,6 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
-	"sort"
 	"sync"
 	"time"
 
@@ -153,14 +152,8 @@ type lustreServerCollector struct {
 	jobs, jobReadBytes, jobWriteBytes, jobOps         typedDesc
 	stuckReads                                        typedDesc
 
-	mu        sync.Mutex
-	last      []prometheus.Metric
-	ready     chan struct{}
-	readyOnce sync.Once
-	startOnce sync.Once
-	stop      chan struct{}
-	stopOnce  sync.Once
-	loop      sync.WaitGroup
+	// rounds runs round in the background; scrapes export its last.
+	rounds *backgroundRounds[[]prometheus.Metric]
 }
 
 func newLustreServerCollector(cfg lustreServerConfig, logger log.Logger) (*lustreServerCollector, error) {
@@ -178,12 +171,10 @@ func newLustreServerCollector(cfg lustreServerConfig, logger log.Logger) (*lustr
 	}
 	t := []string{"filesystem", "lustre_target"}
 	job := []string{"filesystem", "lustre_target", "job_id"}
-	return &lustreServerCollector{
+	c := &lustreServerCollector{
 		cfg:       cfg,
 		logger:    logger,
 		parseErrs: newParseErrorCounter(logger),
-		ready:     make(chan struct{}),
-		stop:      make(chan struct{}),
 
 		readBytes: desc("read_bytes_total",
 			"Bytes this OST sent to clients (obdfilter stats read_bytes sum).", prometheus.CounterValue, t...),
@@ -213,7 +204,9 @@ func newLustreServerCollector(cfg lustreServerConfig, logger log.Logger) (*lustr
 			"Reads of Lustre server statistics in the last round that did not return in --collector.lustre_server.timeout, "+
 				"or were not started because an earlier read of the same file still has not returned.",
 			prometheus.GaugeValue),
-	}, nil
+	}
+	c.rounds = newBackgroundRounds(cfg.interval, cfg.timeout, c.round)
+	return c, nil
 }
 
 func (c *lustreServerCollector) parseErrors() *parseErrorCounter { return c.parseErrs }
@@ -237,17 +230,8 @@ func (c *lustreServerCollector) Update(ch chan<- prometheus.Metric) error {
 	if !present {
 		return fmt.Errorf("no obdfilter or mdt directory under %s or %s: %w", c.cfg.sysRoot, c.cfg.procRoot, ErrNoData)
 	}
-	c.startOnce.Do(c.startLoop)
-	first := time.NewTimer(c.cfg.timeout + time.Second)
-	defer first.Stop()
-	select {
-	case <-c.ready:
-	case <-first.C:
-	}
-	c.mu.Lock()
-	last := c.last
-	c.mu.Unlock()
-	if last == nil {
+	last, ok := c.rounds.latest()
+	if !ok {
 		return errors.New("lustre_server: no round has finished yet")
 	}
 	for _, m := range last {
@@ -256,57 +240,17 @@ func (c *lustreServerCollector) Update(ch chan<- prometheus.Metric) error {
 	return nil
 }
 
-func (c *lustreServerCollector) startLoop() {
-	c.loop.Add(1)
-	go func() {
-		defer c.loop.Done()
-		ticker := time.NewTicker(c.cfg.interval)
-		defer ticker.Stop()
-		for {
-			ms := c.round()
-			c.mu.Lock()
-			c.last = ms
-			c.mu.Unlock()
-			c.readyOnce.Do(func() { close(c.ready) })
-			select {
-			case <-ticker.C:
-			case <-c.stop:
-				return
-			}
-		}
-	}()
-}
-
 // Close stops the rounds and waits for the one in progress, at most the
 // timeout. Reads still blocked in the kernel return on their own.
 func (c *lustreServerCollector) Close() error {
-	c.startOnce.Do(func() {})
-	c.stopOnce.Do(func() { close(c.stop) })
-	c.loop.Wait()
+	c.rounds.Close()
 	return nil
 }
 
 // guarded runs call under the guard for key and waits for it until ctx
 // ends. A call still running from an earlier round is not started again.
 func (c *lustreServerCollector) guarded(ctx context.Context, key string, call func() lustreServerRead) lustreServerRead {
-	if ctx.Err() != nil {
-		return lustreServerRead{err: fmt.Errorf("%s: %w", key, errLustreServerTimeout)}
-	}
-	done, err := c.reads.start(key, nil, call)
-	if err != nil {
-		return lustreServerRead{err: err}
-	}
-	select {
-	case r := <-done:
-		return r
-	case <-ctx.Done():
-		select {
-		case r := <-done:
-			return r
-		default:
-		}
-		return lustreServerRead{err: fmt.Errorf("%s: %w", key, errLustreServerTimeout)}
-	}
+	return awaitGuarded(ctx, &c.reads, key, call, errLustreServerTimeout, func(err error) lustreServerRead { return lustreServerRead{err: err} })
 }
 
 func (c *lustreServerCollector) isStuck(err error) bool {
@@ -363,25 +307,13 @@ func (c *lustreServerCollector) readJobStats(ctx context.Context, rel string) lu
 	})
 }
 
+// rootList is roots as a slice.
+func (c *lustreServerCollector) rootList() []string { r := c.roots(); return r[:] }
+
 // listTargets lists the target directories of kind in both trees.
 func (c *lustreServerCollector) listTargets(ctx context.Context, kind string) lustreServerRead {
 	return c.guarded(ctx, "list "+kind, func() lustreServerRead {
-		seen := map[string]bool{}
-		var names []string
-		for _, root := range c.roots() {
-			entries, err := os.ReadDir(filepath.Join(root, kind))
-			if err != nil {
-				continue
-			}
-			for _, e := range entries {
-				if n := e.Name(); !seen[n] && (e.IsDir() || e.Type()&fs.ModeSymlink != 0) {
-					seen[n] = true
-					names = append(names, n)
-				}
-			}
-		}
-		sort.Strings(names)
-		return lustreServerRead{names: names}
+		return lustreServerRead{names: lustreDirs(c.rootList(), kind)}
 	})
 }
 

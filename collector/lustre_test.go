@@ -46,9 +46,8 @@ func TestLustreLayouts(t *testing.T) {
 			c := newTestLustre(t, tc.root, 5*time.Second)
 			file := fixturePath(t, "expected", "lustre-"+tc.version+".prom")
 			compareWithFile(t, newTestRegistry("lustre", c, nil), file, metricNames(t, file)...)
-			c.mu.Lock()
-			bad := c.last.badLines
-			c.mu.Unlock()
+			last, _ := c.rounds.latest()
+			bad := last.badLines
 			for src, n := range bad {
 				if n != 0 {
 					t.Errorf("%d bad lines in the %s files of a real layout", n, src)
@@ -388,9 +387,8 @@ func TestLustreLctl(t *testing.T) {
 	t.Cleanup(func() { c.Close() })
 	file := fixturePath(t, "expected", "lustre-2.15.prom")
 	compareWithFile(t, newTestRegistry("lustre", c, nil), file, metricNames(t, file)...)
-	c.mu.Lock()
-	bad := c.last.badLines
-	c.mu.Unlock()
+	last, _ := c.rounds.latest()
+	bad := last.badLines
 	for _, src := range []string{lustreSourceLctl, lustreSourceRPCStats, lustreSourceStats} {
 		if bad[src] != 0 {
 			t.Errorf("%d bad lines in %s read through lctl", bad[src], src)
@@ -426,11 +424,8 @@ func TestLustreLctlHung(t *testing.T) {
 	if got := stuckReadsOf(t, r); got != 1 {
 		t.Errorf("plateau_lustre_stuck_reads %v, want 1 (lctl)", got)
 	}
-	c.mu.Lock()
-	c.last = r
-	c.mu.Unlock()
-	c.readyOnce.Do(func() { close(c.ready) })
-	c.startOnce.Do(func() {})
+	c.rounds.startOnce.Do(func() {}) // the test runs the round itself
+	c.rounds.publish(r)
 	reg := newTestRegistry("lustre", c, nil)
 	for metric, want := range map[string]int{"plateau_lustre_target_connected": 5, "plateau_lustre_healthy": 1,
 		"plateau_lustre_read_bytes_total": 0, "plateau_lustre_rpcs_total": 0} {
