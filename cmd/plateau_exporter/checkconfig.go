@@ -82,6 +82,15 @@ func checkConfig(w io.Writer, o checkOptions) error {
 			line += fmt.Sprintf(" (max_bytes_per_hour %s)", probe.FormatSize(t.MaxBytesPerHour))
 		}
 		totals = append(totals, line)
+		if o.layout.fsType != nil {
+			info, warning := o.layout.lustreLayout(t)
+			if info != "" {
+				totals = append(totals, info)
+			}
+			if warning != "" {
+				warnings = append(warnings, warning)
+			}
+		}
 	}
 	if err := tw.Flush(); err != nil {
 		return err

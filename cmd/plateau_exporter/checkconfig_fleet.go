@@ -20,6 +20,8 @@ type checkOptions struct {
 	fleetNodes int
 	hostsFile  string
 	fleetBin   time.Duration
+	// layout checks where a target on Lustre puts its probe files.
+	layout layoutCheck
 }
 
 // fleetReport is one target's fleet, as check-config reports it: the
