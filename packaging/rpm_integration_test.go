@@ -791,6 +791,39 @@ func testSudoers(t *testing.T, root, binRPM string) {
 			t.Errorf("sudo allows plateau %q, which the collector never runs", c)
 		}
 	}
+	testLustreSudoers(t)
+}
+
+// testLustreSudoers holds the lustre collector's one lctl line (with
+// --collector.lustre.sudo) to exactly what it runs: the '*' are lctl's
+// patterns, passed as typed, and match only themselves in sudoers.
+func testLustreSudoers(t *testing.T) {
+	const lctl = "/usr/sbin/lctl"
+	if _, err := os.Stat(lctl); err != nil {
+		if err := os.WriteFile(lctl, []byte("#!/bin/sh\nexit 1\n"), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { os.Remove(lctl) })
+	}
+	sudoList := func(cmd ...string) int {
+		return runCmd(t, "", nil, "sudo", append([]string{"-n", "-l", "-U", "plateau"}, cmd...)...).code
+	}
+	if code := sudoList(lctl, "get_param", "osc.*.rpc_stats", "llite.*.stats"); code != 0 {
+		t.Errorf("sudo does not allow plateau the lustre collector's lctl line (exit %d)", code)
+	}
+	for _, c := range [][]string{
+		{lctl},
+		{lctl, "get_param", "osc.*.rpc_stats"},
+		{lctl, "get_param", "osc.x.rpc_stats", "llite.*.stats"},
+		{lctl, "get_param", "-R", "osc.*.rpc_stats", "llite.*.stats"},
+		{lctl, "get_param", "osc.*.rpc_stats", "llite.*.stats", "mdc.*.import"},
+		{lctl, "set_param", "osc.*.rpc_stats=0"},
+		{lctl, "get_param", "-n", "osc.*.rpc_stats", "llite.*.stats"},
+	} {
+		if sudoList(c...) == 0 {
+			t.Errorf("sudo allows plateau %q, which the lustre collector never runs", c)
+		}
+	}
 }
 
 // TestVersionOrder checks, with rpm's own comparison, that the versions
