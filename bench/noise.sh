@@ -84,9 +84,11 @@ for round in $(seq "$ROUNDS"); do
 		dpid="" scraper=""
 		if [ "$st" != idle ]; then
 			read -r dpid url < <(start_daemon "$st")
+			pids+=("$dpid")
 			wait_up "$url"
 			( while sleep "$SCRAPE_INTERVAL"; do curl -fs -o /dev/null "$url" || true; done ) &
 			scraper=$!
+			pids+=("$scraper")
 		fi
 		fwqs=()
 		for c in $(seq 0 $((ncpu - 1))); do
