@@ -18,6 +18,7 @@ type importRule struct {
 
 // importRules are the directions of the probe packages: cmd wires them;
 // store -> plateau -> probe; schedule -> worker -> engine -> probe;
+// nodejobs stands alone (cmd hands it to schedule as a JobWatcher);
 // backtest -> characterize -> plateau. What the daemon runs at every probe
 // (plateau, store, schedule) never reaches the characterization, the
 // backtest or Prometheus's rule engine.
@@ -34,6 +35,9 @@ var importRules = []importRule{
 	{"probe/iocount", []string{"probe", "probe/engine", "probe/worker", "probe/schedule", "probe/plateau", "probe/store", "collector", "internal/statuspage",
 		"github.com/prometheus/client_golang/prometheus"},
 		"the node's I/O counters are read from /proc and from a function cmd wires to the gpfs collector; they know nothing of probes or exposition"},
+	{"probe/nodejobs", []string{"probe", "probe/engine", "probe/worker", "probe/schedule", "probe/plateau", "probe/store", "collector", "internal/statuspage",
+		"github.com/prometheus/client_golang/prometheus", "net/http"},
+		"job awareness reads slurmd's cgroup tree and spool and knows nothing of probes or exposition; schedule asks it through an interface of its own"},
 	{"probe/plateau", []string{"probe/backtest", "probe/characterize", "probe/store", "probe/schedule", "probe/worker", "probe/engine", "collector"}, "the verdict depends on results, not on how they were obtained"},
 	{"probe/plateau", []string{"github.com/prometheus/prometheus", "github.com/prometheus/client_golang/prometheus"},
 		"what the daemon reads at every run is plain data: no rule engine, no exposition"},
