@@ -26,6 +26,14 @@ const (
 	EmbeddedSource = "embedded default"
 )
 
+// Values of a target's when_job_running: what a Slurm job holding the node
+// means for the target's probes at their slots. Skip is the default: a
+// probe beside a job both slows the job and measures it, not the storage.
+const (
+	WhenJobSkip = "skip"
+	WhenJobRun  = "run"
+)
+
 // Config is the parsed, validated configuration.
 type Config struct {
 	Defaults      Defaults
@@ -50,7 +58,9 @@ type Target struct {
 	MaxBytesPerHour int64
 	WarningRatio    float64
 	CriticalRatio   float64
-	Probes          []*ProbeConfig
+	// WhenJobRunning is WhenJobSkip or WhenJobRun.
+	WhenJobRunning string
+	Probes         []*ProbeConfig
 	// Fleet is the target's fleet block, nil without one. Stretch is how
 	// the node's share of its budget stretched the probes' intervals
 	// (Factor 1: not at all); see ApplyFleet.

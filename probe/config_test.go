@@ -110,6 +110,8 @@ func TestBadConfigsNameLineAndField(t *testing.T) {
 		{"timeout not below interval", head + "      - {name: s, kind: sequential, interval: 10s, timeout: 10s}\n", "cfg.yml:5: targets[0].probes[0].timeout: must be positive and shorter than the interval"},
 		{"bad duration", "defaults:\n  interval: often\n" + head + "      - {name: s, kind: sequential}\n", "cfg.yml:2: defaults.interval: invalid duration \"often\""},
 		{"ratio out of range", "targets:\n  - name: a\n    path: /tmp\n    min_free_ratio: 5\n    probes:\n      - {name: s, kind: sequential}\n", "cfg.yml:4: targets[0].min_free_ratio: must be a number between 0 and 1"},
+		{"unknown when_job_running", "targets:\n  - name: a\n    path: /tmp\n    when_job_running: pause\n    probes:\n      - {name: s, kind: sequential}\n", "cfg.yml:4: targets[0].when_job_running: must be skip or run, got \"pause\""},
+		{"when_job_running as a list", "targets:\n  - name: a\n    path: /tmp\n    when_job_running: [skip]\n    probes:\n      - {name: s, kind: sequential}\n", "cfg.yml:4: targets[0].when_job_running: must be a single value"},
 		{"duplicate key", "targets:\n  - name: a\n    name: b\n    path: /tmp\n    probes:\n      - {name: s, kind: sequential}\n", "cfg.yml:3: targets[0].name: duplicate key"},
 		{"yaml syntax", "targets: [\n", "cfg.yml: line"},
 		{"no targets", "defaults: {interval: 1m}\n", "cfg.yml:1: targets: at least one target is required"},
@@ -123,6 +125,20 @@ func TestBadConfigsNameLineAndField(t *testing.T) {
 				t.Fatalf("error %q\ndoes not contain %q", err, tc.want)
 			}
 		})
+	}
+}
+
+// when_job_running defaults to skip: a probe beside a job slows the job
+// and measures it rather than the storage.
+func TestWhenJobRunning(t *testing.T) {
+	cfg, err := ParseConfig([]byte("targets:\n  - name: a\n    path: /tmp\n    probes:\n      - {name: s, kind: sequential}\n  - name: b\n    path: /tmp\n    when_job_running: run\n    probes:\n      - {name: s, kind: sequential}\n  - name: c\n    path: /tmp\n    when_job_running: skip\n    probes:\n      - {name: s, kind: sequential}\n"), "cfg.yml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for name, want := range map[string]string{"a": WhenJobSkip, "b": WhenJobRun, "c": WhenJobSkip} {
+		if got := cfg.Target(name).WhenJobRunning; got != want {
+			t.Errorf("target %s: when_job_running %q, want %q", name, got, want)
+		}
 	}
 }
 

@@ -106,7 +106,7 @@ func (p *parser) targets(n *yaml.Node, defs Defaults) []*Target {
 	names := map[string]int{}
 	for i, tn := range n.Content {
 		field := fmt.Sprintf("targets[%d]", i)
-		t := &Target{Line: tn.Line, WarningRatio: DefaultWarningRatio, CriticalRatio: DefaultCriticalRatio}
+		t := &Target{Line: tn.Line, WarningRatio: DefaultWarningRatio, CriticalRatio: DefaultCriticalRatio, WhenJobRunning: WhenJobSkip}
 		var probesNode, fleetNode *yaml.Node
 		nodes := map[string]*yaml.Node{}
 		p.Mapping(tn, field, func(key string, k, v *yaml.Node) {
@@ -125,6 +125,8 @@ func (p *parser) targets(n *yaml.Node, defs Defaults) []*Target {
 				t.WarningRatio = p.Ratio(v, f)
 			case "critical_ratio":
 				t.CriticalRatio = p.Ratio(v, f)
+			case "when_job_running":
+				t.WhenJobRunning = p.whenJobRunning(v, f)
 			case "probes":
 				probesNode = v
 			case "fleet":
@@ -172,6 +174,20 @@ func (p *parser) targets(n *yaml.Node, defs Defaults) []*Target {
 		out = append(out, t)
 	}
 	return out
+}
+
+// whenJobRunning decodes when_job_running: skip or run, nothing else.
+func (p *parser) whenJobRunning(n *yaml.Node, field string) string {
+	s, ok := p.Scalar(n, field)
+	if !ok {
+		return WhenJobSkip
+	}
+	switch s {
+	case WhenJobSkip, WhenJobRun:
+		return s
+	}
+	p.Errorf(n, field, "must be %s or %s, got %q", WhenJobSkip, WhenJobRun, s)
+	return WhenJobSkip
 }
 
 // fleet decodes a target's fleet block: nodes (required, at least 1),

@@ -54,9 +54,12 @@ const (
 	SkipTargetHung = "target_hung"
 	SkipMinFree    = "min_free"
 	SkipBudget     = "budget"
+	// SkipJobRunning is a slot at which a Slurm job held the node and the
+	// target's when_job_running is skip.
+	SkipJobRunning = "job_running"
 )
 
-var skipReasons = []string{SkipOverlap, SkipTargetBusy, SkipTargetHung, SkipMinFree, SkipBudget}
+var skipReasons = []string{SkipOverlap, SkipTargetBusy, SkipTargetHung, SkipMinFree, SkipBudget, SkipJobRunning}
 
 // SkipReasons lists every skip reason, so counters start at zero.
 func SkipReasons() []string { return slices.Clone(skipReasons) }

@@ -176,7 +176,8 @@ func startTLSDaemon(t *testing.T, f *webFixture) *tlsDaemon {
 		},
 	}
 	d.cmd = exec.Command(binary, "--web.listen-address="+addr, "--web.config.file="+f.config,
-		"--config.file="+cfg, "--probe.hostname=n1", "--collector.disable-defaults", "--log.level=debug")
+		"--config.file="+cfg, "--probe.hostname=n1", "--collector.disable-defaults", "--log.level=debug",
+		"--slurm.cgroup-path="+t.TempDir(), "--slurm.spool-path="+t.TempDir())
 	d.cmd.Stderr = d.stderr
 	if err := d.cmd.Start(); err != nil {
 		t.Fatal(err)

@@ -228,6 +228,7 @@ type serveFlags struct {
 	disableExporterMetrics *bool
 	maxRequests            *int
 	historyFile            *string
+	jobs                   jobFlags
 }
 
 func addServeFlags(cmd *kingpin.CmdClause) serveFlags {
@@ -237,6 +238,7 @@ func addServeFlags(cmd *kingpin.CmdClause) serveFlags {
 		disableExporterMetrics: cmd.Flag("web.disable-exporter-metrics", "Exclude the exporter's own Go runtime and process metrics from /metrics.").Bool(),
 		maxRequests:            cmd.Flag("web.max-requests", "Maximum number of parallel scrape requests; 0 disables the limit.").Default("40").Int(),
 		historyFile:            cmd.Flag("probe.history-file", "File that keeps each probe op's last results across restarts, for plateau_probe_change_ratio; empty: in memory only. Default: history.json in $STATE_DIRECTORY (set by systemd from the unit's StateDirectory=), else empty.").Default(defaultHistoryFile(os.Getenv)).String(),
+		jobs:                   addJobFlags(cmd),
 	}
 }
 
@@ -250,5 +252,6 @@ func (f serveFlags) options(env commandEnv) serveOptions {
 		maxRequests:            *f.maxRequests,
 		logLevel:               env.logLevel,
 		historyFile:            *f.historyFile,
+		jobs:                   f.jobs.detector(),
 	}
 }

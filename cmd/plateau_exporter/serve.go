@@ -23,6 +23,7 @@ import (
 	"github.com/plateau-exporter/plateau_exporter/internal/statuspage"
 	"github.com/plateau-exporter/plateau_exporter/probe"
 	"github.com/plateau-exporter/plateau_exporter/probe/iocount"
+	"github.com/plateau-exporter/plateau_exporter/probe/nodejobs"
 	"github.com/plateau-exporter/plateau_exporter/probe/schedule"
 	"github.com/plateau-exporter/plateau_exporter/probe/store"
 	"github.com/plateau-exporter/plateau_exporter/probe/worker"
@@ -37,6 +38,7 @@ type serveOptions struct {
 	maxRequests            int
 	logLevel               string
 	historyFile            string
+	jobs                   nodejobs.Detector
 }
 
 func serve(logger log.Logger, o serveOptions) error {
@@ -70,7 +72,10 @@ func serve(logger log.Logger, o serveOptions) error {
 	// the gpfs collector's background mmpmon answers: the method value is
 	// the adapter, so that probe/ never imports collector.
 	ioCounters := &iocount.Proc{GPFS: counters.GPFSFSBytes}
-	scheduler := schedule.New(schedule.Options{Logger: logger, Hostname: o.hostname, Runner: runner, Reporter: results, IOCounters: ioCounters})
+	// Job awareness: the scheduler asks at each slot, a scrape reads
+	// plateau_node_job_running, the status page shows the jobs.
+	jobs := &jobWatcher{detector: o.jobs, logger: logger}
+	scheduler := schedule.New(schedule.Options{Logger: logger, Hostname: o.hostname, Runner: runner, Reporter: results, IOCounters: ioCounters, Jobs: jobs})
 
 	reloadSuccess := prometheus.NewGauge(prometheus.GaugeOpts{
 		Name: "plateau_config_last_reload_successful",
@@ -85,7 +90,7 @@ func serve(logger log.Logger, o serveOptions) error {
 		Help: "1 if the baselines file named by the config was loaded (or none is configured), 0 if it is missing or invalid and no ratios are exported.",
 	})
 	reg := prometheus.NewRegistry()
-	reg.MustRegister(versioncollector.NewCollector("plateau_exporter"), results, tracked, reloadSuccess, reloadTime, baselinesLoaded)
+	reg.MustRegister(versioncollector.NewCollector("plateau_exporter"), results, tracked, reloadSuccess, reloadTime, baselinesLoaded, jobs)
 	if !o.disableExporterMetrics {
 		reg.MustRegister(collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}), collectors.NewGoCollector())
 	}

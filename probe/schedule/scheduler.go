@@ -3,7 +3,9 @@
 // one probe at a time per target, within the target's I/O budget, and
 // never on a target whose worker is stuck on the file system. It runs
 // probes through a worker.Runner and tells a Reporter what happened; it
-// reads nothing back from what it reported.
+// reads nothing back from what it reported. At each slot it asks a
+// JobWatcher whether a Slurm job holds the node, and skips the probes of
+// targets whose when_job_running is skip while one does.
 package schedule
 
 import (
@@ -41,6 +43,16 @@ type ConcurrentReporter interface {
 	RecordConcurrent(target, probe string, rate iocount.Rate, ok bool)
 }
 
+// JobWatcher tells whether a job holds the node now. The scheduler asks it
+// once per slot of each probe that would skip beside a job, so it must be
+// cheap (nodejobs reads a few directories) and must not block on a file
+// system under test.
+type JobWatcher interface {
+	// JobRunning reports whether a job holds the node, and what saw it
+	// (for the log).
+	JobRunning() (running bool, detail string)
+}
+
 // Options are what a Scheduler needs.
 type Options struct {
 	Logger   log.Logger
@@ -50,6 +62,9 @@ type Options struct {
 	// IOCounters samples the node's byte counters of a target's file
 	// system before and after each run; nil samples none.
 	IOCounters iocount.Counters
+	// Jobs is asked at each slot whether a job holds the node; nil sees
+	// none, as on a node without Slurm.
+	Jobs JobWatcher
 }
 
 // Scheduler runs the configured probes in their slots. It holds one loop
@@ -61,6 +76,7 @@ type Scheduler struct {
 	runner   worker.Runner
 	reporter Reporter
 	counters iocount.Counters
+	jobs     JobWatcher
 	now      func() time.Time
 
 	mu      sync.Mutex
@@ -96,7 +112,7 @@ type ioMode struct {
 func New(o Options) *Scheduler {
 	ctx, cancel := context.WithCancel(context.Background())
 	return &Scheduler{
-		logger: o.Logger, hostname: o.Hostname, runner: o.Runner, reporter: o.Reporter, counters: o.IOCounters, now: time.Now,
+		logger: o.Logger, hostname: o.Hostname, runner: o.Runner, reporter: o.Reporter, counters: o.IOCounters, jobs: o.Jobs, now: time.Now,
 		guards: map[string]*targetGuard{}, runCtx: ctx, runCancel: cancel,
 	}
 }
@@ -225,6 +241,14 @@ func (s *Scheduler) runSlot(ctx context.Context, logger log.Logger, t *probe.Tar
 		return
 	}
 	defer func() { <-g.sem }()
+	// Asked after the wait for the target, so that a job that started
+	// meanwhile is seen, and before the budget, so that the skip names the
+	// reason an operator can act on.
+	if running, detail := s.jobRunning(t); running {
+		level.Info(logger).Log("msg", "skipping probe: a Slurm job holds the node", "jobs", detail)
+		s.reporter.RecordSkip(t.Name, p.Name, probe.SkipJobRunning)
+		return
+	}
 	need := probe.BytesPerRun(p)
 	if !g.budget.allows(s.now(), need) {
 		level.Warn(logger).Log("msg", "skipping probe: max_bytes_per_hour would be exceeded", "bytes_per_run", need)
@@ -278,6 +302,17 @@ func (s *Scheduler) runSlot(ctx context.Context, logger log.Logger, t *probe.Tar
 	if out.Stuck != nil {
 		g.abandon(s.reporter, out.Stuck)
 	}
+}
+
+// jobRunning asks the watcher, unless the target runs its probes beside
+// jobs anyway (when_job_running: run). Anything but run skips, so that a
+// target built without the parser (tests, tools) is as quiet as the
+// default.
+func (s *Scheduler) jobRunning(t *probe.Target) (bool, string) {
+	if s.jobs == nil || t.WhenJobRunning == probe.WhenJobRun {
+		return false, ""
+	}
+	return s.jobs.JobRunning()
 }
 
 // sample reads the node's byte counters of the file system under path.

@@ -45,7 +45,7 @@ var (
 	descErrors = prometheus.NewDesc(prometheus.BuildFQName(namespace, "probe", "errors_total"),
 		"Failed runs of the probe by reason, from errno: enospc, eio, eacces, erofs, estale, edquot, enoent, timeout, unsafe, other.", append(probeLabels[:3:3], "reason"), nil)
 	descSkips = prometheus.NewDesc(prometheus.BuildFQName(namespace, "probe", "skips_total"),
-		"Skipped runs of the probe by reason: overlap, target_busy, target_hung, min_free, budget.", append(probeLabels[:3:3], "reason"), nil)
+		"Skipped runs of the probe by reason: overlap, target_busy, target_hung, min_free, budget, job_running (a Slurm job held the node).", append(probeLabels[:3:3], "reason"), nil)
 	descIOBytes = prometheus.NewDesc(prometheus.BuildFQName(namespace, "probe", "io_bytes_total"),
 		"Bytes the probe's runs moved to or from the file system, by op: the load plateau_exporter itself puts on storage.", probeOpLabels, nil)
 	descConcurrent = prometheus.NewDesc(prometheus.BuildFQName(namespace, "probe", "concurrent_bytes_per_second"),
