@@ -8,6 +8,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -54,11 +55,16 @@ func startDaemon(t *testing.T, args ...string) *daemon {
 	t.Helper()
 	addr := probetest.FreeAddr(t)
 	d := &daemon{t: t, url: "http://" + addr, stderr: &probetest.LogBuffer{}, done: make(chan struct{})}
+	base := []string{"--web.listen-address=" + addr, "--log.level=debug"}
 	// No job of the machine running the test may hold its probes: slurmd's
-	// traces are looked for in empty trees unless the test says otherwise
-	// (a later flag wins).
-	d.cmd = exec.Command(binary, append([]string{"--web.listen-address=" + addr, "--log.level=debug",
-		"--slurm.cgroup-path=" + t.TempDir(), "--slurm.spool-path=" + t.TempDir()}, args...)...)
+	// traces are looked for in empty trees unless the test names its own
+	// (kingpin refuses a repeated flag).
+	for _, flag := range []string{"--slurm.cgroup-path", "--slurm.spool-path"} {
+		if !slices.ContainsFunc(args, func(a string) bool { return strings.HasPrefix(a, flag+"=") }) {
+			base = append(base, flag+"="+t.TempDir())
+		}
+	}
+	d.cmd = exec.Command(binary, append(base, args...)...)
 	d.cmd.Stderr = d.stderr
 	if err := d.cmd.Start(); err != nil {
 		t.Fatal(err)

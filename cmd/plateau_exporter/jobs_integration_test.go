@@ -1,0 +1,88 @@
+//go:build integration
+
+package main
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/plateau-exporter/plateau_exporter/internal/probetest"
+)
+
+// TestIntegrationSkipsBesideASlurmJob runs the daemon as on node n1 of the
+// test's own Slurm, which has no cgroup plugins (proctrack/linuxproc), so
+// the job is seen by its batch step's socket in n1's spool directory: a
+// probe whose slot comes while `sbatch --wrap "sleep"` holds n1 is skipped
+// with reason job_running and plateau_node_job_running is 1; once the job
+// is cancelled the gauge falls to 0 and the next slot runs.
+func TestIntegrationSkipsBesideASlurmJob(t *testing.T) {
+	c := startSlurm(t)
+	spool := filepath.Join(filepath.Dir(c.conf), "spool-n1")
+
+	out, err := c.command("sbatch", "--parsable", "-w", "n1", "--job-name=plateau-jobs", "--output=/dev/null", "--wrap", "sleep 600").CombinedOutput()
+	if err != nil {
+		t.Fatalf("sbatch: %v: %s", err, out)
+	}
+	job := strings.TrimSpace(strings.Split(string(out), ";")[0])
+	cancelled := false
+	cancel := func() {
+		if cancelled {
+			return
+		}
+		cancelled = true
+		if b, err := c.command("scancel", job).CombinedOutput(); err != nil {
+			t.Errorf("scancel %s: %v: %s", job, err, b)
+		}
+	}
+	t.Cleanup(cancel)
+	probetest.PollUntil(t, "job "+job+"'s batch step socket in "+spool, 250*time.Millisecond, 60*time.Second, func() bool {
+		return stepSocketOf(t, spool, job)
+	})
+
+	cfg, _ := writeConfig(t, "{name: seq, kind: sequential, workers: 1, file_size: 1MiB, block_size: 256KiB, interval: 2s, timeout: 1500ms}")
+	d := startDaemon(t, "--config.file="+cfg, "--collector.disable-defaults",
+		"--slurm.cgroup-path="+t.TempDir(), "--slurm.spool-path="+spool)
+	skipped := `plateau_probe_skips_total{kind="sequential",probe="seq",reason="job_running",target="e2e"}`
+	probetest.PollUntil(t, "two job_running skips while the job holds n1", 250*time.Millisecond, 60*time.Second, func() bool {
+		return value(d.metrics(), skipped) >= 2
+	})
+	m := d.metrics()
+	if v := value(m, "plateau_node_job_running "); v != 1 {
+		t.Errorf("plateau_node_job_running %g while job %s runs, want 1", v, job)
+	}
+	if n := successes(m); n != 0 {
+		t.Errorf("%g successful run(s) while job %s held the node, want 0", n, job)
+	}
+
+	cancel()
+	probetest.PollUntil(t, "job "+job+"'s socket gone", 250*time.Millisecond, 60*time.Second, func() bool {
+		return !stepSocketOf(t, spool, job)
+	})
+	probetest.PollUntil(t, "plateau_node_job_running 0 after the job", 250*time.Millisecond, 30*time.Second, func() bool {
+		return value(d.metrics(), "plateau_node_job_running ") == 0
+	})
+	probetest.PollUntil(t, "a successful run at a slot after the job ended", 250*time.Millisecond, 60*time.Second, func() bool {
+		return successes(d.metrics()) >= 1
+	})
+	if !strings.Contains(d.stderr.String(), `msg="skipping probe: a Slurm job holds the node"`) || !strings.Contains(d.stderr.String(), "spool:"+job) {
+		t.Errorf("the log does not say which job held the node:\n%s", lastLines(d.stderr.String(), 20))
+	}
+}
+
+// stepSocketOf reports whether the spool holds a step socket of job.
+func stepSocketOf(t *testing.T, spool, job string) bool {
+	t.Helper()
+	entries, err := os.ReadDir(spool)
+	if err != nil {
+		t.Fatalf("spool: %v", err)
+	}
+	for _, e := range entries {
+		if strings.HasPrefix(e.Name(), "n1_"+job+".") {
+			return true
+		}
+	}
+	return false
+}
