@@ -40,6 +40,12 @@ var errBelowPlateau = errors.New("a result is below its warning threshold")
 // every result is at or above its warning ratio, 1 when one is below, 2 on
 // error (a probe that failed, a config or baselines file that cannot be
 // read or parsed; see loadProbeBaselines).
+//
+// It never looks for Slurm jobs, whatever a target's when_job_running: it
+// is what the epilog runs between jobs, and there the job that just ended
+// may still show (its cgroup, its extern step's socket) until slurmd has
+// cleaned up, so a look would find the very job being cleaned up and never
+// measure. Whoever runs it has chosen the moment.
 func runProbes(w io.Writer, logger log.Logger, o probeOptions) error {
 	cfg, err := loadConfig(o.configFile)
 	if err != nil {
