@@ -21,7 +21,9 @@ import (
 // target and of the whole config, a warning for each probe smaller
 // than the smallest size that measured the plateau on its target (the
 // min_<key> characterize --size-sweep wrote to the baselines file), and
-// the fleet's probe load on each target with a fleet (printFleetLoads).
+// whether a Slurm job holds the node and how long ago each probe last
+// succeeded (printJobAwareness), and the fleet's probe load on each target
+// with a fleet (printFleetLoads).
 func checkConfig(w io.Writer, o checkOptions) error {
 	cfg, err := loadConfig(o.configFile)
 	if err != nil {
@@ -106,6 +108,7 @@ func checkConfig(w io.Writer, o checkOptions) error {
 	for _, l := range warnings {
 		fmt.Fprintln(w, l)
 	}
+	printJobAwareness(w, cfg, o.jobs, o.historyFile, now)
 	if err := printFleetLoads(w, fleets, o.fleetBin); err != nil {
 		return exitErr(2, err)
 	}

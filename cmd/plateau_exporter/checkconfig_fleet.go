@@ -1,6 +1,8 @@
 package main
 
 import (
+	"github.com/plateau-exporter/plateau_exporter/probe/nodejobs"
+
 	"fmt"
 	"io"
 	"os"
@@ -22,6 +24,10 @@ type checkOptions struct {
 	fleetBin   time.Duration
 	// layout checks where a target on Lustre puts its probe files.
 	layout layoutCheck
+	// jobs looks for Slurm jobs on the node; historyFile is the daemon's,
+	// for how long ago each probe last succeeded.
+	jobs        nodejobs.Detector
+	historyFile string
 }
 
 // fleetReport is one target's fleet, as check-config reports it: the

@@ -21,7 +21,10 @@ func checkConfigCommand(app *kingpin.Application) (*kingpin.CmdClause, func(comm
 	cmd.Flag("hosts", "File of the fleet's host names, one a line ('#' starts a comment), as each node's plateau_exporter knows itself: their slots place the peak; sets the fleet size.").PlaceHolder("FILE").StringVar(&o.hostsFile)
 	cmd.Flag("fleet-bin", "Span over which the fleet's peak probe load is averaged.").Default("1m").DurationVar(&o.fleetBin)
 	lfs := cmd.Flag("lfs-path", "lfs, run as 'lfs getstripe -d DIR' for each target on Lustre to say which OSTs its probe files land on (one, for a per-OST target made with 'lfs setstripe -c 1 -i N').").Default("lfs").String()
+	jobs := addJobFlags(cmd)
+	cmd.Flag("probe.history-file", "The daemon's history file, for how long ago each probe last succeeded. Default: history.json in $STATE_DIRECTORY, else "+packagedHistoryFile+".").Default(defaultCheckHistoryFile(os.Getenv)).StringVar(&o.historyFile)
 	return cmd, func(e commandEnv) error {
+		o.jobs = jobs.detector()
 		o.layout = defaultLayoutCheck(*lfs)
 		o.configFile, o.hostname = e.configFile, e.hostname
 		return checkConfig(e.stdout, o)

@@ -11,6 +11,7 @@ import (
 	"github.com/go-kit/log/level"
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/plateau-exporter/plateau_exporter/internal/statuspage"
 	"github.com/plateau-exporter/plateau_exporter/probe/nodejobs"
 	"github.com/plateau-exporter/plateau_exporter/probe/schedule"
 )
@@ -85,6 +86,22 @@ func (w *jobWatcher) Collect(ch chan<- prometheus.Metric) {
 		v = 1
 	}
 	ch <- prometheus.MustNewConstMetric(descNodeJobRunning, prometheus.GaugeValue, v)
+}
+
+// status is what the status page shows of the node's jobs, looked at now.
+func (w *jobWatcher) status() *statuspage.NodeJobs {
+	o := w.look()
+	st := &statuspage.NodeJobs{Running: o.Running(), Jobs: []string{}, Sources: o.Sources, Errors: []string{}}
+	if st.Sources == nil {
+		st.Sources = []string{}
+	}
+	if o.Running() {
+		st.Jobs = strings.Fields(describeJobs(o.Jobs))
+	}
+	for _, err := range o.Errs {
+		st.Errors = append(st.Errors, err.Error())
+	}
+	return st
 }
 
 // describeJobs is "cgroup_v2:4242 spool:4242" for logs and the status page.

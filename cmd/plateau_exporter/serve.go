@@ -125,7 +125,7 @@ func serve(logger log.Logger, o serveOptions) error {
 		}
 		fmt.Fprintln(w, "config reloaded")
 	})
-	page, err := newStatusPage(o, rl, results, tracked)
+	page, err := newStatusPage(o, rl, results, tracked, jobs)
 	if err != nil {
 		return err
 	}
@@ -172,7 +172,7 @@ func serve(logger log.Logger, o serveOptions) error {
 // The store takes the node's concurrent I/O that the scheduler measures.
 var _ schedule.ConcurrentReporter = (*store.Store)(nil)
 
-func newStatusPage(o serveOptions, rl *reloader, results *store.Store, counters *collector.Tracked) (*statuspage.Page, error) {
+func newStatusPage(o serveOptions, rl *reloader, results *store.Store, counters *collector.Tracked, jobs *jobWatcher) (*statuspage.Page, error) {
 	nextRun := func(t *probe.Target, p *probe.ProbeConfig, now time.Time) time.Time {
 		offset := time.Duration(0)
 		if p.Splay { // as the scheduler places the probe's slot
@@ -191,7 +191,7 @@ func newStatusPage(o serveOptions, rl *reloader, results *store.Store, counters 
 		},
 		Gather: func() statuspage.Input {
 			in := statuspage.Input{Now: time.Now(), Hostname: o.hostname, Version: version.Info(),
-				Store: results.Snapshot(), Collectors: collectorStates(counters), NextRun: nextRun}
+				Store: results.Snapshot(), Collectors: collectorStates(counters), NextRun: nextRun, NodeJobs: jobs.status()}
 			if sc := rl.shown.Load(); sc != nil {
 				in.Config, in.ConfigLoadedAt, in.LastReloadError, in.BaselinesError = sc.cfg, sc.loadedAt, sc.reloadErr, sc.baselinesErr
 			}

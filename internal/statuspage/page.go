@@ -7,6 +7,7 @@ import (
 	"html/template"
 	"io"
 	"net/http"
+	"strings"
 	"time"
 
 	"github.com/plateau-exporter/plateau_exporter/probe/store"
@@ -51,6 +52,7 @@ func New(o Options) (*Page, error) {
 		"timeptr": func(t time.Time) *time.Time { return timePtr(t) },
 		"nonzero": nonzero,
 		"runs":    runsInOrder,
+		"join":    strings.Join,
 	}).Parse(pageTemplate)
 	if err != nil {
 		return nil, err

@@ -55,6 +55,25 @@ type Input struct {
 	// The scheduler's slot arithmetic is passed in, not imported, so the
 	// page stays apart from the code that runs probes.
 	NextRun func(t *probe.Target, p *probe.ProbeConfig, now time.Time) time.Time
+	// NodeJobs is whether a Slurm job holds the node, as cmd looked when
+	// the page was gathered; nil shows nothing about jobs.
+	NodeJobs *NodeJobs
+}
+
+// NodeJobs is what the node shows of Slurm jobs, from slurmd's cgroup tree
+// and spool directory (cmd reads them with probe/nodejobs; the page only
+// draws what it is handed).
+type NodeJobs struct {
+	// Running is true while a job holds the node: the probes of targets
+	// with when_job_running skip are then skipped at their slots.
+	Running bool `json:"running"`
+	// Jobs are "source:id", such as "cgroup_v2:4242" or "spool:4242".
+	Jobs []string `json:"jobs"`
+	// Sources are the sources that could be read; none means no job can
+	// be seen on this node, so "not running" says nothing.
+	Sources []string `json:"sources"`
+	// Errors are sources that exist but could not be read.
+	Errors []string `json:"errors"`
 }
 
 // CollectorState is a counter collector as the last scrape of /metrics
@@ -80,6 +99,8 @@ type Status struct {
 	Config        ConfigStatus      `json:"config"`
 	Targets       []TargetStatus    `json:"targets"`
 	Collectors    []CollectorStatus `json:"collectors"`
+	// NodeJobs is null when the daemon does not look for jobs.
+	NodeJobs *NodeJobs `json:"node_jobs"`
 }
 
 // ConfigStatus is what is loaded and what failed to be.
@@ -99,9 +120,11 @@ type TargetStatus struct {
 	Path string `json:"path"`
 	// Configured is false for a target removed by a reload whose stuck
 	// worker has not exited yet.
-	Configured       bool          `json:"configured"`
-	WarningRatio     float64       `json:"warning_ratio"`
-	CriticalRatio    float64       `json:"critical_ratio"`
+	Configured    bool    `json:"configured"`
+	WarningRatio  float64 `json:"warning_ratio"`
+	CriticalRatio float64 `json:"critical_ratio"`
+	// WhenJobRunning is the target's when_job_running, skip or run.
+	WhenJobRunning   string        `json:"when_job_running"`
 	Hung             bool          `json:"hung"`
 	AbandonedWorkers int           `json:"abandoned_workers"`
 	Probes           []ProbeStatus `json:"probes"`
@@ -119,11 +142,15 @@ type ProbeStatus struct {
 	Verdict string `json:"verdict"`
 	// Note says what failed, or why no op has a ratio when they all
 	// lack one for the same reason; "" otherwise.
-	Note          string     `json:"note"`
-	LastRun       *RunStatus `json:"last_run"`
-	LastSuccessAt *time.Time `json:"last_success_at"`
-	NextRunAt     *time.Time `json:"next_run_at"`
-	Ops           []OpStatus `json:"ops"`
+	Note    string     `json:"note"`
+	LastRun *RunStatus `json:"last_run"`
+	// SinceLastRunSeconds is how long ago the last run ended, null when
+	// none has since the daemon started: on a node that a job always
+	// holds, probes of a target with when_job_running skip never run.
+	SinceLastRunSeconds *float64   `json:"since_last_run_seconds"`
+	LastSuccessAt       *time.Time `json:"last_success_at"`
+	NextRunAt           *time.Time `json:"next_run_at"`
+	Ops                 []OpStatus `json:"ops"`
 	// Runs by result (success, failure, timeout, skipped), Errors and
 	// Skips by reason, since the daemon started: the counters of
 	// plateau_probe_runs_total, _errors_total and _skips_total.
@@ -201,13 +228,15 @@ func Build(in Input) Status {
 		},
 		Targets:    []TargetStatus{},
 		Collectors: []CollectorStatus{},
+		NodeJobs:   in.NodeJobs,
 	}
 	seen := map[string]bool{}
 	if in.Config != nil {
 		st.Config.Source, st.Config.BaselinesFile = in.Config.Source, in.Config.BaselinesFile
 		for _, t := range in.Config.Targets {
 			seen[t.Name] = true
-			ts := TargetStatus{Name: t.Name, Path: t.Path, Configured: true, WarningRatio: t.WarningRatio, CriticalRatio: t.CriticalRatio, Probes: []ProbeStatus{}}
+			ts := TargetStatus{Name: t.Name, Path: t.Path, Configured: true, WarningRatio: t.WarningRatio, CriticalRatio: t.CriticalRatio,
+				WhenJobRunning: t.WhenJobRunning, Probes: []ProbeStatus{}}
 			if snap := in.Store.Target(t.Name); snap != nil {
 				ts.AbandonedWorkers, ts.Hung = snap.Abandoned, snap.Abandoned > 0
 			}
@@ -219,6 +248,9 @@ func Build(in Input) Status {
 				}
 				if in.NextRun != nil {
 					ps.NextRunAt = timePtr(in.NextRun(t, p, in.Now))
+				}
+				if ps.LastRun != nil {
+					ps.SinceLastRunSeconds = floatPtr(in.Now.Sub(ps.LastRun.End).Seconds())
 				}
 				ts.Probes = append(ts.Probes, ps)
 			}

@@ -114,10 +114,10 @@ func TestStatusJSONShowsResultBesidePlateau(t *testing.T) {
 		t.Fatal(err)
 	}
 	wantKeys := map[string][]string{
-		"":           {"schema_version", "generated_at", "hostname", "version", "config", "targets", "collectors"},
+		"":           {"schema_version", "generated_at", "hostname", "version", "config", "targets", "collectors", "node_jobs"},
 		"config":     {"source", "loaded_at", "last_reload_error", "baselines_file", "baselines_error", "history_loaded", "history_write_errors"},
-		"target":     {"name", "path", "configured", "warning_ratio", "critical_ratio", "hung", "abandoned_workers", "probes"},
-		"probe":      {"name", "kind", "params", "interval_seconds", "in_progress", "verdict", "note", "last_run", "last_success_at", "next_run_at", "ops", "runs", "errors", "skips"},
+		"target":     {"name", "path", "configured", "warning_ratio", "critical_ratio", "when_job_running", "hung", "abandoned_workers", "probes"},
+		"probe":      {"name", "kind", "params", "interval_seconds", "in_progress", "verdict", "note", "last_run", "since_last_run_seconds", "last_success_at", "next_run_at", "ops", "runs", "errors", "skips"},
 		"last_run":   {"start", "end", "duration_seconds", "success", "reason", "error", "direct", "engine"},
 		"op":         {"op", "unit", "value", "baseline", "baseline_spread", "ratio", "verdict", "note", "change_ratio", "change_noise", "change_fast_ratio", "change_fast_noise", "change_low_runs", "history_unit", "history"},
 		"collectors": {"name", "scraped", "success", "duration_seconds", "at"},
@@ -167,6 +167,9 @@ func TestStatusJSONShowsResultBesidePlateau(t *testing.T) {
 	}
 	if p.LastRun == nil || !p.LastRun.Success || p.LastRun.DurationSeconds != 2 || !p.LastRun.Direct || p.LastRun.Engine != probe.EngineSync {
 		t.Errorf("last run: %+v", p.LastRun)
+	}
+	if p.SinceLastRunSeconds == nil || *p.SinceLastRunSeconds != 10 {
+		t.Errorf("since last run %v, want 10 s", p.SinceLastRunSeconds)
 	}
 	if p.NextRunAt == nil || !p.NextRunAt.Equal(f.next) || p.LastSuccessAt == nil || !p.LastSuccessAt.Equal(f.now.Add(-10*time.Second)) {
 		t.Errorf("next run %v, last success %v", p.NextRunAt, p.LastSuccessAt)
@@ -372,5 +375,50 @@ func TestStatusJSONOfAnotherIOModeAndAnUnmeasuredOp(t *testing.T) {
 	}
 	if r.Op != "read" || r.Verdict != VerdictNotMeasured || r.Value != nil || r.Ratio != nil || r.Baseline == nil {
 		t.Errorf("read: %+v", r)
+	}
+}
+
+// A node a job holds says so above the targets, and each probe that waits
+// for the job's end says it is skipped; /status.json carries the jobs. A
+// probe that has not run since start has no "since last run".
+func TestStatusPageShowsAJobHoldingTheNode(t *testing.T) {
+	f := newFixture(t, "t")
+	f.cfg.Targets[0].WhenJobRunning = probe.WhenJobSkip
+	jobs := &NodeJobs{Running: true, Jobs: []string{"cgroup_v2:4242", "spool:4242"}, Sources: []string{"cgroup_v2", "spool"}}
+	page, err := New(Options{Name: "plateau_exporter", Gather: func() Input {
+		in := f.input()
+		in.NodeJobs = jobs
+		return in
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, body := get(t, page.HTML(), "/")
+	for _, want := range []string{"A Slurm job holds this node now (cgroup_v2:4242, spool:4242)", "when a job runs: skip", "skipped while a job holds the node", "Last run: none since start"} {
+		if !strings.Contains(string(body), want) {
+			t.Errorf("page lacks %q", want)
+		}
+	}
+	_, body = get(t, page.JSON(), "/status.json")
+	var st Status
+	if err := json.Unmarshal(body, &st); err != nil {
+		t.Fatal(err)
+	}
+	if st.NodeJobs == nil || !st.NodeJobs.Running || !slices.Equal(st.NodeJobs.Jobs, jobs.Jobs) || st.Targets[0].WhenJobRunning != probe.WhenJobSkip ||
+		st.Targets[0].Probes[0].SinceLastRunSeconds != nil {
+		t.Errorf("status: node jobs %+v, target %+v", st.NodeJobs, st.Targets[0])
+	}
+
+	// A target that runs beside jobs is not said to be skipped, and a node
+	// where no job can be seen says when_job_running does nothing.
+	f.cfg.Targets[0].WhenJobRunning = probe.WhenJobRun
+	_, body = get(t, page.HTML(), "/")
+	if strings.Contains(string(body), "skipped while a job holds the node") {
+		t.Error("a when_job_running: run target is shown as skipped")
+	}
+	jobs = &NodeJobs{}
+	_, body = get(t, page.HTML(), "/")
+	if !strings.Contains(string(body), "No Slurm job can be seen on this node") {
+		t.Errorf("page of a node without Slurm does not say so:\n%s", body)
 	}
 }
