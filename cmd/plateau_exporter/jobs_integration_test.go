@@ -3,13 +3,16 @@
 package main
 
 import (
+	"encoding/json"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/plateau-exporter/plateau_exporter/internal/probetest"
+	"github.com/plateau-exporter/plateau_exporter/internal/statuspage"
 )
 
 // TestIntegrationSkipsBesideASlurmJob runs the daemon as on node n1 of the
@@ -55,6 +58,16 @@ func TestIntegrationSkipsBesideASlurmJob(t *testing.T) {
 	}
 	if n := successes(m); n != 0 {
 		t.Errorf("%g successful run(s) while job %s held the node, want 0", n, job)
+	}
+	// The status page says the same: the job, and a probe that has not run.
+	code, body := d.get("/status.json")
+	var st statuspage.Status
+	if err := json.Unmarshal([]byte(body), &st); code != 200 || err != nil {
+		t.Fatalf("/status.json: HTTP %d, %v", code, err)
+	}
+	if st.NodeJobs == nil || !st.NodeJobs.Running || !slices.Contains(st.NodeJobs.Jobs, "spool:"+job) ||
+		st.Targets[0].WhenJobRunning != "skip" || st.Targets[0].Probes[0].SinceLastRunSeconds != nil {
+		t.Errorf("/status.json while job %s runs: node_jobs %+v, target %+v", job, st.NodeJobs, st.Targets[0])
 	}
 
 	cancel()
