@@ -17,19 +17,29 @@ import (
 
 // TestIntegrationSkipsBesideASlurmJob runs the daemon as on node n1 of the
 // test's own Slurm, which has no cgroup plugins (proctrack/linuxproc), so
-// the job is seen by its batch step's socket in n1's spool directory: a
-// probe whose slot comes while `sbatch --wrap "sleep"` holds n1 is skipped
+// the job is seen by its step socket in n1's spool directory: a
+// probe whose slot comes while `salloc -w n1 srun sleep 600` holds n1 is skipped
 // with reason job_running and plateau_node_job_running is 1; once the job
 // is cancelled the gauge falls to 0 and the next slot runs.
 func TestIntegrationSkipsBesideASlurmJob(t *testing.T) {
 	c := startSlurm(t)
 	spool := filepath.Join(filepath.Dir(c.conf), "spool-n1")
 
-	out, err := c.command("sbatch", "--parsable", "-w", "n1", "--job-name=plateau-jobs", "--output=/dev/null", "--wrap", "sleep 600").CombinedOutput()
-	if err != nil {
-		t.Fatalf("sbatch: %v: %s", err, out)
+	// salloc holds the allocation on n1 and srun starts step 0 there: the
+	// shape of an interactive job, whose step socket is what n1's slurmd
+	// leaves in its spool (no cgroup plugins here).
+	alloc := c.command("salloc", "-w", "n1", "--job-name=plateau-jobs", "srun", "sleep", "600")
+	var allocOut strings.Builder
+	alloc.Stdout, alloc.Stderr = &allocOut, &allocOut
+	if err := alloc.Start(); err != nil {
+		t.Fatalf("salloc: %v", err)
 	}
-	job := strings.TrimSpace(strings.Split(string(out), ";")[0])
+	var job string
+	probetest.PollUntil(t, "salloc's job running on n1", 250*time.Millisecond, 60*time.Second, func() bool {
+		out, err := c.command("squeue", "-h", "-n", "plateau-jobs", "-t", "RUNNING", "-o", "%i").Output()
+		job = strings.TrimSpace(string(out))
+		return err == nil && job != ""
+	})
 	cancelled := false
 	cancel := func() {
 		if cancelled {
@@ -39,9 +49,17 @@ func TestIntegrationSkipsBesideASlurmJob(t *testing.T) {
 		if b, err := c.command("scancel", job).CombinedOutput(); err != nil {
 			t.Errorf("scancel %s: %v: %s", job, err, b)
 		}
+		done := make(chan struct{})
+		go func() { alloc.Wait(); close(done) }()
+		select {
+		case <-done:
+		case <-time.After(30 * time.Second):
+			alloc.Process.Kill()
+			<-done
+		}
 	}
 	t.Cleanup(cancel)
-	probetest.PollUntil(t, "job "+job+"'s batch step socket in "+spool, 250*time.Millisecond, 60*time.Second, func() bool {
+	probetest.PollUntil(t, "job "+job+"'s step socket in "+spool, 250*time.Millisecond, 60*time.Second, func() bool {
 		return stepSocketOf(t, spool, job)
 	})
 
