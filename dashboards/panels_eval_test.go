@@ -95,14 +95,36 @@ func dataQuery(q string) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	parser.Inspect(expr, func(node parser.Node, _ []parser.Node) error {
+	parser.Inspect(expr, func(node parser.Node, path []parser.Node) error {
 		if b, ok := node.(*parser.BinaryExpr); ok && b.Op.IsComparisonOperator() &&
-			(b.LHS.Type() == parser.ValueTypeVector || b.RHS.Type() == parser.ValueTypeVector) {
+			(b.LHS.Type() == parser.ValueTypeVector || b.RHS.Type() == parser.ValueTypeVector) &&
+			!inUnlessRHS(node, path) {
 			b.ReturnBool = true
 		}
 		return nil
 	})
 	return expr.String(), nil
+}
+
+// inUnlessRHS reports whether node lies on the right of an `unless`: a
+// filter there says what to exclude (`unless on (instance)
+// plateau_node_job_running == 1`), and its bool form would exclude
+// everything, so it stays a filter.
+func inUnlessRHS(node parser.Node, path []parser.Node) bool {
+	for i, anc := range path {
+		b, ok := anc.(*parser.BinaryExpr)
+		if !ok || b.Op != parser.LUNLESS {
+			continue
+		}
+		child := node
+		if i+1 < len(path) {
+			child = path[i+1]
+		}
+		if child == b.RHS {
+			return true
+		}
+	}
+	return false
 }
 
 // namedQuery is a query to evaluate and where it comes from.
