@@ -164,6 +164,7 @@ var wantFiles = []string{
 	"/etc/plateau_exporter/plateau.yml",
 	"/usr/lib/udev/rules.d/60-plateau_exporter-nvme.rules",
 	"/usr/share/plateau_exporter/gpfs-sudo.conf",
+	"/usr/share/plateau_exporter/slurm/epilog.sh",
 	"/usr/share/doc/plateau_exporter/README.md",
 	"/var/lib/plateau_exporter",
 }
@@ -479,6 +480,7 @@ func testScratchRoot(t *testing.T, repo, root, binRPM string) {
 		{"/etc/sysconfig/plateau_exporter", 0o644, 0, 0},
 		{"/etc/sudoers.d/plateau_exporter", 0o440, 0, 0},
 		{"/usr/share/plateau_exporter/gpfs-sudo.conf", 0o644, 0, 0},
+		{"/usr/share/plateau_exporter/slurm/epilog.sh", 0o755, 0, 0},
 		{"/var/lib/plateau_exporter", fs.ModeDir | 0o750, uid, gid},
 	}
 	for _, f := range shippedDashboards(t, repo) {
