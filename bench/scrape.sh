@@ -6,7 +6,8 @@
 # /metrics $SCRAPES times (default 300) one after another, as plain text
 # and gzipped as Prometheus asks for it, and prints the
 # latency quantiles, the body size and the daemon's own per-collector
-# durations. No root needed.
+# durations. No root needed. PLATEAU_FLAGS adds daemon flags, e.g.
+# PLATEAU_FLAGS=--runtime.gomaxprocs=0 to compare with Go's default.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scrapes=${SCRAPES:-300}
@@ -37,7 +38,7 @@ g=$work/node/gpfs
 ./plateau_exporter --config.file="$work/plateau.yml" --web.listen-address="127.0.0.1:$port" \
 	--path.sysfs="$work/node/sys" --path.procfs="$work/node/proc" \
 	--collector.gpfs.mmpmon-path="$g/mmpmon" --collector.gpfs.mmgetstate-path="$g/mmgetstate" \
-	--collector.gpfs.mmhealth-path="$g/mmhealth" --collector.gpfs.nsd --collector.lustre 2>"$work/daemon.log" &
+	--collector.gpfs.mmhealth-path="$g/mmhealth" --collector.gpfs.nsd --collector.lustre ${PLATEAU_FLAGS:-} 2>"$work/daemon.log" &
 pid=$!
 url="http://127.0.0.1:$port/metrics"
 for _ in $(seq 100); do curl -fs -o /dev/null "http://127.0.0.1:$port/-/ready" && break; sleep 0.1; done

@@ -229,6 +229,7 @@ type serveFlags struct {
 	maxRequests            *int
 	historyFile            *string
 	jobs                   jobFlags
+	gomaxprocs             *int
 }
 
 func addServeFlags(cmd *kingpin.CmdClause) serveFlags {
@@ -239,6 +240,7 @@ func addServeFlags(cmd *kingpin.CmdClause) serveFlags {
 		maxRequests:            cmd.Flag("web.max-requests", "Maximum number of parallel scrape requests; 0 disables the limit.").Default("40").Int(),
 		historyFile:            cmd.Flag("probe.history-file", "File that keeps each probe op's last results across restarts, for plateau_probe_change_ratio; empty: in memory only. Default: history.json in $STATE_DIRECTORY (set by systemd from the unit's StateDirectory=), else empty.").Default(defaultHistoryFile(os.Getenv)).String(),
 		jobs:                   addJobFlags(cmd),
+		gomaxprocs:             cmd.Flag("runtime.gomaxprocs", "GOMAXPROCS of the serving process (scrapes, schedule, counters); probes run in their own worker processes with the Go default. 0: the Go default (every CPU). The default of 2 keeps the daemon, and its garbage collector's workers, on at most two CPUs at a time of a many-core compute node (bench/scrape.sh: 1 made the largest scrapes 3x slower).").Default("2").Int(),
 	}
 }
 
@@ -253,5 +255,6 @@ func (f serveFlags) options(env commandEnv) serveOptions {
 		logLevel:               env.logLevel,
 		historyFile:            *f.historyFile,
 		jobs:                   f.jobs.detector(),
+		gomaxprocs:             *f.gomaxprocs,
 	}
 }

@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"os"
 	"os/signal"
+	"runtime"
 	"syscall"
 	"time"
 
@@ -39,10 +40,19 @@ type serveOptions struct {
 	logLevel               string
 	historyFile            string
 	jobs                   nodejobs.Detector
+	gomaxprocs             int
 }
 
 func serve(logger log.Logger, o serveOptions) error {
 	level.Info(logger).Log("msg", "starting plateau_exporter", "version", version.Info(), "build_context", version.BuildContext())
+	// Set here, not through the environment, so that the probe-worker
+	// children keep Go's default and measure as characterize did. The
+	// serving process waits on I/O and parses small files: two Ps are
+	// enough, and bound where the runtime's GC workers (which otherwise
+	// spread onto every idle P) can land beside a job.
+	if o.gomaxprocs > 0 {
+		level.Debug(logger).Log("msg", "GOMAXPROCS of the serving process", "gomaxprocs", o.gomaxprocs, "was", runtime.GOMAXPROCS(o.gomaxprocs))
+	}
 	// A TLS or auth file that is wrong must stop the start, not surface as a
 	// failed handshake on the first scrape.
 	if f := *o.webFlags.WebConfigFile; f != "" {
