@@ -2,7 +2,6 @@ package main
 
 import (
 	"errors"
-	"fmt"
 	"strings"
 	"sync"
 
@@ -96,7 +95,7 @@ func (w *jobWatcher) status() *statuspage.NodeJobs {
 		st.Sources = []string{}
 	}
 	if o.Running() {
-		st.Jobs = strings.Fields(describeJobs(o.Jobs))
+		st.Jobs = jobLabels(o.Jobs)
 	}
 	for _, err := range o.Errs {
 		st.Errors = append(st.Errors, err.Error())
@@ -104,11 +103,14 @@ func (w *jobWatcher) status() *statuspage.NodeJobs {
 	return st
 }
 
-// describeJobs is "cgroup_v2:4242 spool:4242" for logs and the status page.
-func describeJobs(jobs []nodejobs.Job) string {
-	parts := make([]string, len(jobs))
+// jobLabels are the jobs as the status page lists them: "cgroup_v2:4242".
+func jobLabels(jobs []nodejobs.Job) []string {
+	labels := make([]string, len(jobs))
 	for i, j := range jobs {
-		parts[i] = fmt.Sprintf("%s:%s", j.Source, j.ID)
+		labels[i] = j.Source + ":" + j.ID
 	}
-	return strings.Join(parts, " ")
+	return labels
 }
+
+// describeJobs is "cgroup_v2:4242 spool:4242", for logs and check-config.
+func describeJobs(jobs []nodejobs.Job) string { return strings.Join(jobLabels(jobs), " ") }

@@ -6,8 +6,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/go-kit/log"
-
 	"github.com/plateau-exporter/plateau_exporter/internal/probefixture"
 	"github.com/plateau-exporter/plateau_exporter/internal/probetest"
 	"github.com/plateau-exporter/plateau_exporter/probe"
@@ -42,12 +40,7 @@ func TestSchedulerSkipsBesideAJobAndRunsOnceItEnds(t *testing.T) {
 	job := &switchableJob{}
 	job.running.Store(true)
 	runs := new(atomic.Int32)
-	results := store.New()
-	s := New(Options{Logger: log.NewNopLogger(), Hostname: "node1", Runner: countingRunner{runs}, Reporter: results, Jobs: job})
-	cfg := &probe.Config{Targets: []*probe.Target{target}}
-	results.Configure(cfg, nil)
-	s.Apply(cfg)
-	t.Cleanup(s.Stop)
+	results := scheduleOneWith(t, Options{Runner: countingRunner{runs}, Jobs: job}, target)
 	skips := func() float64 {
 		return probetest.MetricValue(t, results, "plateau_probe_skips_total", map[string]string{"reason": probe.SkipJobRunning})
 	}
@@ -79,16 +72,4 @@ func TestSchedulerRunsBesideAJobWhenTold(t *testing.T) {
 	if v := probetest.MetricValue(t, results, "plateau_probe_skips_total", map[string]string{"reason": probe.SkipJobRunning}); v != 0 {
 		t.Errorf("%g job_running skips, want 0", v)
 	}
-}
-
-func scheduleOneWith(t *testing.T, o Options, target *probe.Target) *store.Store {
-	t.Helper()
-	results := store.New()
-	o.Logger, o.Hostname, o.Reporter = log.NewNopLogger(), "node1", results
-	s := New(o)
-	cfg := &probe.Config{Targets: []*probe.Target{target}}
-	results.Configure(cfg, nil)
-	s.Apply(cfg)
-	t.Cleanup(s.Stop)
-	return results
 }

@@ -73,10 +73,19 @@ func (s slowRunner) Run(ctx context.Context, req probe.Request) worker.Outcome {
 
 func scheduleOne(t *testing.T, runner worker.Runner, target *probe.Target) *store.Store {
 	t.Helper()
+	return scheduleOneWith(t, Options{Runner: runner}, target)
+}
+
+// scheduleOneWith schedules target with o, its logger, host name and
+// reporter filled in, and returns the store it reports to.
+func scheduleOneWith(t *testing.T, o Options, target *probe.Target) *store.Store {
+	t.Helper()
 	results := store.New()
-	s := New(Options{Logger: log.NewNopLogger(), Hostname: "node1", Runner: runner, Reporter: results})
-	results.Configure(&probe.Config{Targets: []*probe.Target{target}}, nil)
-	s.Apply(&probe.Config{Targets: []*probe.Target{target}})
+	o.Logger, o.Hostname, o.Reporter = log.NewNopLogger(), "node1", results
+	s := New(o)
+	cfg := &probe.Config{Targets: []*probe.Target{target}}
+	results.Configure(cfg, nil)
+	s.Apply(cfg)
 	t.Cleanup(s.Stop)
 	return results
 }
