@@ -185,20 +185,34 @@ func (c *IOCgroup) currentGroup() (string, error) {
 
 // ThrottleRead limits reads of the device by the group's processes to bps
 // bytes per second; 0 lifts the limit.
-func (c *IOCgroup) ThrottleRead(bps int64) error { return c.throttle("read", "rbps", bps) }
+func (c *IOCgroup) ThrottleRead(bps int64) error { return c.throttle("read_bps", "rbps", bps) }
 
 // ThrottleWrite limits writes to the device by the group's processes to
 // bps bytes per second; 0 lifts the limit.
-func (c *IOCgroup) ThrottleWrite(bps int64) error { return c.throttle("write", "wbps", bps) }
+func (c *IOCgroup) ThrottleWrite(bps int64) error { return c.throttle("write_bps", "wbps", bps) }
 
-func (c *IOCgroup) throttle(v1Dir, v2Key string, bps int64) error {
-	file, line := filepath.Join(c.dir, "blkio.throttle."+v1Dir+"_bps_device"), fmt.Sprintf("%s %d", c.devNum, bps)
+// ThrottleIOPS limits the group's reads and writes of the device to
+// riops and wiops requests per second; 0 lifts a limit. Only I/O that
+// reaches the device as one bio per request is paced request by request:
+// O_DIRECT, as the random probe does it.
+func (c *IOCgroup) ThrottleIOPS(riops, wiops int64) error {
+	if err := c.throttle("read_iops", "riops", riops); err != nil {
+		return err
+	}
+	return c.throttle("write_iops", "wiops", wiops)
+}
+
+// throttle sets one limit: v1File is the blkio.throttle.<v1File>_device
+// file of cgroup v1, v2Key the key of io.max in cgroup v2, which leaves
+// the keys a write does not name as they were.
+func (c *IOCgroup) throttle(v1File, v2Key string, limit int64) error {
+	file, line := filepath.Join(c.dir, "blkio.throttle."+v1File+"_device"), fmt.Sprintf("%s %d", c.devNum, limit)
 	if c.v2 {
-		limit := strconv.FormatInt(bps, 10)
-		if bps == 0 {
-			limit = "max"
+		value := strconv.FormatInt(limit, 10)
+		if limit == 0 {
+			value = "max"
 		}
-		file, line = filepath.Join(c.dir, "io.max"), fmt.Sprintf("%s %s=%s", c.devNum, v2Key, limit)
+		file, line = filepath.Join(c.dir, "io.max"), fmt.Sprintf("%s %s=%s", c.devNum, v2Key, value)
 	}
 	if err := os.WriteFile(file, []byte(line), 0o644); err != nil {
 		return fmt.Errorf("writing %q to %s: %w", line, file, err)
