@@ -36,7 +36,7 @@ type backtestOptions struct {
 }
 
 func backtestCommand(app *kingpin.Application) (*kingpin.CmdClause, func(w io.Writer) error) {
-	cmd := app.Command("backtest", "Replay recorded probe series through alerting rules with Prometheus's rule engine and report how often they page on the series as recorded and how fast they page on injected drops, for the shipped rules and a reference rule set side by side.")
+	cmd := app.Command("backtest", "Replay recorded probe series through alerting rules, evaluated with Prometheus's PromQL engine as a Prometheus server evaluates them, and report how often they page on the series as recorded and how fast they page on injected drops, for the shipped rules and a reference rule set side by side.")
 	var o backtestOptions
 	cmd.Flag("input", "CSV file of runs, with a header line.").StringVar(&o.input)
 	cmd.Flag("series-columns", "Comma-separated columns whose values together name a series.").Default("system,file_system,app,op").StringVar(&o.seriesColumns)

@@ -1,6 +1,7 @@
 // Package backtest replays recorded probe series through alerting and
-// recording rules with Prometheus's own rule engine, as `promtool test
-// rules` does, and measures how the rules would have behaved: how often
+// recording rules with Prometheus's PromQL engine and the rule semantics of
+// a Prometheus server (rules.go, held against Prometheus's rules package by
+// its test), and measures how the rules would have behaved: how often
 // they page on the unmodified series, and how fast they page on drops
 // injected into it. It owns `plateau_exporter backtest`: reading series
 // (a CSV file, or a running Prometheus), synthesizing the metrics the

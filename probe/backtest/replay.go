@@ -7,8 +7,6 @@ import (
 	"log/slog"
 	"math"
 	"math/rand/v2"
-	"os"
-	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
@@ -19,10 +17,6 @@ import (
 	"github.com/prometheus/prometheus/model/rulefmt"
 	"github.com/prometheus/prometheus/promql"
 	"github.com/prometheus/prometheus/promql/parser"
-	"github.com/prometheus/prometheus/rules"
-	"github.com/prometheus/prometheus/storage"
-	"github.com/prometheus/prometheus/tsdb"
-	"go.yaml.in/yaml/v3"
 
 	"github.com/plateau-exporter/plateau_exporter/probe"
 	"github.com/plateau-exporter/plateau_exporter/probe/plateau"
@@ -91,7 +85,7 @@ type replayCase struct {
 // at is when run i of the case is exported in simulated time. Every
 // case's window starts at simulationStart, so that all are evaluated at
 // once over a short span instead of each at its own place in a long one
-// (the TSDB's cost per query grows with the length of each series): the
+// (the cost of each query grows with the length of each series): the
 // rules read only the window, and the change statistic, which the daemon
 // computes from its own history, from the whole history before it.
 func (c replayCase) at(i int, o Options) time.Time {
@@ -165,7 +159,7 @@ func Run(ctx context.Context, input []Series, o Options) (*Report, error) {
 	perSet := map[string][]caseFigures{RuleSetCurrent: make([]caseFigures, len(cases)), RuleSetReference: make([]caseFigures, len(cases))}
 	errs := make([]error, len(jobs))
 	// At most two evaluations at once: each is single-threaded and holds
-	// its own TSDB, so two use two cores without doubling peak memory more.
+	// its own store, so two use two cores without doubling peak memory more.
 	sem := make(chan struct{}, 2)
 	done := make(chan struct{})
 	for ji, j := range jobs {
@@ -391,31 +385,14 @@ type caseFigures struct {
 	delayRuns     int
 }
 
-// evaluate writes every case into a fresh TSDB, evaluates the rule files
+// evaluate writes every case into a fresh store, evaluates the rule files
 // over the whole simulated time and returns what the alerts did per case.
 func evaluate(ctx context.Context, series []prepared, cases []replayCase, files []string, o Options) ([]caseFigures, error) {
-	dir, err := os.MkdirTemp("", "plateau-backtest-")
-	if err != nil {
-		return nil, err
-	}
-	defer os.RemoveAll(dir)
-	opts := tsdb.DefaultOptions()
-	// One block for the whole replay: nothing is compacted or dropped
-	// while the rules read it, and no WAL is written for a throwaway TSDB.
-	opts.MinBlockDuration = (2000 * 24 * time.Hour).Milliseconds()
-	opts.MaxBlockDuration = opts.MinBlockDuration
-	opts.RetentionDuration = 0
-	opts.WALSegmentSize = -1
-	db, err := tsdb.Open(dir, nil, nil, opts, nil)
-	if err != nil {
-		return nil, fmt.Errorf("tsdb: %w", err)
-	}
-	defer db.Close()
-
+	store := newMemStore()
 	end := time.Time{}
 	start := time.Time{}
 	for i, c := range cases {
-		if err := writeCase(ctx, db, series[c.series], c, o); err != nil {
+		if err := writeCase(store, series[c.series], c, o); err != nil {
 			return nil, err
 		}
 		cs, ce := c.at(c.from, o), c.at(c.to, o)
@@ -427,42 +404,25 @@ func evaluate(ctx context.Context, series []prepared, cases []replayCase, files 
 		}
 	}
 
-	engine := promql.NewEngine(promql.EngineOpts{
-		MaxSamples:               50_000_000,
-		Timeout:                  5 * time.Minute,
-		NoStepSubqueryIntervalFn: func(int64) int64 { return o.EvaluationInterval.Milliseconds() },
-		EnableAtModifier:         true,
-		EnableNegativeOffset:     true,
-	})
 	logger := o.Logger
 	if logger == nil {
 		logger = slog.New(slog.DiscardHandler)
 	}
-	mgr := rules.NewManager(&rules.ManagerOptions{
-		QueryFunc:    rules.EngineQueryFunc(engine, db),
-		AppendableV2: db,
-		Context:      ctx,
-		NotifyFunc:   func(context.Context, string, ...*rules.Alert) {},
-		Logger:       logger,
-	})
-	files, err = withoutAnnotations(files, dir)
+	groups, err := loadRuleGroups(files)
 	if err != nil {
 		return nil, err
 	}
-	groupsByKey, errs := mgr.LoadGroups(o.EvaluationInterval, labels.EmptyLabels(), "", nil, false, files...)
-	if len(errs) > 0 {
-		return nil, errors.Join(errs...)
-	}
-	groups, err := orderGroups(groupsByKey, files)
-	if err != nil {
-		return nil, err
-	}
-	for _, g := range groups {
-		for _, r := range g.AlertingRules() {
-			// As on a Prometheus that has run for long: alerts are
-			// written to ALERTS and `for` counts from their first eval.
-			r.SetRestored(true)
-		}
+	rules := &ruleEvaluator{
+		groups: groups,
+		store:  store,
+		logger: logger,
+		engine: promql.NewEngine(promql.EngineOpts{
+			MaxSamples:               50_000_000,
+			Timeout:                  5 * time.Minute,
+			NoStepSubqueryIntervalFn: func(int64) int64 { return o.EvaluationInterval.Milliseconds() },
+			EnableAtModifier:         true,
+			EnableNegativeOffset:     true,
+		}),
 	}
 
 	byID := map[string]int{}
@@ -477,31 +437,26 @@ func evaluate(ctx context.Context, series []prepared, cases []replayCase, files 
 		if err := ctx.Err(); err != nil {
 			return nil, err
 		}
-		for _, g := range groups {
-			g.Eval(ctx, ts)
-			for _, r := range g.Rules() {
-				if err := r.LastError(); err != nil {
-					return nil, fmt.Errorf("rule %s at %s: %w", r.Name(), ts.Sub(simulationStart), err)
-				}
-			}
+		if err := rules.eval(ctx, ts); err != nil {
+			return nil, fmt.Errorf("at %s: %w", ts.Sub(simulationStart), err)
 		}
 		clear(page)
 		clear(warning)
 		for _, g := range groups {
-			for _, r := range g.AlertingRules() {
-				for _, a := range r.ActiveAlerts() {
-					if a.State != rules.StateFiring {
+			for _, r := range g.rules {
+				for _, a := range r.active {
+					if a.state != alertFiring {
 						continue
 					}
-					id := a.Labels.Get("target")
+					id := a.labels.Get("target")
 					if id == "" {
-						id = a.Labels.Get("instance")
+						id = a.labels.Get("instance")
 					}
 					i, ok := byID[id]
 					if !ok {
 						continue
 					}
-					switch a.Labels.Get("severity") {
+					switch a.labels.Get("severity") {
 					case o.PageSeverity:
 						page[i] = true
 					case "warning":
@@ -552,65 +507,10 @@ func evaluate(ctx context.Context, series []prepared, cases []replayCase, files 
 	return figures, nil
 }
 
-// withoutAnnotations writes copies of the rule files without their
-// annotations into dir. Annotations decide nothing about when an alert
-// pends, fires or resolves, but Prometheus expands their templates (and
-// runs their queries) at every evaluation of every active alert: a tenth
-// of the replay's time, for text nobody reads.
-func withoutAnnotations(files []string, dir string) ([]string, error) {
-	p := parser.NewParser(parser.Options{})
-	var out []string
-	for i, f := range files {
-		rgs, errs := rulefmt.ParseFile(f, false, model.UTF8Validation, p, slog.New(slog.DiscardHandler))
-		if len(errs) > 0 {
-			return nil, fmt.Errorf("%s: %w", f, errors.Join(errs...))
-		}
-		for gi := range rgs.Groups {
-			for ri := range rgs.Groups[gi].Rules {
-				rgs.Groups[gi].Rules[ri].Annotations = nil
-			}
-		}
-		b, err := yaml.Marshal(rgs)
-		if err != nil {
-			return nil, fmt.Errorf("%s: %w", f, err)
-		}
-		path := filepath.Join(dir, fmt.Sprintf("rules-%d-%s", i, filepath.Base(f)))
-		if err := os.WriteFile(path, b, 0o600); err != nil {
-			return nil, err
-		}
-		out = append(out, path)
-	}
-	return out, nil
-}
-
-// orderGroups returns the loaded groups in the order of the files and of
-// the groups in each, which is the order Prometheus evaluates them in.
-func orderGroups(loaded map[string]*rules.Group, files []string) ([]*rules.Group, error) {
-	var out []*rules.Group
-	p := parser.NewParser(parser.Options{})
-	for _, f := range files {
-		rgs, errs := rulefmt.ParseFile(f, false, model.UTF8Validation, p, slog.New(slog.DiscardHandler))
-		if len(errs) > 0 {
-			return nil, fmt.Errorf("%s: %w", f, errors.Join(errs...))
-		}
-		for _, g := range rgs.Groups {
-			for _, lg := range loaded {
-				if lg.Name() == g.Name && lg.File() == f {
-					out = append(out, lg)
-				}
-			}
-		}
-	}
-	if len(out) != len(loaded) {
-		return nil, fmt.Errorf("loaded %d rule groups, ordered %d", len(loaded), len(out))
-	}
-	return out, nil
-}
-
 // writeCase appends the metrics the daemon would have exported for each
 // run of the case, one sample per evaluation step while the run is the
 // latest.
-func writeCase(ctx context.Context, db storage.AppendableV2, s prepared, c replayCase, o Options) error {
+func writeCase(store *memStore, s prepared, c replayCase, o Options) error {
 	kind := probe.KindSequential
 	resultName, baselineName := "plateau_probe_throughput_bytes_per_second", "plateau_baseline_throughput_bytes_per_second"
 	if o.Unit == probe.UnitOpsPerSecond {
@@ -624,7 +524,8 @@ func writeCase(ctx context.Context, db storage.AppendableV2, s prepared, c repla
 	type metric struct {
 		ls    labels.Labels
 		value func(run int) (float64, bool)
-		ref   storage.SeriesRef
+		// series is where the metric's samples go.
+		series *memSeries
 	}
 	// The daemon's verdicts after each run, from the same function the
 	// store exports them with (plateau.RunVerdicts), over every run before.
@@ -672,8 +573,9 @@ func writeCase(ctx context.Context, db storage.AppendableV2, s prepared, c repla
 		{ls: labels.FromStrings("__name__", "plateau_probe_abandoned_workers", "job", "backtest", "instance", c.id, "target", c.id), value: constant(0)},
 		{ls: labels.FromStrings("__name__", "up", "job", "backtest", "instance", c.id), value: constant(1)},
 	}
-	app := db.AppenderV2(ctx)
-	n := 0
+	for _, m := range metrics {
+		m.series = store.series(m.ls)
+	}
 	for j := c.from; j < c.to; j++ {
 		for ts := c.at(j, o); ts.Before(c.at(j+1, o)); ts = ts.Add(o.EvaluationInterval) {
 			for _, m := range metrics {
@@ -681,24 +583,11 @@ func writeCase(ctx context.Context, db storage.AppendableV2, s prepared, c repla
 				if !ok || math.IsNaN(v) {
 					continue
 				}
-				ref, err := app.Append(m.ref, m.ls, 0, ts.UnixMilli(), v, nil, nil, storage.AOptions{})
-				if err != nil {
-					_ = app.Rollback()
-					return fmt.Errorf("tsdb: append %s: %w", m.ls, err)
+				if err := m.series.add(ts.UnixMilli(), v); err != nil {
+					return fmt.Errorf("backtest: case %s: %w", c.id, err)
 				}
-				m.ref = ref
-				n++
 			}
 		}
-		if n > 100_000 {
-			if err := app.Commit(); err != nil {
-				return fmt.Errorf("tsdb: commit: %w", err)
-			}
-			app, n = db.AppenderV2(ctx), 0
-		}
-	}
-	if err := app.Commit(); err != nil {
-		return fmt.Errorf("tsdb: commit: %w", err)
 	}
 	return nil
 }

@@ -1,0 +1,215 @@
+package backtest
+
+import (
+	"context"
+	"fmt"
+	"math"
+	"slices"
+	"sort"
+
+	"github.com/prometheus/prometheus/model/histogram"
+	"github.com/prometheus/prometheus/model/labels"
+	"github.com/prometheus/prometheus/storage"
+	"github.com/prometheus/prometheus/tsdb/chunkenc"
+	tsdbchunks "github.com/prometheus/prometheus/tsdb/chunks"
+	"github.com/prometheus/prometheus/util/annotations"
+)
+
+// memStore holds a replay's float samples in memory, for the PromQL
+// engine to read: what writeCase writes and what the rules record. A
+// replay is written once, read at increasing times and thrown away, so a
+// TSDB's blocks, compression and write-ahead log buy it nothing, and
+// linking the TSDB package put Prometheus's remote-write and service
+// discovery dependencies (cloud SDKs) into the daemon's binary: pages
+// that every idle daemon kept resident for a command it never runs.
+//
+// Appends follow the TSDB head's rules, which Prometheus's rule
+// evaluation relies on: a series takes samples in time order only, and a
+// second sample at the same time is refused unless it is the same value.
+type memStore struct {
+	// all holds the series in the order they were created, which is the
+	// order the TSDB's postings return them in; byName indexes them by
+	// metric name, in the same order.
+	all    []*memSeries
+	byName map[string][]*memSeries
+	byKey  map[string]*memSeries
+	buf    []byte
+}
+
+type memSeries struct {
+	labels  labels.Labels
+	samples memSamples
+}
+
+func newMemStore() *memStore {
+	return &memStore{byName: map[string][]*memSeries{}, byKey: map[string]*memSeries{}}
+}
+
+// series returns the series of ls, creating it if it is new.
+func (m *memStore) series(ls labels.Labels) *memSeries {
+	m.buf = ls.Bytes(m.buf[:0])
+	s := m.byKey[string(m.buf)]
+	if s == nil {
+		s = &memSeries{labels: ls}
+		m.byKey[string(m.buf)] = s
+		m.all = append(m.all, s)
+		name := ls.Get(labels.MetricName)
+		m.byName[name] = append(m.byName[name], s)
+	}
+	return s
+}
+
+// append adds the sample at t (milliseconds) to the series of ls.
+func (m *memStore) append(ls labels.Labels, t int64, v float64) error {
+	return m.series(ls).add(t, v)
+}
+
+// add appends the sample at t (milliseconds), refusing one before the
+// series' last sample, and another value at the same time.
+func (s *memSeries) add(t int64, v float64) error {
+	if n := len(s.samples); n > 0 {
+		switch last := s.samples[n-1].t; {
+		case t < last:
+			return fmt.Errorf("%s at %d: %w", s.labels, t, storage.ErrOutOfOrderSample)
+		case t == last:
+			if math.Float64bits(v) == math.Float64bits(s.samples[n-1].f) {
+				return nil
+			}
+			return fmt.Errorf("%s at %d: %w", s.labels, t, storage.ErrDuplicateSampleForTimestamp)
+		}
+	}
+	s.samples = append(s.samples, memSample{t: t, f: v})
+	return nil
+}
+
+// Querier implements storage.Queryable.
+func (m *memStore) Querier(mint, maxt int64) (storage.Querier, error) {
+	return &memQuerier{store: m, mint: mint, maxt: maxt}, nil
+}
+
+type memQuerier struct {
+	store      *memStore
+	mint, maxt int64
+}
+
+// candidates are the series that may match: those of the metric name
+// when a matcher fixes it, else every series.
+func (q *memQuerier) candidates(matchers []*labels.Matcher) []*memSeries {
+	for _, mt := range matchers {
+		if mt.Name == labels.MetricName && mt.Type == labels.MatchEqual {
+			return q.store.byName[mt.Value]
+		}
+	}
+	return q.store.all
+}
+
+func matchesAll(ls labels.Labels, matchers []*labels.Matcher) bool {
+	for _, mt := range matchers {
+		if !mt.Matches(ls.Get(mt.Name)) {
+			return false
+		}
+	}
+	return true
+}
+
+// Select returns the matching series that have samples in the querier's
+// range, narrowed by the hints' range as the TSDB's querier narrows it.
+func (q *memQuerier) Select(_ context.Context, sortSeries bool, hints *storage.SelectHints, matchers ...*labels.Matcher) storage.SeriesSet {
+	mint, maxt := q.mint, q.maxt
+	if hints != nil {
+		mint, maxt = hints.Start, hints.End
+	}
+	var out []storage.Series
+	for _, s := range q.candidates(matchers) {
+		if !matchesAll(s.labels, matchers) {
+			continue
+		}
+		at := func(i int) int64 { return s.samples[i].t }
+		lo := sort.Search(len(s.samples), func(i int) bool { return at(i) >= mint })
+		hi := sort.Search(len(s.samples), func(i int) bool { return at(i) > maxt })
+		if lo >= hi {
+			continue
+		}
+		samples := s.samples[lo:hi]
+		out = append(out, &storage.SeriesEntry{
+			Lset: s.labels,
+			SampleIteratorFn: func(it chunkenc.Iterator) chunkenc.Iterator {
+				if r, ok := it.(interface{ Reset(storage.Samples) }); ok {
+					r.Reset(samples)
+					return it
+				}
+				return storage.NewListSeriesIterator(samples)
+			},
+		})
+	}
+	if sortSeries {
+		sort.Slice(out, func(i, j int) bool { return labels.Compare(out[i].Labels(), out[j].Labels()) < 0 })
+	}
+	return &memSeriesSet{series: out, i: -1}
+}
+
+// LabelValues implements storage.LabelQuerier.
+func (q *memQuerier) LabelValues(_ context.Context, name string, _ *storage.LabelHints, matchers ...*labels.Matcher) ([]string, annotations.Annotations, error) {
+	seen := map[string]bool{}
+	for _, s := range q.candidates(matchers) {
+		if v := s.labels.Get(name); v != "" && matchesAll(s.labels, matchers) {
+			seen[v] = true
+		}
+	}
+	out := make([]string, 0, len(seen))
+	for v := range seen {
+		out = append(out, v)
+	}
+	slices.Sort(out)
+	return out, nil, nil
+}
+
+// LabelNames implements storage.LabelQuerier.
+func (q *memQuerier) LabelNames(_ context.Context, _ *storage.LabelHints, matchers ...*labels.Matcher) ([]string, annotations.Annotations, error) {
+	seen := map[string]bool{}
+	for _, s := range q.candidates(matchers) {
+		if matchesAll(s.labels, matchers) {
+			s.labels.Range(func(l labels.Label) { seen[l.Name] = true })
+		}
+	}
+	out := make([]string, 0, len(seen))
+	for n := range seen {
+		out = append(out, n)
+	}
+	slices.Sort(out)
+	return out, nil, nil
+}
+
+// Close implements storage.LabelQuerier.
+func (q *memQuerier) Close() error { return nil }
+
+type memSeriesSet struct {
+	series []storage.Series
+	i      int
+}
+
+func (s *memSeriesSet) Next() bool                        { s.i++; return s.i < len(s.series) }
+func (s *memSeriesSet) At() storage.Series                { return s.series[s.i] }
+func (s *memSeriesSet) Err() error                        { return nil }
+func (s *memSeriesSet) Warnings() annotations.Annotations { return nil }
+
+// memSample is one float sample; *memSample is the chunks.Sample that
+// storage.NewListSeriesIterator reads, handed out without a copy.
+type memSample struct {
+	t int64
+	f float64
+}
+
+func (s *memSample) T() int64                      { return s.t }
+func (s *memSample) ST() int64                     { return 0 }
+func (s *memSample) F() float64                    { return s.f }
+func (s *memSample) H() *histogram.Histogram       { return nil }
+func (s *memSample) FH() *histogram.FloatHistogram { return nil }
+func (s *memSample) Type() chunkenc.ValueType      { return chunkenc.ValFloat }
+func (s *memSample) Copy() tsdbchunks.Sample       { c := *s; return &c }
+
+// memSamples is a series' samples in time order.
+type memSamples []memSample
+
+func (s memSamples) Get(i int) tsdbchunks.Sample { return &s[i] }
+func (s memSamples) Len() int                    { return len(s) }
