@@ -7,6 +7,7 @@ import (
 	"slices"
 	"sort"
 
+	"github.com/prometheus/common/model"
 	"github.com/prometheus/prometheus/model/histogram"
 	"github.com/prometheus/prometheus/model/labels"
 	"github.com/prometheus/prometheus/storage"
@@ -53,7 +54,7 @@ func (m *memStore) series(ls labels.Labels) *memSeries {
 		s = &memSeries{labels: ls}
 		m.byKey[string(m.buf)] = s
 		m.all = append(m.all, s)
-		name := ls.Get(labels.MetricName)
+		name := ls.Get(model.MetricNameLabel)
 		m.byName[name] = append(m.byName[name], s)
 	}
 	return s
@@ -96,7 +97,7 @@ type memQuerier struct {
 // when a matcher fixes it, else every series.
 func (q *memQuerier) candidates(matchers []*labels.Matcher) []*memSeries {
 	for _, mt := range matchers {
-		if mt.Name == labels.MetricName && mt.Type == labels.MatchEqual {
+		if mt.Name == model.MetricNameLabel && mt.Type == labels.MatchEqual {
 			return q.store.byName[mt.Value]
 		}
 	}

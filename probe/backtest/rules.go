@@ -195,7 +195,7 @@ func (e *ruleEvaluator) evalRecording(ctx context.Context, g *ruleGroup, r *rule
 	lb := labels.NewBuilder(labels.EmptyLabels())
 	for i := range vec {
 		lb.Reset(vec[i].Metric)
-		lb.Set(labels.MetricName, r.name)
+		lb.Set(model.MetricNameLabel, r.name)
 		r.labels.Range(func(l labels.Label) { lb.Set(l.Name, l.Value) })
 		vec[i].Metric = lb.Labels()
 	}
@@ -218,7 +218,7 @@ func (e *ruleEvaluator) evalAlerting(ctx context.Context, g *ruleGroup, r *rule,
 	lb := labels.NewBuilder(labels.EmptyLabels())
 	for _, smpl := range res {
 		lb.Reset(smpl.Metric)
-		lb.Del(labels.MetricName)
+		lb.Del(model.MetricNameLabel)
 		r.labels.Range(func(l labels.Label) {
 			lb.Set(l.Name, e.expandLabel(ctx, r, smpl, l.Value, ts))
 		})
@@ -278,7 +278,7 @@ func (e *ruleEvaluator) evalAlerting(ctx context.Context, g *ruleGroup, r *rule,
 func (r *rule) alertSample(a *alert, name string, ts time.Time, v float64, withState bool) promql.Sample {
 	lb := labels.NewBuilder(r.labels)
 	a.labels.Range(func(l labels.Label) { lb.Set(l.Name, l.Value) })
-	lb.Set(labels.MetricName, name)
+	lb.Set(model.MetricNameLabel, name)
 	lb.Set(labels.AlertName, r.name)
 	if withState {
 		lb.Set("alertstate", a.state.String())
