@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Detection backtest (issue 14): replays the shared year of production
 # series through the shipped rules and the reference rules (the rules as
-# they were before the sudden-regression verdict) with Prometheus's rule
-# engine, prints both side by side and checks the summary against the
+# they were before the sudden-regression verdict) with Prometheus's PromQL
+# engine and a Prometheus server's rule semantics, prints both side by side and checks the summary against the
 # goals. No root needed. INPUT overrides the series file; extra arguments
 # go to `plateau_exporter backtest` (e.g. --trials 20 for a quick look).
 set -euo pipefail

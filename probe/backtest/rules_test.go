@@ -70,73 +70,101 @@ func TestRuleEvaluatorMatchesPrometheusRules(t *testing.T) {
 	}
 }
 
-func compareWithPrometheusRules(t *testing.T, input []prepared, cases []replayCase, files []string, o Options) {
-	ctx := context.Background()
-	store := newMemStore()
-	start, end := time.Time{}, time.Time{}
-	for i, c := range cases {
-		if err := writeCase(store, input[c.series], c, o); err != nil {
-			t.Fatal(err)
-		}
-		if cs := c.at(c.from, o); i == 0 || cs.Before(start) {
-			start = cs
-		}
-		if ce := c.at(c.to, o); ce.After(end) {
-			end = ce
-		}
-	}
-	engineOpts := promql.EngineOpts{
-		MaxSamples: 50_000_000, Timeout: time.Minute, EnableAtModifier: true, EnableNegativeOffset: true,
-		NoStepSubqueryIntervalFn: func(int64) int64 { return o.EvaluationInterval.Milliseconds() },
-	}
-	groups, err := loadRuleGroups(files)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ours := &ruleEvaluator{groups: groups, store: store, engine: promql.NewEngine(engineOpts), logger: slog.New(slog.DiscardHandler)}
+// replaySetup is what both evaluators need: the cases written into a
+// store, and the span of simulated time they cover.
+type replaySetup struct {
+	store      *memStore
+	start, end time.Time
+	files      []string
+	o          Options
+}
 
-	// Theirs: the same samples in a TSDB, evaluated by a rule manager's
-	// groups, restored as on a long-running server.
+func writeCases(tb testing.TB, input []prepared, cases []replayCase, files []string, o Options) replaySetup {
+	tb.Helper()
+	r := replaySetup{store: newMemStore(), files: files, o: o}
+	for i, c := range cases {
+		if err := writeCase(r.store, input[c.series], c, o); err != nil {
+			tb.Fatal(err)
+		}
+		if cs := c.at(c.from, o); i == 0 || cs.Before(r.start) {
+			r.start = cs
+		}
+		if ce := c.at(c.to, o); ce.After(r.end) {
+			r.end = ce
+		}
+	}
+	return r
+}
+
+func (r replaySetup) engineOpts() promql.EngineOpts {
+	return promql.EngineOpts{
+		MaxSamples: 50_000_000, Timeout: time.Minute, EnableAtModifier: true, EnableNegativeOffset: true,
+		NoStepSubqueryIntervalFn: func(int64) int64 { return r.o.EvaluationInterval.Milliseconds() },
+	}
+}
+
+// ours is the replay's evaluator over the setup's store.
+func (r replaySetup) ours(tb testing.TB) *ruleEvaluator {
+	tb.Helper()
+	groups, err := loadRuleGroups(r.files)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return &ruleEvaluator{groups: groups, store: r.store, engine: promql.NewEngine(r.engineOpts()), logger: slog.New(slog.DiscardHandler)}
+}
+
+// theirs copies the setup's samples into a TSDB and returns a rule
+// manager's groups over it, in evaluation order, restored as on a
+// long-running server.
+func (r replaySetup) theirs(tb testing.TB) []*rules.Group {
+	tb.Helper()
+	ctx := context.Background()
 	opts := tsdb.DefaultOptions()
 	opts.MinBlockDuration = (2000 * 24 * time.Hour).Milliseconds()
 	opts.MaxBlockDuration = opts.MinBlockDuration
 	opts.WALSegmentSize = -1
-	db, err := tsdb.Open(t.TempDir(), nil, nil, opts, nil)
+	db, err := tsdb.Open(tb.TempDir(), nil, nil, opts, nil)
 	if err != nil {
-		t.Fatal(err)
+		tb.Fatal(err)
 	}
-	defer db.Close()
+	tb.Cleanup(func() { db.Close() })
 	app := db.AppenderV2(ctx)
-	for _, s := range store.all {
+	for _, s := range r.store.all {
 		for _, smp := range s.samples {
 			if _, err := app.Append(0, s.labels, 0, smp.t, smp.f, nil, nil, storage.AOptions{}); err != nil {
-				t.Fatal(err)
+				tb.Fatal(err)
 			}
 		}
 	}
 	if err := app.Commit(); err != nil {
-		t.Fatal(err)
+		tb.Fatal(err)
 	}
 	mgr := rules.NewManager(&rules.ManagerOptions{
-		QueryFunc:    rules.EngineQueryFunc(promql.NewEngine(engineOpts), db),
+		QueryFunc:    rules.EngineQueryFunc(promql.NewEngine(r.engineOpts()), db),
 		AppendableV2: db,
 		Context:      ctx,
 		NotifyFunc:   func(context.Context, string, ...*rules.Alert) {},
 		Logger:       slog.New(slog.DiscardHandler),
 	})
-	loaded, errs := mgr.LoadGroups(o.EvaluationInterval, labels.EmptyLabels(), "", nil, false, files...)
+	loaded, errs := mgr.LoadGroups(r.o.EvaluationInterval, labels.EmptyLabels(), "", nil, false, r.files...)
 	if len(errs) > 0 {
-		t.Fatal(errors.Join(errs...))
+		tb.Fatal(errors.Join(errs...))
 	}
-	theirs := inFileOrder(t, loaded, files)
-	for _, g := range theirs {
+	groups := inFileOrder(tb, loaded, r.files)
+	for _, g := range groups {
 		for _, r := range g.AlertingRules() {
 			r.SetRestored(true)
 		}
 	}
+	return groups
+}
 
+func compareWithPrometheusRules(t *testing.T, input []prepared, cases []replayCase, files []string, o Options) {
+	ctx := context.Background()
+	setup := writeCases(t, input, cases, files, o)
+	ours, theirs := setup.ours(t), setup.theirs(t)
 	steps, alertSteps := 0, 0
-	for ts := start; ts.Before(end); ts = ts.Add(o.EvaluationInterval) {
+	for ts := setup.start; ts.Before(setup.end); ts = ts.Add(o.EvaluationInterval) {
 		if err := ours.eval(ctx, ts); err != nil {
 			t.Fatal(err)
 		}
@@ -182,9 +210,55 @@ func compareWithPrometheusRules(t *testing.T, input []prepared, cases []replayCa
 	t.Logf("%d evaluations, alerts active at %d, the same in both", steps, alertSteps)
 }
 
+// The replay's evaluator beside Prometheus's rules package over a TSDB,
+// on the shipped rules: each iteration writes the cases and evaluates
+// every step, as one rule set of a backtest does.
+//
+//	go test -run '^$' -bench RuleEvaluation -benchmem -count 5 ./probe/backtest/
+func BenchmarkRuleEvaluation(b *testing.B) {
+	o := testOptions()
+	o.Trials = 5
+	var input []prepared
+	for i, key := range []string{"a/read", "b/write"} {
+		p, err := prepare(noisySeries(key, 200, uint64(21+i)), o)
+		if err != nil {
+			b.Fatal(err)
+		}
+		input = append(input, p)
+	}
+	warmup, err := warmupRuns(shippedRules, o.Interval)
+	if err != nil {
+		b.Fatal(err)
+	}
+	cases := buildCases(input, o, warmup)
+	ctx := context.Background()
+	b.Run("replay", func(b *testing.B) {
+		for b.Loop() {
+			setup := writeCases(b, input, cases, shippedRules, o)
+			ours := setup.ours(b)
+			for ts := setup.start; ts.Before(setup.end); ts = ts.Add(o.EvaluationInterval) {
+				if err := ours.eval(ctx, ts); err != nil {
+					b.Fatal(err)
+				}
+			}
+		}
+	})
+	b.Run("prometheus", func(b *testing.B) {
+		for b.Loop() {
+			setup := writeCases(b, input, cases, shippedRules, o)
+			theirs := setup.theirs(b)
+			for ts := setup.start; ts.Before(setup.end); ts = ts.Add(o.EvaluationInterval) {
+				for _, g := range theirs {
+					g.Eval(ctx, ts)
+				}
+			}
+		}
+	})
+}
+
 // inFileOrder returns the rule manager's groups in the order of the files
 // and of the groups in each, which is the order Prometheus evaluates them.
-func inFileOrder(t *testing.T, loaded map[string]*rules.Group, files []string) []*rules.Group {
+func inFileOrder(t testing.TB, loaded map[string]*rules.Group, files []string) []*rules.Group {
 	t.Helper()
 	var out []*rules.Group
 	p := parser.NewParser(parser.Options{})
