@@ -106,6 +106,10 @@ func Start(t testing.TB, opts Options) *Cluster {
 	for _, cl := range c.Clients {
 		c.mountClient(t, cl)
 	}
+	// Registered last, so it runs first: a test that fails with a fault
+	// on leaves it to the teardown, and a frozen master would hang every
+	// unmount and every daemon's orderly exit.
+	t.Cleanup(func() { c.liftFaults(t) })
 	t.Logf("MooseFS cluster %s up in %s", c.ID, time.Since(begin).Round(time.Millisecond))
 	return c
 }
@@ -183,6 +187,28 @@ func (c *Cluster) newHost(t testing.TB, name, addr string) *Host {
 	c.run(t, "ip", "-n", h.NetNS, "link", "set", hostIf, "up")
 	h.cpu = newCPUCgroup(t, "mfsc-"+c.ID+"-"+name)
 	return h
+}
+
+// liftFaults thaws every daemon and lifts every throttle.
+func (c *Cluster) liftFaults(t testing.TB) {
+	for _, h := range c.hosts() {
+		if done, _ := h.daemon.exited(); !done {
+			if err := h.Thaw(); err != nil {
+				t.Errorf("teardown: %v", err)
+			}
+		}
+		if err := h.ThrottleNetwork(0); err != nil {
+			t.Errorf("teardown: %v", err)
+		}
+		if err := h.ThrottleCPU(0); err != nil {
+			t.Errorf("teardown: %v", err)
+		}
+	}
+	for _, cs := range c.ChunkServers {
+		if err := cs.ThrottleDisk(0); err != nil {
+			t.Errorf("teardown: %v", err)
+		}
+	}
 }
 
 // Leftovers lists what of the cluster still exists: network namespaces,

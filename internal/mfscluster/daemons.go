@@ -193,12 +193,38 @@ func (c *Cluster) mountClient(t testing.TB, cl *Client) {
 	cl.startDaemon(t, []string{cl.cpu.procsFile()}, "mfsmount", cl.Mount, "-f", "-H", c.Master.Addr, "-o", "mfscachemode=DIRECT")
 	// Registered after the daemon's stop, so it runs before it: an
 	// unmounted mfsmount exits by itself.
-	t.Cleanup(func() { probetest.Unmount(t, cl.Mount) })
+	t.Cleanup(func() {
+		if err := unmount(cl.Mount); err != nil {
+			t.Errorf("client %s: %v", cl.Name, err)
+		}
+	})
 	probetest.PollUntil(t, "client "+cl.Name+"'s mount to answer", 100*time.Millisecond, readyTimeout, func() bool {
 		c.failIfExited(t)
 		var st unix.Statfs_t
 		return unix.Statfs(cl.Mount, &st) == nil && st.Type == fuseSuperMagic && st.Blocks > 0
 	})
+}
+
+// unmount unmounts a client's mount with umount(2), retrying for 10 s
+// while it is busy, then detaching it. Not umount(8): it stats the path
+// first, and on a mount whose master does not answer that stat hangs
+// for as long as mfsmount retries.
+func unmount(mnt string) error {
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		err := unix.Unmount(mnt, 0)
+		if err == nil || errors.Is(err, unix.EINVAL) {
+			return nil // unmounted, or not mounted (any more)
+		}
+		if time.Now().After(deadline) {
+			break
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	if err := unix.Unmount(mnt, unix.MNT_DETACH); err != nil && !errors.Is(err, unix.EINVAL) {
+		return fmt.Errorf("unmounting %s: %w", mnt, err)
+	}
+	return nil
 }
 
 // fuseSuperMagic is FUSE's f_type in statfs(2).
@@ -210,7 +236,7 @@ const fuseSuperMagic = 0x65735546
 // A probe in dir then measures that one server.
 func (cl *Client) PinDir(dir, label string) error {
 	class := "on" + label
-	if _, err := cl.Run("mfsscadmin", cl.Mount, "create", "-m", "s", "-K", label, class); err != nil && !strings.Contains(err.Error(), "exists") {
+	if _, err := cl.Run("mfsscadmin", cl.Mount, "create", "-m", "s", "-K", label, class); err != nil && !strings.Contains(err.Error(), "already in use") {
 		return fmt.Errorf("pinning %s to %s: %w", dir, label, err)
 	}
 	if _, err := cl.Run("mfssetsclass", class, dir); err != nil {

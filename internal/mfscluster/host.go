@@ -1,6 +1,7 @@
 package mfscluster
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"os"
@@ -57,17 +58,31 @@ type Client struct {
 // namespaces (so it sees the host's address and hostname), in the
 // machine's mount namespace. It can run only while the host's daemon is.
 func (h *Host) Command(name string, args ...string) *exec.Cmd {
+	return h.CommandContext(context.Background(), name, args...)
+}
+
+// CommandContext is Command, killed when ctx is done.
+func (h *Host) CommandContext(ctx context.Context, name string, args ...string) *exec.Cmd {
 	ns := []string{"--net=" + netnsPath(h.NetNS)}
 	if h.daemon != nil {
 		ns = append(ns, fmt.Sprintf("--uts=/proc/%d/ns/uts", h.daemon.cmd.Process.Pid))
 	}
-	return exec.Command("nsenter", append(append(ns, "--", name), args...)...)
+	cmd := exec.CommandContext(ctx, "nsenter", append(append(ns, "--", name), args...)...)
+	cmd.WaitDelay = time.Second
+	return cmd
 }
 
-// Run runs a command as Command does and returns its trimmed combined
-// output; the error names the host and holds the output.
+// runTimeout bounds Run: an admin tool on a mount whose master is frozen
+// would otherwise wait as long as mfsmount retries.
+const runTimeout = 60 * time.Second
+
+// Run runs a command as Command does, for at most a minute, and returns
+// its trimmed combined output; the error names the host and holds the
+// output.
 func (h *Host) Run(name string, args ...string) (string, error) {
-	out, err := h.Command(name, args...).CombinedOutput()
+	ctx, cancel := context.WithTimeout(context.Background(), runTimeout)
+	defer cancel()
+	out, err := h.CommandContext(ctx, name, args...).CombinedOutput()
 	if err != nil {
 		return "", fmt.Errorf("%s: %s %s: %w: %s", h, name, strings.Join(args, " "), err, strings.TrimSpace(string(out)))
 	}
