@@ -90,12 +90,22 @@ func TestIntegrationClusterComesUpServesAndCleansUp(t *testing.T) {
 
 		t.Run("a frozen chunkserver stalls, then the cluster serves again", func(t *testing.T) {
 			frozen := c.ChunkServers[2]
+			// A directory whose chunks can live only on the frozen
+			// server, so that the I/O below must wait for it.
+			onC := filepath.Join(c0.Mount, "on-c")
+			if err := os.Mkdir(onC, 0o755); err != nil {
+				t.Fatal(err)
+			}
+			if err := c0.PinDir(onC, frozen.Label); err != nil {
+				t.Fatal(err)
+			}
 			if err := frozen.Freeze(); err != nil {
 				t.Fatal(err)
 			}
-			// While it is frozen, write and read back through a client:
-			// how long this takes is what MooseFS does with a silent
-			// server (reported, not asserted).
+			// While it is frozen, write and read back through a client.
+			// The freeze (5 s) is shorter than the master's chunkserver
+			// timeout (MATOCS_TIMEOUT, 10 s), so the master still counts
+			// the server in and the I/O waits for it.
 			type result struct {
 				took time.Duration
 				err  error
@@ -106,11 +116,11 @@ func TestIntegrationClusterComesUpServesAndCleansUp(t *testing.T) {
 				data := make([]byte, 8<<20)
 				_, err := rand.Read(data)
 				if err == nil {
-					err = writeSyncedErr(filepath.Join(c0.Mount, "during-freeze"), data)
+					err = writeSyncedErr(filepath.Join(onC, "during-freeze"), data)
 				}
 				var got []byte
 				if err == nil {
-					got, err = os.ReadFile(filepath.Join(c0.Mount, "during-freeze"))
+					got, err = os.ReadFile(filepath.Join(onC, "during-freeze"))
 				}
 				if err == nil && !bytes.Equal(got, data) {
 					err = fmt.Errorf("read back differs")
@@ -120,12 +130,17 @@ func TestIntegrationClusterComesUpServesAndCleansUp(t *testing.T) {
 			// The fault lasts a fixed time: this timer is the fault's
 			// duration, not a wait for a state.
 			time.Sleep(5 * time.Second)
+			select {
+			case r := <-during:
+				t.Fatalf("I/O to a directory pinned to the frozen %s finished while it was frozen (%s, err %v)", frozen, r.took, r.err)
+			default:
+			}
 			if err := frozen.Thaw(); err != nil {
 				t.Fatal(err)
 			}
 			select {
 			case r := <-during:
-				t.Logf("8 MiB written and read back through %s while %s was frozen for 5 s: %s, err %v", c0, frozen, r.took.Round(time.Millisecond), r.err)
+				t.Logf("8 MiB written to %s's pinned directory and read back through %s, begun as it froze for 5 s: %s, err %v", frozen, c0, r.took.Round(time.Millisecond), r.err)
 				if r.err != nil {
 					t.Errorf("I/O begun during the freeze failed after the thaw: %v", r.err)
 				}
