@@ -1,0 +1,67 @@
+package mfscluster
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+)
+
+// cgroupV1CPU is the cgroup v1 cpu hierarchy. On cgroup v2 the same
+// limit is cpu.max; this machine (v1 hybrid, no controllers on the
+// unified hierarchy) cannot test that path, so it is not written.
+const cgroupV1CPU = "/sys/fs/cgroup/cpu"
+
+// cfsPeriod is the CFS period the quota is a share of.
+const cfsPeriod = 100_000 // µs
+
+// cpuCgroup is a host's group in the cpu hierarchy.
+type cpuCgroup struct{ dir string }
+
+// newCPUCgroup creates the group and removes it in cleanup, once the
+// processes in it have gone.
+func newCPUCgroup(t testing.TB, name string) *cpuCgroup {
+	t.Helper()
+	if _, err := os.Stat(filepath.Join(cgroupV1CPU, "cpu.cfs_quota_us")); err != nil {
+		t.Fatalf("no cgroup v1 cpu controller at %s (%v): ThrottleCPU needs cpu.cfs_quota_us", cgroupV1CPU, err)
+	}
+	g := &cpuCgroup{dir: filepath.Join(cgroupV1CPU, name)}
+	if err := os.Mkdir(g.dir, 0o755); err != nil {
+		t.Fatalf("creating cgroup %s: %v", g.dir, err)
+	}
+	if err := os.WriteFile(filepath.Join(g.dir, "cpu.cfs_period_us"), []byte(strconv.Itoa(cfsPeriod)), 0o644); err != nil {
+		t.Fatalf("cgroup %s: setting the period: %v", g.dir, err)
+	}
+	t.Cleanup(func() {
+		var procs string
+		for deadline := time.Now().Add(30 * time.Second); time.Now().Before(deadline); time.Sleep(100 * time.Millisecond) {
+			b, err := os.ReadFile(g.procsFile())
+			if procs = strings.TrimSpace(string(b)); err == nil && procs == "" {
+				break
+			}
+		}
+		if err := os.Remove(g.dir); err != nil {
+			t.Errorf("removing cgroup %s (processes still in it: %q): %v", g.dir, procs, err)
+		}
+	})
+	return g
+}
+
+func (g *cpuCgroup) procsFile() string { return filepath.Join(g.dir, "cgroup.procs") }
+
+// limit sets the group's quota to fraction of one CPU; 0 or less lifts it.
+func (g *cpuCgroup) limit(fraction float64) error {
+	quota := "-1"
+	if fraction > 0 {
+		// The kernel refuses quotas under 1 ms.
+		quota = strconv.Itoa(max(int(fraction*cfsPeriod), 1000))
+	}
+	file := filepath.Join(g.dir, "cpu.cfs_quota_us")
+	if err := os.WriteFile(file, []byte(quota), 0o644); err != nil {
+		return fmt.Errorf("cpu: writing %s to %s: %w", quota, file, err)
+	}
+	return nil
+}
