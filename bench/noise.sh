@@ -15,7 +15,8 @@
 #   plateau_probe   plateau_exporter on its embedded default, probing and
 #                   scraped every SCRAPE_INTERVAL
 # Then each daemon's own cost when idle (no scrapes) for IDLE_SECONDS: CPU
-# seconds per hour, RSS, threads, and wakeups (context switches of all its
+# seconds per hour, RSS and the private (anonymous) part of it (the rest
+# is pages of the binary, file-backed and shared), threads, and wakeups (context switches of all its
 # threads) per second.
 #
 # Usage: NODE_EXPORTER=/path/to/node_exporter bench/noise.sh
@@ -139,19 +140,19 @@ def snap():
         except FileNotFoundError:
             pass
     st = dict((k, v.split()[0] if v.split() else "") for k, v in (l.split(":", 1) for l in open(f"/proc/{pid}/status") if ":" in l))
-    return cpu, sw, int(st["VmRSS"]), int(st["Threads"])
+    return cpu, sw, int(st["VmRSS"]), int(st["RssAnon"]), int(st["Threads"])
 time.sleep(5)  # past start-up
-c0, s0, _, _ = snap(); t0 = time.monotonic()
+c0, s0, _, _, _ = snap(); t0 = time.monotonic()
 time.sleep(secs)
-c1, s1, rss, thr = snap(); t1 = time.monotonic()
+c1, s1, rss, anon, thr = snap(); t1 = time.monotonic()
 dt = t1 - t0
-print(f"| {name} | {3600*(c1-c0)/dt:.2f} | {rss/1024:.1f} | {thr} | {(s1-s0)/dt:.1f} |")
+print(f"| {name} | {3600*(c1-c0)/dt:.2f} | {rss/1024:.1f} | {anon/1024:.1f} | {thr} | {(s1-s0)/dt:.1f} |")
 PY
 }
 echo
 echo "## Idle cost (no scrapes, ${IDLE_SECONDS}s each, measured side by side)"
-echo "| daemon | CPU s/hour | RSS MiB | threads | wakeups/s |"
-echo "|---|---|---|---|---|"
+echo "| daemon | CPU s/hour | RSS MiB | of it private (anonymous) MiB | threads | wakeups/s |"
+echo "|---|---|---|---|---|---|"
 read -r ne_pid _ < <(start_daemon node_exporter); pids+=("$ne_pid")
 idle_states=(plateau_probe)
 [ $have_jobs = 1 ] && idle_states=(plateau_skip)
