@@ -1,6 +1,8 @@
 package store
 
 import (
+	"bytes"
+	"os"
 	"strings"
 	"testing"
 
@@ -51,5 +53,21 @@ plateau_target_server_info{server="1",server_group="scratch",target="scratch-1"}
 	s.Configure(cfg, nil)
 	if n := testutil.CollectAndCount(s, "plateau_target_server_info"); n != 0 {
 		t.Errorf("%d plateau_target_server_info series without servers", n)
+	}
+}
+
+// The expected output is also a file, for the dashboards' tests that run
+// every rule on exported series (TestRuleExpressionsMatchExportedSeries):
+// the golden /metrics of the embedded default has no server target, so
+// this one names the golden's target, e2e, as server 0 of a group fs.
+func TestTargetServerInfoFixture(t *testing.T) {
+	s := New()
+	s.Configure(&probe.Config{Targets: []*probe.Target{{Name: "e2e", Server: "0", ServerGroup: "fs"}}}, nil)
+	want, err := os.ReadFile("testdata/server_info.prom")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := testutil.CollectAndCompare(s, bytes.NewReader(want), "plateau_target_server_info"); err != nil {
+		t.Fatal(err)
 	}
 }
