@@ -109,6 +109,7 @@ func (p *parser) targets(n *yaml.Node, defs Defaults) []*Target {
 		t := &Target{Line: tn.Line, WarningRatio: DefaultWarningRatio, CriticalRatio: DefaultCriticalRatio, WhenJobRunning: WhenJobSkip}
 		var probesNode, fleetNode *yaml.Node
 		var servers []string
+		var serverNodes []*yaml.Node
 		nodes := map[string]*yaml.Node{}
 		p.Mapping(tn, field, func(key string, k, v *yaml.Node) {
 			f := field + "." + key
@@ -134,7 +135,7 @@ func (p *parser) targets(n *yaml.Node, defs Defaults) []*Target {
 				fleetNode = v
 				t.Fleet = p.fleet(v, f)
 			case "servers":
-				servers = p.servers(v, f)
+				servers, serverNodes = p.servers(v, f)
 			default:
 				p.Unknown(k, f)
 			}
@@ -184,23 +185,25 @@ func (p *parser) targets(n *yaml.Node, defs Defaults) []*Target {
 			out = append(out, t)
 			continue
 		}
-		out = append(out, p.expandServers(t, servers, field, nodes, names)...)
+		out = append(out, p.expandServers(t, servers, serverNodes, field, nodes, names)...)
 	}
 	return out
 }
 
 // servers decodes a target's servers: a non-empty list of unique,
-// non-empty names, each the server's part of a target name.
-func (p *parser) servers(n *yaml.Node, field string) []string {
+// non-empty names, each the server's part of a target name, and the node
+// of each, for errors about the target it makes.
+func (p *parser) servers(n *yaml.Node, field string) ([]string, []*yaml.Node) {
 	if n.Kind != yaml.SequenceNode {
 		p.Errorf(n, field, "must be a list of server names, got %s", yamlfield.Describe(n))
-		return nil
+		return nil, nil
 	}
 	if len(n.Content) == 0 {
 		p.Errorf(n, field, "must list at least one server")
-		return nil
+		return nil, nil
 	}
 	var out []string
+	var outNodes []*yaml.Node
 	seen := map[string]int{}
 	for i, sn := range n.Content {
 		f := fmt.Sprintf("%s[%d]", field, i)
@@ -222,8 +225,9 @@ func (p *parser) servers(n *yaml.Node, field string) []string {
 		}
 		seen[s] = sn.Line
 		out = append(out, s)
+		outNodes = append(outNodes, sn)
 	}
-	return out
+	return out, outNodes
 }
 
 // expandServers makes the targets of a target with servers: one per
@@ -233,12 +237,13 @@ func (p *parser) servers(n *yaml.Node, field string) []string {
 // own max_bytes_per_hour, split evenly: the servers' targets are one
 // target's probes spread over the servers, and the admin's budgets are
 // what that target may move.
-func (p *parser) expandServers(t *Target, servers []string, field string, nodes map[string]*yaml.Node, names map[string]int) []*Target {
+func (p *parser) expandServers(t *Target, servers []string, serverNodes []*yaml.Node, field string, nodes map[string]*yaml.Node, names map[string]int) []*Target {
 	if len(servers) == 0 {
 		return nil
 	}
 	out := make([]*Target, 0, len(servers))
-	for _, s := range servers {
+	for i, s := range servers {
+		sf := fmt.Sprintf("%s.servers[%d]", field, serverIndex(nodes["servers"], serverNodes[i]))
 		c := *t
 		c.Name = t.Name + "-" + s
 		c.Path = strings.ReplaceAll(t.Path, ServerPlaceholder, s)
@@ -260,12 +265,12 @@ func (p *parser) expandServers(t *Target, servers []string, field string, nodes 
 		if t.Name != "" && nameRE.MatchString(t.Name) {
 			switch {
 			case !nameRE.MatchString(c.Name):
-				p.Errorf(nodes["servers"], field+".servers", "server %q makes the target name %q: use letters, digits, '_', '.', '-' (at most 63 in all)", s, c.Name)
+				p.Errorf(serverNodes[i], sf, "server %q makes the target name %q: use letters, digits, '_', '.', '-' (at most 63 in all)", s, c.Name)
 			default:
 				if prev, dup := names[c.Name]; dup {
-					p.Errorf(nodes["servers"], field+".servers", "server %q makes the target name %q, already defined at line %d", s, c.Name, prev)
+					p.Errorf(serverNodes[i], sf, "server %q makes the target name %q, already defined at line %d", s, c.Name, prev)
 				}
-				names[c.Name] = nodes["servers"].Line
+				names[c.Name] = serverNodes[i].Line
 			}
 		}
 		// Each server's target derives its intervals from its share:
@@ -332,6 +337,16 @@ func (p *parser) fleet(n *yaml.Node, field string) *Fleet {
 		p.Errorf(n, field+".nodes", "is required (how many nodes run these probes on the file system)")
 	}
 	return f
+}
+
+// serverIndex is the position of a server's node in the servers list.
+func serverIndex(list, n *yaml.Node) int {
+	for i, c := range list.Content {
+		if c == n {
+			return i
+		}
+	}
+	return -1
 }
 
 // fleetKey is the value node of key in a fleet mapping, or nil.
