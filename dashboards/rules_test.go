@@ -678,3 +678,55 @@ func TestCauseAlertsFireBeforeTheNodePage(t *testing.T) {
 		}
 	}
 }
+
+// TestServerPageIsTheOnlyNotification checks the inhibition of
+// alertmanager.yml that makes one slow data server one notification, with
+// the alerts tests/servers.yml shows firing for it: PlateauServerSlow holds
+// the file-system page and the node pages of its server's target, and
+// nothing of the other servers' targets, nor of another job.
+func TestServerPageIsTheOnlyNotification(t *testing.T) {
+	cfg := loadAlertmanagerConfig(t)
+	server := alertLabels{"alertname": "PlateauServerSlow", "severity": "critical", "job": "plateau", "target": "scratch-1", "server_group": "scratch", "server": "1"}
+	perTarget := func(alert, severity, instance, target string) alertLabels {
+		return alertLabels{"alertname": alert, "severity": severity, "job": "plateau", "instance": instance, "target": target}
+	}
+	fsPage := func(target string) alertLabels {
+		return alertLabels{"alertname": "PlateauFileSystemRegression", "severity": "critical", "job": "plateau", "target": target}
+	}
+	cases := []struct {
+		name      string
+		target    alertLabels
+		inhibited bool
+	}{
+		{"the file-system page of its target", fsPage("scratch-1"), true},
+		{"each node page of its target", perTarget("PlateauProbeRegression", "critical", "node01:9731", "scratch-1"), true},
+		{"another node's page of its target", perTarget("PlateauProbeRegression", "critical", "node03:9731", "scratch-1"), true},
+		{"the chronic warning of its target", perTarget("PlateauProbeBelowPlateau", "warning", "node01:9731", "scratch-1"), true},
+		{"the file-system page of a sibling server", fsPage("scratch-2"), false},
+		{"a node page of a sibling server", perTarget("PlateauProbeRegression", "critical", "node01:9731", "scratch-2"), false},
+		{"a hung mount of its target", perTarget("PlateauProbeHung", "critical", "node01:9731", "scratch-1"), false},
+		{"another job's file-system page", func() alertLabels { a := fsPage("scratch-1"); a["job"] = "other"; return a }(), false},
+	}
+	for _, c := range cases {
+		if got := inhibits(t, cfg, server, c.target); got != c.inhibited {
+			t.Errorf("%s: PlateauServerSlow inhibits %s: %v, want %v", c.name, c.target["alertname"], got, c.inhibited)
+		}
+	}
+	// Nothing holds the server page itself: not the file-system page of its
+	// target, nor a node page.
+	for _, src := range []alertLabels{fsPage("scratch-1"), perTarget("PlateauProbeRegression", "critical", "node01:9731", "scratch-1")} {
+		if inhibits(t, cfg, src, server) {
+			t.Errorf("%s inhibits PlateauServerSlow: the server would never be named", src["alertname"])
+		}
+	}
+	// The inhibition holds only what fires no earlier than the server page.
+	srv, fs, node := alertNamed(t, "PlateauServerSlow"), alertNamed(t, "PlateauFileSystemRegression"), alertNamed(t, "PlateauProbeRegression")
+	if ruleDuration(t, srv, srv.For) > ruleDuration(t, fs, fs.For) || ruleDuration(t, srv, srv.For) >= ruleDuration(t, node, node.For) {
+		t.Errorf("PlateauServerSlow: for %s, want no longer than PlateauFileSystemRegression's %s and shorter than PlateauProbeRegression's %s: the pages it holds would notify first",
+			srv.For, fs.For, node.For)
+	}
+	if ruleDuration(t, srv, srv.KeepFiringFor) < ruleDuration(t, fs, fs.KeepFiringFor) {
+		t.Errorf("PlateauServerSlow: keep_firing_for %s, shorter than PlateauFileSystemRegression's %s: that page would notify alone once the server recovers",
+			srv.KeepFiringFor, fs.KeepFiringFor)
+	}
+}

@@ -71,7 +71,17 @@ type Target struct {
 	// configured path must already exist, because creating it could put the
 	// probe on the wrong file system when a mount is missing.
 	CreatePath bool
+	// Server is the data server (OST, NSD server, chunkserver, storage
+	// target) this target's directory is pinned to, and ServerGroup the
+	// name of the configured target whose `servers` list made it (see
+	// ServerPlaceholder); both "" for an ordinary target.
+	Server      string
+	ServerGroup string
 }
+
+// ServerPlaceholder is what a target with `servers` has in its path: each
+// server's target replaces it with the server's name.
+const ServerPlaceholder = "{server}"
 
 // ProbeConfig is one probe of a target. It travels to the worker process as
 // JSON, so every field the probe needs is exported.

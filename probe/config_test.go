@@ -191,6 +191,7 @@ func FuzzParseConfig(f *testing.F) {
 	f.Add(EmbeddedDefaultYAML())
 	f.Add([]byte("targets:\n  - name: a\n    path: /tmp\n    probes:\n      - {name: s, kind: sequential, workers: 2, file_size: 1GiB, block_size: 8MiB}\n"))
 	f.Add([]byte("defaults: {interval: 1m, timeout: 10s, splay: false}\ntargets: []\n"))
+	f.Add([]byte("targets:\n  - name: a\n    path: /mnt/a/ost{server}\n    servers: [\"0\", \"1\", x]\n    max_bytes_per_hour: 1GiB\n    fleet: {nodes: 100, max_bytes_per_hour: 40GiB}\n    probes:\n      - {name: s, kind: sequential, file_size: 16MiB, block_size: 1MiB}\n"))
 	f.Add([]byte("targets:\n  - name: a\n    path: /tmp\n    fleet: {nodes: 5000, max_bytes_per_hour: 400GiB, filesystem_plateau: 40GiB/s}\n    probes:\n      - {name: s, kind: sequential, file_size: 16MiB, block_size: 1MiB}\n      - {name: m, kind: metadata, interval: 30m}\n"))
 	f.Fuzz(func(t *testing.T, data []byte) {
 		cfg, err := ParseConfig(data, "fuzz.yml")

@@ -23,16 +23,22 @@ type Fleet struct {
 	// FilesystemPlateau is what the file system delivers as a whole, in
 	// bytes/s (0: unknown), to express the probe load as a fraction of it.
 	FilesystemPlateau float64
-	Line              int
+	// Servers is how many targets share the block: the number of servers
+	// of a target with `servers`, whose fleet block covers all of them
+	// together; 0 or 1 for an ordinary target.
+	Servers int
+	Line    int
 }
 
-// Share is one node's part of the fleet budget, in bytes per hour (0 when
-// the fleet has no budget).
+// Share is one node's part of the fleet budget for one target, in bytes
+// per hour (0 when the fleet has no budget): the budget over the nodes,
+// and over the servers' targets when the block covers several, so that
+// every node probing every server moves at most the budget in all.
 func (f *Fleet) Share() float64 {
 	if f == nil || f.MaxBytesPerHour <= 0 || f.Nodes <= 0 {
 		return 0
 	}
-	return float64(f.MaxBytesPerHour) / float64(f.Nodes)
+	return float64(f.MaxBytesPerHour) / float64(f.Nodes) / float64(max(f.Servers, 1))
 }
 
 // MaxStretchedInterval bounds a stretched interval: a probe that runs less

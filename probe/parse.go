@@ -108,6 +108,8 @@ func (p *parser) targets(n *yaml.Node, defs Defaults) []*Target {
 		field := fmt.Sprintf("targets[%d]", i)
 		t := &Target{Line: tn.Line, WarningRatio: DefaultWarningRatio, CriticalRatio: DefaultCriticalRatio, WhenJobRunning: WhenJobSkip}
 		var probesNode, fleetNode *yaml.Node
+		var servers []string
+		var serverNodes []*yaml.Node
 		nodes := map[string]*yaml.Node{}
 		p.Mapping(tn, field, func(key string, k, v *yaml.Node) {
 			f := field + "." + key
@@ -132,6 +134,8 @@ func (p *parser) targets(n *yaml.Node, defs Defaults) []*Target {
 			case "fleet":
 				fleetNode = v
 				t.Fleet = p.fleet(v, f)
+			case "servers":
+				servers, serverNodes = p.servers(v, f)
 			default:
 				p.Unknown(k, f)
 			}
@@ -144,7 +148,7 @@ func (p *parser) targets(n *yaml.Node, defs Defaults) []*Target {
 			p.Errorf(tn, field+".name", "is required")
 		case !nameRE.MatchString(t.Name):
 			p.Errorf(nodes["name"], field+".name", "%q: use letters, digits, '_', '.', '-' (at most 63)", t.Name)
-		default:
+		case nodes["servers"] == nil:
 			if prev, dup := names[t.Name]; dup {
 				p.Errorf(nodes["name"], field+".name", "duplicate target name %q (first defined at line %d)", t.Name, prev)
 			}
@@ -154,6 +158,12 @@ func (p *parser) targets(n *yaml.Node, defs Defaults) []*Target {
 			p.Errorf(tn, field+".path", "is required")
 		} else if !filepath.IsAbs(t.Path) {
 			p.Errorf(nodes["path"], field+".path", "must be an absolute path, got %q", t.Path)
+		}
+		switch hasPlaceholder := strings.Contains(t.Path, ServerPlaceholder); {
+		case nodes["servers"] != nil && !hasPlaceholder && t.Path != "":
+			p.Errorf(nodes["path"], field+".path", "must contain %s, which each server's target replaces with the server's name (the directory pinned to that server), got %q", ServerPlaceholder, t.Path)
+		case nodes["servers"] == nil && hasPlaceholder:
+			p.Errorf(nodes["path"], field+".path", "contains %s but the target has no servers list to replace it with", ServerPlaceholder)
 		}
 		if t.CriticalRatio > t.WarningRatio {
 			p.Errorf(tn, field+".critical_ratio", "must not exceed warning_ratio (%g > %g)", t.CriticalRatio, t.WarningRatio)
@@ -166,12 +176,111 @@ func (p *parser) targets(n *yaml.Node, defs Defaults) []*Target {
 		// Each node derives its intervals from the fleet budget here, from
 		// the config alone, so that the scheduler, /metrics and every
 		// command see the same ones.
-		if t.Fleet != nil && len(p.Errs) == 0 {
+		if t.Fleet != nil && nodes["servers"] == nil && len(p.Errs) == 0 {
 			if _, err := t.ApplyFleet(t.Fleet.Nodes); err != nil {
 				p.Errorf(nodeOr(fleetKey(fleetNode, "max_bytes_per_hour"), fleetNode), field+".fleet.max_bytes_per_hour", "%v", err)
 			}
 		}
-		out = append(out, t)
+		if nodes["servers"] == nil {
+			out = append(out, t)
+			continue
+		}
+		out = append(out, p.expandServers(t, servers, serverNodes, field, nodes, names)...)
+	}
+	return out
+}
+
+// servers decodes a target's servers: a non-empty list of unique,
+// non-empty names, each the server's part of a target name, and the node
+// of each, for errors about the target it makes.
+func (p *parser) servers(n *yaml.Node, field string) ([]string, []*yaml.Node) {
+	if n.Kind != yaml.SequenceNode {
+		p.Errorf(n, field, "must be a list of server names, got %s", yamlfield.Describe(n))
+		return nil, nil
+	}
+	if len(n.Content) == 0 {
+		p.Errorf(n, field, "must list at least one server")
+		return nil, nil
+	}
+	var out []string
+	var outNodes []*yaml.Node
+	seen := map[string]int{}
+	for i, sn := range n.Content {
+		f := fmt.Sprintf("%s[%d]", field, i)
+		s, ok := p.Scalar(sn, f)
+		if !ok {
+			continue
+		}
+		switch {
+		case s == "":
+			p.Errorf(sn, f, "must not be empty")
+			continue
+		case strings.Contains(s, ServerPlaceholder) || strings.ContainsAny(s, "/\x00"):
+			p.Errorf(sn, f, "%q: a server name becomes part of a directory name, it must not contain '/' or %s", s, ServerPlaceholder)
+			continue
+		}
+		if prev, dup := seen[s]; dup {
+			p.Errorf(sn, f, "duplicate server %q (first listed at line %d)", s, prev)
+			continue
+		}
+		seen[s] = sn.Line
+		out = append(out, s)
+		outNodes = append(outNodes, sn)
+	}
+	return out, outNodes
+}
+
+// expandServers makes the targets of a target with servers: one per
+// server, named <name>-<server>, its path with ServerPlaceholder replaced,
+// its own copy of the probes, and its share of the budgets. The target's
+// fleet block covers all of them together (Fleet.Servers), and so does its
+// own max_bytes_per_hour, split evenly: the servers' targets are one
+// target's probes spread over the servers, and the admin's budgets are
+// what that target may move.
+func (p *parser) expandServers(t *Target, servers []string, serverNodes []*yaml.Node, field string, nodes map[string]*yaml.Node, names map[string]int) []*Target {
+	if len(servers) == 0 {
+		return nil
+	}
+	out := make([]*Target, 0, len(servers))
+	for i, s := range servers {
+		sf := fmt.Sprintf("%s.servers[%d]", field, serverIndex(nodes["servers"], serverNodes[i]))
+		c := *t
+		c.Name = t.Name + "-" + s
+		c.Path = strings.ReplaceAll(t.Path, ServerPlaceholder, s)
+		c.Server, c.ServerGroup = s, t.Name
+		c.MaxBytesPerHour = t.MaxBytesPerHour / int64(len(servers))
+		if t.MaxBytesPerHour > 0 && c.MaxBytesPerHour == 0 {
+			c.MaxBytesPerHour = 1
+		}
+		c.Probes = make([]*ProbeConfig, len(t.Probes))
+		for i, pc := range t.Probes {
+			cp := *pc
+			c.Probes[i] = &cp
+		}
+		if t.Fleet != nil {
+			f := *t.Fleet
+			f.Servers = len(servers)
+			c.Fleet = &f
+		}
+		if t.Name != "" && nameRE.MatchString(t.Name) {
+			switch {
+			case !nameRE.MatchString(c.Name):
+				p.Errorf(serverNodes[i], sf, "server %q makes the target name %q: use letters, digits, '_', '.', '-' (at most 63 in all)", s, c.Name)
+			default:
+				if prev, dup := names[c.Name]; dup {
+					p.Errorf(serverNodes[i], sf, "server %q makes the target name %q, already defined at line %d", s, c.Name, prev)
+				}
+				names[c.Name] = serverNodes[i].Line
+			}
+		}
+		// Each server's target derives its intervals from its share:
+		// the fleet budget over nodes × servers.
+		if c.Fleet != nil && len(p.Errs) == 0 {
+			if _, err := c.ApplyFleet(c.Fleet.Nodes); err != nil {
+				p.Errorf(nodeOr(fleetKey(nodes["fleet"], "max_bytes_per_hour"), nodes["fleet"]), field+".fleet.max_bytes_per_hour", "%v", err)
+			}
+		}
+		out = append(out, &c)
 	}
 	return out
 }
@@ -228,6 +337,16 @@ func (p *parser) fleet(n *yaml.Node, field string) *Fleet {
 		p.Errorf(n, field+".nodes", "is required (how many nodes run these probes on the file system)")
 	}
 	return f
+}
+
+// serverIndex is the position of a server's node in the servers list.
+func serverIndex(list, n *yaml.Node) int {
+	for i, c := range list.Content {
+		if c == n {
+			return i
+		}
+	}
+	return -1
 }
 
 // fleetKey is the value node of key in a fleet mapping, or nil.

@@ -76,7 +76,11 @@ func checkConfig(w io.Writer, o checkOptions) error {
 			}
 		}
 		all += target
-		line := fmt.Sprintf("target %s: %s of I/O per hour", t.Name, probe.FormatIO(target))
+		name := t.Name
+		if t.Server != "" {
+			name = fmt.Sprintf("%s (server %s of %s, %s)", t.Name, t.Server, t.ServerGroup, t.Path)
+		}
+		line := fmt.Sprintf("target %s: %s of I/O per hour", name, probe.FormatIO(target))
 		switch {
 		case t.MaxBytesPerHour > 0 && target > t.MaxBytesPerHour:
 			line += fmt.Sprintf(", over its max_bytes_per_hour %s: probes will be skipped (reason=budget)", probe.FormatSize(t.MaxBytesPerHour))

@@ -119,6 +119,10 @@ func printFleetLoads(w io.Writer, fleets []fleetReport, bin time.Duration) error
 			fmt.Fprintf(w, "; the config's fleet.nodes is %d", t.Fleet.Nodes)
 		}
 		fmt.Fprintln(w)
+		if t.Fleet != nil && t.Fleet.Servers > 1 {
+			fmt.Fprintf(w, "  server %s of %s: the fleet block covers its %d servers' targets together, so each gets 1/%d of its budget\n",
+				t.Server, t.ServerGroup, t.Fleet.Servers, t.Fleet.Servers)
+		}
 		var before, after int64
 		for _, p := range t.Probes {
 			configured := *p

@@ -69,3 +69,42 @@ func TestCheckConfigHourlyIOAndSmallProbeWarning(t *testing.T) {
 		t.Errorf("exit %d, want 2 naming file, line and field:\n%s", code, out)
 	}
 }
+
+// check-config lists each target a servers list made with its server,
+// group and path, and its fleet report says the budget is split.
+func TestCheckConfigListsServerTargets(t *testing.T) {
+	dir := t.TempDir()
+	for _, s := range []string{"ost0", "ost1"} {
+		if err := os.Mkdir(filepath.Join(dir, s), 0o700); err != nil {
+			t.Fatal(err)
+		}
+	}
+	cfg := filepath.Join(dir, "plateau.yml")
+	data := "targets:\n  - name: scratch\n    path: " + dir + "/ost{server}\n    servers: [\"0\", \"1\"]\n" +
+		"    fleet: {nodes: 10, max_bytes_per_hour: 20GiB}\n" +
+		"    probes:\n      - {name: seq, kind: sequential, workers: 1, file_size: 4MiB, block_size: 1MiB, interval: 1m, timeout: 30s}\n"
+	if err := os.WriteFile(cfg, []byte(data), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	out, stderr, code := runBinary(t, "--config.file", cfg, "check-config")
+	if code != 0 {
+		t.Fatalf("check-config exited %d:\n%s\n%s", code, out, stderr)
+	}
+	// 2 × 4MiB × 60 = 480MiB an hour per node and server target; the share
+	// of each is 20GiB / 10 nodes / 2 servers = 1GiB.
+	for _, want := range []string{
+		"config " + cfg + " is valid: 2 target(s)",
+		"target scratch-0 (server 0 of scratch, " + dir + "/ost0): 480MiB of I/O per hour",
+		"target scratch-1 (server 1 of scratch, " + dir + "/ost1): 480MiB of I/O per hour",
+		"fleet of target scratch-1: 10 nodes",
+		"  server 1 of scratch: the fleet block covers its 2 servers' targets together, so each gets 1/2 of its budget",
+		"fleet budget 20GiB per hour: a node's share is 1GiB per hour",
+	} {
+		if !strings.Contains(out, want) {
+			t.Errorf("check-config output lacks %q:\n%s", want, out)
+		}
+	}
+	if !strings.Contains(out, "\nscratch-0 ") || !strings.Contains(out, "\nscratch-1 ") {
+		t.Errorf("check-config's table lacks a row per server target:\n%s", out)
+	}
+}

@@ -176,6 +176,9 @@ func (s *Store) Collect(ch chan<- prometheus.Metric) {
 		gauge(descHung, b2f(ts.abandoned > 0), name)
 		gauge(descAbandoned, float64(ts.abandoned), name)
 		counter(descTargetIOBytes, ts.ioBytes, name)
+		if ts.server != "" {
+			gauge(descTargetServerInfo, 1, name, ts.group, ts.server)
+		}
 	}
 	gauge(descHistoryLoaded, b2f(s.historyLoaded))
 	counter(descHistoryWriteErrors, float64(s.writeErrors.Load()))

@@ -123,6 +123,12 @@ var (
 	descNotRun = prometheus.NewDesc(prometheus.BuildFQName(namespace, "probe", "not_run"),
 		fmt.Sprintf("1 when the probe's last run ended more than %d of its intervals ago, or, not having run since the exporter started, it was skipped %d times; else 0. Evaluated at each scrape on the exporter's clock.",
 			notRunIntervals, notRunSkips), probeLabels, nil)
+	// Which data server a target measures, for the rule that names the
+	// slow server of a group (PlateauServerSlow); only targets made by a
+	// servers list have one.
+	descTargetServerInfo = prometheus.NewDesc(prometheus.BuildFQName(namespace, "target", "server_info"),
+		"1 for each target made by a target's servers list (its directory pinned to one data server: an OST, NSD server, chunkserver or storage target): server is that server, server_group the name of the configured target. Absent for other targets.",
+		[]string{"target", "server_group", "server"}, nil)
 	descHistoryLoaded = prometheus.NewDesc(prometheus.BuildFQName(namespace, "probe", "history_last_load_successful"),
 		"1 if the history file of the change ratios (--probe.history-file) was loaded at start, or none is configured; 0 if it could not be read or was corrupt: it was set aside as <file>.corrupt-* and the change ratios start anew.", nil, nil)
 	descHistoryWriteErrors = prometheus.NewDesc(prometheus.BuildFQName(namespace, "probe", "history_write_errors_total"),
@@ -137,7 +143,7 @@ func (s *Store) Describe(ch chan<- *prometheus.Desc) {
 		descChange, descChangeNoise, descChangeFast, descChangeFastNoise, descChangeLowRuns,
 		descRegression, descMedianRecent, descMedianLong, descTargetRegression, descTargetBelowWarning, descTargetBelowPlateau,
 		descTargetConcurrentBusy, descTargetFailing, descTargetNotRun, descTargetModeMismatch,
-		descFailing, descNotRun, descHistoryLoaded, descHistoryWriteErrors} {
+		descFailing, descNotRun, descTargetServerInfo, descHistoryLoaded, descHistoryWriteErrors} {
 		ch <- d
 	}
 }

@@ -117,6 +117,9 @@ type targetState struct {
 	// ioBytes is what every probe of the target moved since the exporter
 	// started, whatever probes came and went by reloads.
 	ioBytes float64
+	// server and group are the target's Server and ServerGroup of the
+	// config (plateau_target_server_info), "" for an ordinary target.
+	server, group string
 }
 
 // Store holds the latest results for scrapes. Probes write to it when a run
@@ -213,11 +216,12 @@ func (s *Store) Configure(cfg *probe.Config, baselines *plateau.Baselines) {
 	type paramsKey struct{ target, probe, params string }
 	configured := map[paramsKey]bool{}
 	for _, t := range cfg.Targets {
-		if ts, ok := s.targets[t.Name]; ok {
-			targets[t.Name] = ts
-		} else {
-			targets[t.Name] = &targetState{}
+		ts, ok := s.targets[t.Name]
+		if !ok {
+			ts = &targetState{}
 		}
+		ts.server, ts.group = t.Server, t.ServerGroup
+		targets[t.Name] = ts
 		for _, p := range t.Probes {
 			k := probeKey{t.Name, p.Name}
 			st, ok := s.probes[k]
