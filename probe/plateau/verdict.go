@@ -87,6 +87,10 @@ type Verdicts struct {
 	// the long median MinLongMedianRuns runs.
 	RecentMedian, LongMedian float64
 	HasRecent, HasLong       bool
+	// LowScore is the node's evidence for the file-system verdict
+	// (score.go), set when HasLowScore.
+	LowScore    float64
+	HasLowScore bool
 }
 
 // RunVerdicts computes the verdicts from an op's results, oldest first, in
@@ -100,6 +104,7 @@ func RunVerdicts(results []float64, plateau float64) Verdicts {
 	if v.Change, v.HasChange = ChangeOf(results); v.HasChange {
 		v.Regression = v.Change.Regression()
 	}
+	v.LowScore, v.HasLowScore = LowScore(results)
 	if !(plateau > 0) || math.IsInf(plateau, 0) {
 		return v
 	}
