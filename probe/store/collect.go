@@ -32,6 +32,9 @@ func (s *Store) Collect(ch chan<- prometheus.Metric) {
 		hasRegression, regression, hasRecent, belowWarning, hasLong, belowPlateau bool
 		hasConcurrent, concurrentBusy, hasModeMismatch                            bool
 		failing, notRun, modeMismatch                                             int
+		// lowScores are the low scores of the target's ops that have one,
+		// for their median.
+		lowScores []float64
 	}
 	targets := map[string]*targetVerdict{}
 	for _, st := range s.probes {
@@ -116,6 +119,9 @@ func (s *Store) Collect(ch chan<- prometheus.Metric) {
 						tv.hasRegression = true
 						tv.regression = tv.regression || v.Regression
 					}
+					if v.HasLowScore {
+						tv.lowScores = append(tv.lowScores, v.LowScore)
+					}
 					if v.HasRecent {
 						tv.hasRecent = true
 						tv.belowWarning = tv.belowWarning || v.RecentMedian < st.plateau.Warning
@@ -157,6 +163,9 @@ func (s *Store) Collect(ch chan<- prometheus.Metric) {
 		if tv.hasRegression {
 			gauge(descTargetRegression, b2f(tv.regression), name)
 		}
+		if len(tv.lowScores) > 0 {
+			gauge(descTargetLowScore, median(tv.lowScores), name)
+		}
 		if tv.hasRecent {
 			gauge(descTargetBelowWarning, b2f(tv.belowWarning), name)
 		}
@@ -182,6 +191,17 @@ func (s *Store) Collect(ch chan<- prometheus.Metric) {
 	}
 	gauge(descHistoryLoaded, b2f(s.historyLoaded))
 	counter(descHistoryWriteErrors, float64(s.writeErrors.Load()))
+}
+
+// median is the median of v (the mean of the middle two for an even
+// count); it sorts v in place.
+func median(v []float64) float64 {
+	sort.Float64s(v)
+	n := len(v)
+	if n%2 == 1 {
+		return v[n/2]
+	}
+	return (v[n/2-1] + v[n/2]) / 2
 }
 
 func b2f(b bool) float64 {

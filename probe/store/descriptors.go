@@ -98,6 +98,16 @@ var (
 	descTargetRegression = prometheus.NewDesc(prometheus.BuildFQName(namespace, "probe", "target_regression"),
 		"1 when any op of any probe of the target is in sudden regression (the maximum of the target's plateau_probe_regression), else 0; absent while none of them has a plateau_probe_regression.",
 		[]string{"target"}, nil)
+	// The node's evidence for the file-system page (plateau.LowScore, issue
+	// 28), one per node and target like the verdicts above: the fleet rules
+	// add it up over a target's nodes, where one series per op would have
+	// them read twenty times as many. The median, not the minimum, so that
+	// one odd op of a node does not stand for the node's whole view of the
+	// file system, which a fault of the storage lowers in every op.
+	descTargetLowScore = prometheus.NewDesc(prometheus.BuildFQName(namespace, "probe", "target_low_score"),
+		fmt.Sprintf("Median over the target's ops (every probe of it) of their low score: how far below its own normal both of the last %d runs of each op are, in that op's own run-to-run robust deviations (1.4826 x the median absolute deviation of the %d runs before), bounded to ±%d; negative is below normal. The fleet rules add them up across the target's nodes (target:plateau_probe_low_score:evidence). Absent while no op of the target has one (until %d successful runs).",
+			plateau.ScoreRuns, plateau.NormalRuns, plateau.ScoreBound, plateau.MinNormalRuns+plateau.ScoreRuns),
+		[]string{"target"}, nil)
 	descTargetBelowWarning = prometheus.NewDesc(prometheus.BuildFQName(namespace, "probe", "target_below_warning"),
 		"1 when any op of any probe of the target has its plateau_probe_ratio_median_3_runs under its probe's warning threshold (plateau_alert_threshold_ratio{severity=\"warning\"}), else 0; absent while none of them has a plateau_probe_ratio_median_3_runs.",
 		[]string{"target"}, nil)
@@ -141,7 +151,7 @@ func (s *Store) Describe(ch chan<- *prometheus.Desc) {
 		descThroughput, descOpsRate, descConcurrent, descLatency, descRuns, descErrors, descSkips, descIOBytes, descTargetIOBytes, descHung, descAbandoned,
 		descBaselineBytes, descBaselineOps, descRatio, descModeMismatch, descThreshold,
 		descChange, descChangeNoise, descChangeFast, descChangeFastNoise, descChangeLowRuns,
-		descRegression, descMedianRecent, descMedianLong, descTargetRegression, descTargetBelowWarning, descTargetBelowPlateau,
+		descRegression, descMedianRecent, descMedianLong, descTargetRegression, descTargetLowScore, descTargetBelowWarning, descTargetBelowPlateau,
 		descTargetConcurrentBusy, descTargetFailing, descTargetNotRun, descTargetModeMismatch,
 		descFailing, descNotRun, descTargetServerInfo, descHistoryLoaded, descHistoryWriteErrors} {
 		ch <- d
