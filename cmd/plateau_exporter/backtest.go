@@ -33,6 +33,13 @@ type backtestOptions struct {
 	rules, referenceRules   []string
 	output, svg             string
 	svgSeries               string
+	// --fleet
+	fleet, referenceSet    bool
+	groupColumns           string
+	injectScope            string
+	fsPlateau              []string
+	alertmanager           string
+	fsBytes, jobBytes, end string
 }
 
 func backtestCommand(app *kingpin.Application) (*kingpin.CmdClause, func(w io.Writer) error) {
@@ -59,11 +66,19 @@ func backtestCommand(app *kingpin.Application) (*kingpin.CmdClause, func(w io.Wr
 	cmd.Flag("onset-after", "Onsets are drawn from this many runs after the baseline runs.").Default("30").IntVar(&o.opts.OnsetAfter)
 	cmd.Flag("warmup-runs", "Runs replayed before each onset; 0 derives them from the rules' longest window, for and keep_firing_for.").Default("0").IntVar(&o.opts.WarmupRuns)
 	cmd.Flag("rules", "Rule files of the rule set under test (repeatable).").Default("dashboards/rules.yml", "dashboards/alerts.yml").StringsVar(&o.rules)
-	cmd.Flag("reference-rules", "Rule files of the reference rule set (repeatable); default: the rules shipped before the sudden-regression verdict.").Default("dashboards/testdata/reference/rules.yml", "dashboards/testdata/reference/alerts.yml").StringsVar(&o.referenceRules)
+	cmd.Flag("reference-rules", "Rule files of the reference rule set (repeatable); default: the rules shipped before the sudden-regression verdict, or with --fleet those shipped before the file-system page read the nodes' low scores (dashboards/testdata/reference-fleet/).").Default("dashboards/testdata/reference/rules.yml", "dashboards/testdata/reference/alerts.yml").IsSetByUser(&o.referenceSet).StringsVar(&o.referenceRules)
 	cmd.Flag("page-severity", "Severity label of the alerts that page.").Default("critical").StringVar(&o.opts.PageSeverity)
 	cmd.Flag("output", "Output format: table or json.").Default("table").EnumVar(&o.output, "table", "json")
 	cmd.Flag("svg", "Also draw one series (--svg-series, default the first) with its runs, plateau and page episodes of both rule sets to this file.").StringVar(&o.svg)
 	cmd.Flag("svg-series", "Key of the series --svg draws.").StringVar(&o.svgSeries)
+	cmd.Flag("fleet", "Replay the series of each group (--group-columns) together as the nodes of one fleet probing one file system, on one clock by their own timestamps (--time-column): real time is compressed so that the group's cadence, the median gap between runs of its slowest series, is one --interval. The fleet rules are evaluated over each group, and the report gives, per group, the file-system page's firing fraction and episodes per month on the unmodified series, the node pages' episodes per node-month, and for fleet-wide drops the fraction paged within 1, 2 and 3 intervals (interval k ends at the first evaluation after every node of the group has had k runs since the onset) and the median of the notifications Alertmanager sends (--alertmanager-config's grouping and inhibitions). Where the CSV has --fs-bytes-column, --job-bytes-column and --end-column, everyone else's load during each run, (file-system bytes - the run's bytes) / its duration, is exported as a GPFS client's fs_io_s counters would count it, held until the group's next run in that direction, and the group's aggregate plateau per direction is the 95th percentile of the summed rates (that load plus the run's own) over its runs, or --fs-plateau: the shipped utilization rules then tell busy from broken.").BoolVar(&o.fleet)
+	cmd.Flag("group-columns", "With --fleet: comma-separated columns (or, with --prometheus.url, labels) whose values together name a group, the nodes of one file system.").Default("system,file_system").StringVar(&o.groupColumns)
+	cmd.Flag("inject-scope", "Where a trial's drop goes: series (each series alone, the default without --fleet) or fleet (one onset in time per trial, every series of the group multiplied by the drop from its first run at or after it for --inject-runs of its runs; the default and the only scope with --fleet).").Default("").EnumVar(&o.injectScope, "", "series", "fleet")
+	cmd.Flag("fs-plateau", "With --fleet: GROUP=RATE, the group's aggregate plateau in bytes/s (both directions) instead of the 95th percentile the input shows (repeatable).").StringsVar(&o.fsPlateau)
+	cmd.Flag("alertmanager-config", "With --fleet: the Alertmanager configuration whose root route's group_by and inhibit_rules count the notifications.").Default("dashboards/alertmanager.yml").StringVar(&o.alertmanager)
+	cmd.Flag("fs-bytes-column", "With --fleet: column of the bytes the whole file system moved in the run's direction during the run (empty: not recorded).").Default("fs_bytes_same_direction").StringVar(&o.fsBytes)
+	cmd.Flag("job-bytes-column", "With --fleet: column of the bytes the run itself moved.").Default("job_bytes").StringVar(&o.jobBytes)
+	cmd.Flag("end-column", "With --fleet: column of the run's end, Unix seconds.").Default("end_unix").StringVar(&o.end)
 	return cmd, func(w io.Writer) error { return runBacktest(w, o) }
 }
 
@@ -93,6 +108,12 @@ func runBacktest(w io.Writer, o backtestOptions) error {
 		}
 	}
 	o.opts.Logger = slog.New(slog.DiscardHandler)
+	if o.fleet {
+		return runFleetBacktest(ctx, w, series, o)
+	}
+	if o.injectScope == "fleet" {
+		return fmt.Errorf("backtest: --inject-scope fleet needs --fleet: a fleet-wide drop needs the series grouped into fleets")
+	}
 	report, err := backtest.Run(ctx, series, o.opts)
 	if err != nil {
 		return err
@@ -114,7 +135,12 @@ func backtestInput(ctx context.Context, o backtestOptions) ([]backtest.Series, e
 	case o.input != "" && o.promURL != "":
 		return nil, fmt.Errorf("backtest: give --input or --prometheus.url, not both")
 	case o.input != "":
-		return backtest.ReadCSVFile(o.input, backtest.CSVColumns{Series: strings.Split(o.seriesColumns, ","), Time: o.timeColumn, Value: o.valueColumn})
+		cols := backtest.CSVColumns{Series: strings.Split(o.seriesColumns, ","), Time: o.timeColumn, Value: o.valueColumn}
+		if o.fleet {
+			cols.Labels = strings.Split(o.groupColumns, ",")
+			cols.FSBytes, cols.JobBytes, cols.End = o.fsBytes, o.jobBytes, o.end
+		}
+		return backtest.ReadCSVFile(o.input, cols)
 	case o.promURL != "":
 		end := time.Now()
 		if o.promEnd != "" {
@@ -135,4 +161,39 @@ func backtestInput(ctx context.Context, o backtestOptions) ([]backtest.Series, e
 		return backtest.FetchPrometheus(ctx, backtest.PrometheusQuery{URL: o.promURL, Selector: o.promSelector, Start: start, End: end, Step: o.promStep})
 	}
 	return nil, fmt.Errorf("backtest: give --input FILE or --prometheus.url URL")
+}
+
+// runFleetBacktest is `backtest --fleet`.
+func runFleetBacktest(ctx context.Context, w io.Writer, series []backtest.Series, o backtestOptions) error {
+	if o.injectScope == "series" {
+		return fmt.Errorf("backtest: --fleet injects fleet-wide drops only (--inject-scope fleet); per-series drops are backtest without --fleet")
+	}
+	if o.svg != "" {
+		return fmt.Errorf("backtest: --svg draws one series; it is not available with --fleet")
+	}
+	fo := backtest.FleetOptions{Options: o.opts, Alertmanager: o.alertmanager, FSPlateau: map[string]float64{}}
+	if !o.referenceSet {
+		fo.Reference = []string{"dashboards/testdata/reference-fleet/rules.yml", "dashboards/testdata/reference-fleet/alerts.yml"}
+	}
+	for _, c := range strings.Split(o.groupColumns, ",") {
+		if c = strings.TrimSpace(c); c != "" {
+			fo.GroupColumns = append(fo.GroupColumns, c)
+		}
+	}
+	for _, kv := range o.fsPlateau {
+		group, rate, ok := strings.Cut(kv, "=")
+		v, err := strconv.ParseFloat(rate, 64)
+		if !ok || err != nil || !(v > 0) {
+			return fmt.Errorf("--fs-plateau: %q is not GROUP=RATE with a rate in bytes/s above 0", kv)
+		}
+		fo.FSPlateau[group] = v
+	}
+	report, err := backtest.RunFleet(ctx, series, fo)
+	if err != nil {
+		return err
+	}
+	if o.output == "json" {
+		return report.WriteJSON(w)
+	}
+	return report.WriteTable(w)
 }

@@ -20,6 +20,15 @@ type CSVColumns struct {
 	Series []string
 	Time   string
 	Value  string
+	// Labels are more columns kept in each series' Labels (the fleet's
+	// group columns); each must have one value per series.
+	Labels []string
+	// FSBytes, JobBytes and End, when all three are in the header, give
+	// each run the rate of everyone else's I/O during it, (FSBytes -
+	// JobBytes) / (End - Time): the whole file system's bytes in the
+	// run's direction less the run's own. A run with FSBytes empty has
+	// none (NaN). Empty names, or columns the header lacks, read none.
+	FSBytes, JobBytes, End string
 }
 
 // ReadCSVFile reads the runs of a CSV file with a header line into
@@ -73,11 +82,31 @@ func ReadCSV(r io.Reader, name string, cols CSVColumns) ([]Series, error) {
 		return nil, err
 	}
 
+	var labelCols []int
+	for _, c := range cols.Labels {
+		i, err := column("--group-columns", c)
+		if err != nil {
+			return nil, err
+		}
+		labelCols = append(labelCols, i)
+	}
+	// The others' load is optional: read where the file has its columns.
+	fsCol, jobCol, endCol, others := -1, -1, -1, false
+	if i, ok := index[cols.FSBytes]; ok && cols.FSBytes != "" {
+		if j, ok := index[cols.JobBytes]; ok && cols.JobBytes != "" {
+			if k, ok := index[cols.End]; ok && cols.End != "" {
+				fsCol, jobCol, endCol, others = i, j, k, true
+			}
+		}
+	}
+
 	type run struct {
-		t time.Time
-		v float64
+		t      time.Time
+		v      float64
+		others float64
 	}
 	byKey := map[string][]run{}
+	labelsOf := map[string]map[string]string{}
 	for {
 		rec, err := cr.Read()
 		if errors.Is(err, io.EOF) {
@@ -100,8 +129,31 @@ func ReadCSV(r io.Reader, name string, cols CSVColumns) ([]Series, error) {
 		if err != nil || !(v >= 0) || math.IsInf(v, 0) {
 			return nil, fmt.Errorf("%s:%d: column %s: %q is not a result (a number, 0 or more)", name, line, cols.Value, rec[valueCol])
 		}
+		ls, seen := labelsOf[key]
+		if !seen {
+			ls = map[string]string{}
+			for i, c := range keyCols {
+				ls[cols.Series[i]] = rec[c]
+			}
+			for i, c := range labelCols {
+				ls[cols.Labels[i]] = rec[c]
+			}
+			labelsOf[key] = ls
+		}
+		for i, c := range labelCols {
+			if ls[cols.Labels[i]] != rec[c] {
+				return nil, fmt.Errorf("%s:%d: column %s: %q, where earlier runs of series %s had %q: a group column must name one group per series", name, line, cols.Labels[i], rec[c], key, ls[cols.Labels[i]])
+			}
+		}
+		load := math.NaN()
+		if others && strings.TrimSpace(rec[fsCol]) != "" {
+			load, err = othersRate(rec[fsCol], rec[jobCol], rec[endCol], sec)
+			if err != nil {
+				return nil, fmt.Errorf("%s:%d: %w", name, line, err)
+			}
+		}
 		whole, frac := math.Modf(sec)
-		byKey[key] = append(byKey[key], run{time.Unix(int64(whole), int64(frac*1e9)).UTC(), v})
+		byKey[key] = append(byKey[key], run{time.Unix(int64(whole), int64(frac*1e9)).UTC(), v, load})
 	}
 	if len(byKey) == 0 {
 		return nil, fmt.Errorf("%s: no runs after the header", name)
@@ -109,12 +161,37 @@ func ReadCSV(r io.Reader, name string, cols CSVColumns) ([]Series, error) {
 	out := make([]Series, 0, len(byKey))
 	for key, runs := range byKey {
 		sort.SliceStable(runs, func(i, j int) bool { return runs[i].t.Before(runs[j].t) })
-		s := Series{Key: key, Times: make([]time.Time, len(runs)), Values: make([]float64, len(runs))}
+		s := Series{Key: key, Times: make([]time.Time, len(runs)), Values: make([]float64, len(runs)), Labels: labelsOf[key]}
+		if others {
+			s.Others = make([]float64, len(runs))
+		}
 		for i, r := range runs {
 			s.Times[i], s.Values[i] = r.t, r.v
+			if others {
+				s.Others[i] = r.others
+			}
 		}
 		out = append(out, s)
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].Key < out[j].Key })
 	return out, nil
+}
+
+// othersRate is everyone else's rate during a run: the file system's bytes
+// less the run's own, over the run's duration. A run that moved more than
+// the file system recorded (counters sampled around it) leaves 0.
+func othersRate(fsBytes, jobBytes, end string, start float64) (float64, error) {
+	fs, err := strconv.ParseFloat(strings.TrimSpace(fsBytes), 64)
+	if err != nil || !(fs >= 0) || math.IsInf(fs, 0) {
+		return 0, fmt.Errorf("file system bytes %q are not a number of bytes", fsBytes)
+	}
+	job, err := strconv.ParseFloat(strings.TrimSpace(jobBytes), 64)
+	if err != nil || !(job >= 0) || math.IsInf(job, 0) {
+		return 0, fmt.Errorf("job bytes %q are not a number of bytes", jobBytes)
+	}
+	stop, err := strconv.ParseFloat(strings.TrimSpace(end), 64)
+	if err != nil || !(stop > start) || math.IsInf(stop, 0) {
+		return 0, fmt.Errorf("end %q is not a Unix time after the run's start", end)
+	}
+	return math.Max(0, fs-job) / (stop - start), nil
 }

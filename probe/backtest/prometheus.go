@@ -423,7 +423,10 @@ func (sp *runSplitter) finish() ([]Series, error) {
 			return nil, fmt.Errorf("series %v and %v both have key %s: narrow the selector to one of them", other.metric, m, key)
 		}
 		byKey[key] = st
-		s := Series{Key: key, Times: st.times, Values: st.values}
+		s := Series{Key: key, Times: st.times, Values: st.values, Labels: map[string]string{}}
+		for name, value := range m {
+			s.Labels[string(name)] = string(value)
+		}
 		// A clock stepped back on the probed node makes a timestamp go down;
 		// that is still a run, put in its place.
 		if !sort.SliceIsSorted(s.Times, func(i, j int) bool { return s.Times[i].Before(s.Times[j]) }) {

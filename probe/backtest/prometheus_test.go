@@ -637,6 +637,13 @@ func TestFetchPrometheusRunSplitting(t *testing.T) {
 			t.Fatal(err)
 		}
 		want := []Series{{Key: "n1/scratch/seq/read", Times: []time.Time{at(30), at(150), at(290)}, Values: []float64{5, 5, 7}}}
+		// The labels name the series for --fleet's groups.
+		for i := range got {
+			if got[i].Labels["target"] != "scratch" || got[i].Labels["instance"] != "n1" {
+				t.Errorf("series %s has labels %v, want its target and instance among them", got[i].Key, got[i].Labels)
+			}
+			got[i].Labels = nil
+		}
 		if !reflect.DeepEqual(got, want) {
 			t.Fatalf("got %+v, want %+v", got, want)
 		}
@@ -658,6 +665,13 @@ func TestFetchPrometheusRunSplitting(t *testing.T) {
 			t.Fatal(err)
 		}
 		want := []Series{{Key: "n1/scratch/seq/write", Times: []time.Time{at(60), at(200)}, Values: []float64{2, 3}}}
+		// The labels name the series for --fleet's groups.
+		for i := range got {
+			if got[i].Labels["target"] != "scratch" || got[i].Labels["instance"] != "n1" {
+				t.Errorf("series %s has labels %v, want its target and instance among them", got[i].Key, got[i].Labels)
+			}
+			got[i].Labels = nil
+		}
 		if !reflect.DeepEqual(got, want) {
 			t.Fatalf("got %+v, want %+v", got, want)
 		}

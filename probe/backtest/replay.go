@@ -366,7 +366,7 @@ func writtenMetrics() []string {
 		"plateau_probe_ratio", "plateau_probe_change_ratio", "plateau_probe_change_noise_ratio",
 		"plateau_probe_change_fast_ratio", "plateau_probe_change_fast_noise_ratio", "plateau_probe_change_low_runs",
 		"plateau_probe_regression", "plateau_probe_ratio_median_3_runs", "plateau_probe_ratio_median_24_runs",
-		"plateau_probe_target_regression", "plateau_probe_target_below_warning", "plateau_probe_target_below_plateau", "plateau_probe_failing", "plateau_probe_not_run",
+		"plateau_probe_target_regression", "plateau_probe_target_low_score", "plateau_probe_target_below_warning", "plateau_probe_target_below_plateau", "plateau_probe_failing", "plateau_probe_not_run",
 		"plateau_alert_threshold_ratio", "plateau_probe_hung", "plateau_probe_abandoned_workers", "up",
 	}
 }
@@ -511,6 +511,50 @@ func evaluate(ctx context.Context, series []prepared, cases []replayCase, files 
 // run of the case, one sample per evaluation step while the run is the
 // latest.
 func writeCase(store *memStore, s prepared, c replayCase, o Options) error {
+	// The daemon's verdicts after each run, from the same function the
+	// store exports them with (plateau.RunVerdicts), over every run before.
+	verdicts := make([]plateau.Verdicts, len(c.values))
+	for j := c.from; j < c.to; j++ {
+		verdicts[j] = plateau.RunVerdicts(c.values[:j+1], s.baseline)
+	}
+	metrics := nodeMetrics(store, nodeParams{
+		series: s, values: c.values, verdicts: verdicts, instance: c.id, target: c.id,
+		runTime: func(j int) time.Time { return c.at(j, o) },
+	}, o)
+	for j := c.from; j < c.to; j++ {
+		for ts := c.at(j, o); ts.Before(c.at(j+1, o)); ts = ts.Add(o.EvaluationInterval) {
+			if err := writeRun(metrics, j, ts); err != nil {
+				return fmt.Errorf("backtest: case %s: %w", c.id, err)
+			}
+		}
+	}
+	return nil
+}
+
+// metric is one series the daemon exports about a node's probe, and how
+// its value follows from the run that is the latest.
+type metric struct {
+	ls    labels.Labels
+	value func(run int) (float64, bool)
+	// series is where the metric's samples go.
+	series *memSeries
+}
+
+// nodeParams say what one node's daemon exports about one series.
+type nodeParams struct {
+	series   prepared
+	values   []float64
+	verdicts []plateau.Verdicts
+	// instance and target label the node's metrics.
+	instance, target string
+	// runTime is when run j ended, the daemon's last-run timestamp.
+	runTime func(j int) time.Time
+}
+
+// nodeMetrics are the series a node's daemon exports about its probe of
+// one op, as functions of the latest run.
+func nodeMetrics(store *memStore, p nodeParams, o Options) []*metric {
+	s, verdicts := p.series, p.verdicts
 	kind := probe.KindSequential
 	resultName, baselineName := "plateau_probe_throughput_bytes_per_second", "plateau_baseline_throughput_bytes_per_second"
 	if o.Unit == probe.UnitOpsPerSecond {
@@ -518,26 +562,18 @@ func writeCase(store *memStore, s prepared, c replayCase, o Options) error {
 		resultName, baselineName = "plateau_probe_operations_per_second", "plateau_baseline_operations_per_second"
 	}
 	base := func(name string, extra ...string) labels.Labels {
-		kv := []string{"__name__", name, "job", "backtest", "instance", c.id, "target", c.id, "probe", "probe", "kind", kind}
+		kv := []string{"__name__", name, "job", "backtest", "instance", p.instance, "target", p.target, "probe", "probe", "kind", kind}
 		return labels.FromStrings(append(kv, extra...)...)
 	}
-	type metric struct {
-		ls    labels.Labels
-		value func(run int) (float64, bool)
-		// series is where the metric's samples go.
-		series *memSeries
-	}
-	// The daemon's verdicts after each run, from the same function the
-	// store exports them with (plateau.RunVerdicts), over every run before.
-	verdicts := make([]plateau.Verdicts, len(c.values))
-	for j := c.from; j < c.to; j++ {
-		verdicts[j] = plateau.RunVerdicts(c.values[:j+1], s.baseline)
+	perTarget := func(name string, extra ...string) labels.Labels {
+		kv := []string{"__name__", name, "job", "backtest", "instance", p.instance, "target", p.target}
+		return labels.FromStrings(append(kv, extra...)...)
 	}
 	change := func(f func(plateau.Change) float64) func(int) (float64, bool) {
 		return func(j int) (float64, bool) { return f(verdicts[j].Change), verdicts[j].HasChange }
 	}
 	constant := func(v float64) func(int) (float64, bool) { return func(int) (float64, bool) { return v, true } }
-	at := func(run int) float64 { return float64(c.at(run, o).Unix()) }
+	at := func(run int) float64 { return float64(p.runTime(run).Unix()) }
 	metrics := []*metric{
 		{ls: base("plateau_probe_success"), value: constant(1)},
 		{ls: base("plateau_probe_in_progress"), value: constant(0)},
@@ -548,9 +584,9 @@ func writeCase(store *memStore, s prepared, c replayCase, o Options) error {
 		{ls: base("plateau_probe_failing"), value: constant(0)},
 		{ls: base("plateau_probe_not_run"), value: constant(0)},
 		{ls: base("plateau_probe_runs_total", "result", "success"), value: func(j int) (float64, bool) { return float64(o.BaselineRuns + j + 1), true }},
-		{ls: base(resultName, "op", s.op), value: func(j int) (float64, bool) { return c.values[j], true }},
+		{ls: base(resultName, "op", s.op), value: func(j int) (float64, bool) { return p.values[j], true }},
 		{ls: base(baselineName, "op", s.op), value: constant(s.baseline)},
-		{ls: base("plateau_probe_ratio", "op", s.op), value: func(j int) (float64, bool) { return c.values[j] / s.baseline, true }},
+		{ls: base("plateau_probe_ratio", "op", s.op), value: func(j int) (float64, bool) { return p.values[j] / s.baseline, true }},
 		{ls: base("plateau_probe_change_ratio", "op", s.op), value: change(func(c plateau.Change) float64 { return c.Ratio })},
 		{ls: base("plateau_probe_change_noise_ratio", "op", s.op), value: change(func(c plateau.Change) float64 { return c.Noise })},
 		{ls: base("plateau_probe_change_fast_ratio", "op", s.op), value: change(func(c plateau.Change) float64 { return c.FastRatio })},
@@ -559,34 +595,36 @@ func writeCase(store *memStore, s prepared, c replayCase, o Options) error {
 		{ls: base("plateau_probe_regression", "op", s.op), value: func(j int) (float64, bool) { return b2f(verdicts[j].Regression), verdicts[j].HasChange }},
 		{ls: base("plateau_probe_ratio_median_3_runs", "op", s.op), value: func(j int) (float64, bool) { return verdicts[j].RecentMedian, verdicts[j].HasRecent }},
 		{ls: base("plateau_probe_ratio_median_24_runs", "op", s.op), value: func(j int) (float64, bool) { return verdicts[j].LongMedian, verdicts[j].HasLong }},
-		// The per-target maxima of the verdicts, of this one op.
-		{ls: labels.FromStrings("__name__", "plateau_probe_target_regression", "job", "backtest", "instance", c.id, "target", c.id), value: func(j int) (float64, bool) { return b2f(verdicts[j].Regression), verdicts[j].HasChange }},
-		{ls: labels.FromStrings("__name__", "plateau_probe_target_below_warning", "job", "backtest", "instance", c.id, "target", c.id), value: func(j int) (float64, bool) {
+		// The per-target figures of the verdicts, of this one op.
+		{ls: perTarget("plateau_probe_target_regression"), value: func(j int) (float64, bool) { return b2f(verdicts[j].Regression), verdicts[j].HasChange }},
+		{ls: perTarget("plateau_probe_target_low_score"), value: func(j int) (float64, bool) { return verdicts[j].LowScore, verdicts[j].HasLowScore }},
+		{ls: perTarget("plateau_probe_target_below_warning"), value: func(j int) (float64, bool) {
 			return b2f(verdicts[j].RecentMedian < probe.DefaultWarningRatio), verdicts[j].HasRecent
 		}},
-		{ls: labels.FromStrings("__name__", "plateau_probe_target_below_plateau", "job", "backtest", "instance", c.id, "target", c.id), value: func(j int) (float64, bool) {
+		{ls: perTarget("plateau_probe_target_below_plateau"), value: func(j int) (float64, bool) {
 			return b2f(verdicts[j].LongMedian < probe.DefaultWarningRatio), verdicts[j].HasLong
 		}},
-		{ls: labels.FromStrings("__name__", "plateau_alert_threshold_ratio", "job", "backtest", "instance", c.id, "target", c.id, "probe", "probe", "severity", "warning"), value: constant(probe.DefaultWarningRatio)},
-		{ls: labels.FromStrings("__name__", "plateau_alert_threshold_ratio", "job", "backtest", "instance", c.id, "target", c.id, "probe", "probe", "severity", "critical"), value: constant(probe.DefaultCriticalRatio)},
-		{ls: labels.FromStrings("__name__", "plateau_probe_hung", "job", "backtest", "instance", c.id, "target", c.id), value: constant(0)},
-		{ls: labels.FromStrings("__name__", "plateau_probe_abandoned_workers", "job", "backtest", "instance", c.id, "target", c.id), value: constant(0)},
-		{ls: labels.FromStrings("__name__", "up", "job", "backtest", "instance", c.id), value: constant(1)},
+		{ls: perTarget("plateau_alert_threshold_ratio", "probe", "probe", "severity", "warning"), value: constant(probe.DefaultWarningRatio)},
+		{ls: perTarget("plateau_alert_threshold_ratio", "probe", "probe", "severity", "critical"), value: constant(probe.DefaultCriticalRatio)},
+		{ls: perTarget("plateau_probe_hung"), value: constant(0)},
+		{ls: perTarget("plateau_probe_abandoned_workers"), value: constant(0)},
+		{ls: labels.FromStrings("__name__", "up", "job", "backtest", "instance", p.instance), value: constant(1)},
 	}
 	for _, m := range metrics {
 		m.series = store.series(m.ls)
 	}
-	for j := c.from; j < c.to; j++ {
-		for ts := c.at(j, o); ts.Before(c.at(j+1, o)); ts = ts.Add(o.EvaluationInterval) {
-			for _, m := range metrics {
-				v, ok := m.value(j)
-				if !ok || math.IsNaN(v) {
-					continue
-				}
-				if err := m.series.add(ts.UnixMilli(), v); err != nil {
-					return fmt.Errorf("backtest: case %s: %w", c.id, err)
-				}
-			}
+	return metrics
+}
+
+// writeRun appends, at ts, the value each metric has after run j.
+func writeRun(metrics []*metric, j int, ts time.Time) error {
+	for _, m := range metrics {
+		v, ok := m.value(j)
+		if !ok || math.IsNaN(v) {
+			continue
+		}
+		if err := m.series.add(ts.UnixMilli(), v); err != nil {
+			return err
 		}
 	}
 	return nil

@@ -13,4 +13,12 @@ type Series struct {
 	// Times are the runs' start times, Values their results, index by index.
 	Times  []time.Time
 	Values []float64
+	// Labels are what named the series: the CSV's series and group
+	// columns, or the Prometheus series' labels. `backtest --fleet`
+	// groups series by some of them (--group-columns).
+	Labels map[string]string
+	// Others is, run by run, the rate (bytes/s) at which everyone else
+	// moved data on the series' file system in the run's direction while
+	// it ran; NaN where unknown, nil where the input records none.
+	Others []float64
 }

@@ -1,0 +1,171 @@
+package backtest
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/prometheus/prometheus/model/labels"
+)
+
+var (
+	shippedAlertmanager = filepath.Join("..", "..", "dashboards", "alertmanager.yml")
+	fleetReferenceRules = []string{filepath.Join("..", "..", "dashboards", "testdata", "reference-fleet", "rules.yml"), filepath.Join("..", "..", "dashboards", "testdata", "reference-fleet", "alerts.yml")}
+)
+
+// fleetCSV is a CSV file of a fleet: nodes probing one file system once a
+// day, each a few minutes after the other, with 3% log-normal noise, and
+// the file system's load from everyone else at loadFraction of its
+// aggregate plateau.
+func fleetCSV(nodes, days int, loadFraction float64) string {
+	rng := rand.New(rand.NewPCG(7, 11))
+	var b strings.Builder
+	b.WriteString("system,file_system,app,op,start_unix,end_unix,mib_per_second,job_bytes,fs_bytes_same_direction\n")
+	for d := 0; d < days; d++ {
+		for n := 0; n < nodes; n++ {
+			start := 1_500_000_000 + d*86400 + n*300
+			rate := 1000 * math.Exp(0.03*rng.NormFloat64())
+			job := rate * 60 * (1 << 20)
+			// The whole file system: the run and everyone else, whose
+			// rate is a fraction of the plateau (10x a node's rate).
+			others := loadFraction * 10 * 1000 * (1 << 20) * 60 * (0.9 + 0.2*rng.Float64())
+			fmt.Fprintf(&b, "sys,scratch,node%d,read,%d,%d,%.3f,%.0f,%.0f\n", n, start, start+60, rate, job, job+others)
+		}
+	}
+	return b.String()
+}
+
+func fleetOptions() FleetOptions {
+	o := FleetOptions{Options: testOptions(), GroupColumns: []string{"system", "file_system"}, Alertmanager: shippedAlertmanager}
+	o.Current, o.Reference = shippedRules, fleetReferenceRules
+	o.Drops, o.Trials, o.InjectRuns = []float64{0.5}, 4, 10
+	return o
+}
+
+func readFleet(t *testing.T, csv string) []Series {
+	t.Helper()
+	s, err := ReadCSV(strings.NewReader(csv), "fleet.csv", CSVColumns{
+		Series: []string{"system", "file_system", "app", "op"}, Time: "start_unix", Value: "mib_per_second",
+		Labels: []string{"system", "file_system"}, FSBytes: "fs_bytes_same_direction", JobBytes: "job_bytes", End: "end_unix",
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+// A steady fleet pages on no unmodified day, and a fleet-wide halving is
+// one file-system page within two intervals, one notification.
+func TestFleetDropPagesOnce(t *testing.T) {
+	if testing.Short() {
+		t.Skip("replays a fleet")
+	}
+	series := readFleet(t, fleetCSV(6, 90, 0.1))
+	if len(series[0].Others) == 0 || math.IsNaN(series[0].Others[0]) {
+		t.Fatalf("no others' load read: %v", series[0].Others)
+	}
+	r, err := RunFleet(context.Background(), series, fleetOptions())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(r.Groups) != 1 || r.Groups[0].Key != "sys/scratch" || r.Groups[0].Series != 6 {
+		t.Fatalf("groups %+v, want sys/scratch of 6 series", r.Groups)
+	}
+	g := r.Groups[0]
+	if g.Current.FSPageFiringFraction != 0 {
+		t.Errorf("a steady fleet paged %.3f of the time", g.Current.FSPageFiringFraction)
+	}
+	d := g.Current.Detect["0.5"]
+	if d.Trials != 4 || d.FSPageWithin2 != 1 || d.NotificationsMedian != 1 {
+		t.Errorf("a fleet-wide halving: %+v, want every trial paged within 2 intervals with one notification", d)
+	}
+	var out bytes.Buffer
+	if err := r.WriteJSON(&out); err != nil {
+		t.Fatal(err)
+	}
+	var decoded struct {
+		Groups []struct {
+			Key     string `json:"key"`
+			Current struct {
+				Detect map[string]map[string]float64 `json:"detect"`
+			} `json:"current"`
+		} `json:"groups"`
+		Summary map[string]map[string]any `json:"summary"`
+	}
+	if err := json.Unmarshal(out.Bytes(), &decoded); err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := decoded.Groups[0].Current.Detect["0.5"]["fs_page_within_1"]; !ok {
+		t.Errorf("JSON lacks detect[\"0.5\"].fs_page_within_1: %s", out.String())
+	}
+	if _, ok := decoded.Summary["current"]["fs_page_firing_fraction_max"]; !ok {
+		t.Errorf("JSON summary lacks fs_page_firing_fraction_max: %s", out.String())
+	}
+	var table bytes.Buffer
+	if err := r.WriteTable(&table); err != nil || !strings.Contains(table.String(), "sys/scratch") {
+		t.Errorf("table (%v): %s", err, table.String())
+	}
+}
+
+// The same drop while everyone else drives the file system at 90% of
+// its aggregate plateau is contention: no file-system page.
+func TestFleetDropOnABusyFileSystemIsNoPage(t *testing.T) {
+	if testing.Short() {
+		t.Skip("replays a fleet")
+	}
+	series := readFleet(t, fleetCSV(6, 90, 1))
+	o := fleetOptions()
+	// The plateau is what the whole file system sustains: others' load
+	// is then 90% or more of it.
+	o.FSPlateau = map[string]float64{"sys/scratch": 10 * 1000 * (1 << 20)}
+	r, err := RunFleet(context.Background(), series, o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d := r.Groups[0].Current.Detect["0.5"]; d.FSPageWithin3 != 0 {
+		t.Errorf("a drop on a busy file system paged: %+v", d)
+	}
+}
+
+func TestNotifierInhibitsAsShipped(t *testing.T) {
+	n, err := loadNotifier(shippedAlertmanager)
+	if err != nil {
+		t.Fatal(err)
+	}
+	fs := labels.FromStrings("alertname", "PlateauFileSystemRegression", "job", "j", "target", "scratch", "severity", "critical")
+	node := func(inst, target string) labels.Labels {
+		return labels.FromStrings("alertname", "PlateauProbeRegression", "job", "j", "instance", inst, "target", target, "severity", "critical")
+	}
+	for _, tc := range []struct {
+		name   string
+		firing []labels.Labels
+		want   int
+	}{
+		{"the file system and its nodes", []labels.Labels{fs, node("a", "scratch"), node("b", "scratch")}, 1},
+		{"nodes alone, one group per target", []labels.Labels{node("a", "scratch"), node("b", "scratch")}, 1},
+		{"a node of another target", []labels.Labels{fs, node("a", "home")}, 2},
+	} {
+		if got := n.groups(tc.firing); len(got) != tc.want {
+			t.Errorf("%s: groups %v, want %d", tc.name, got, tc.want)
+		}
+	}
+	if _, err := loadNotifier(writeTemp(t, "inhibit_rules:\n  - source_matchers: ['alertname~~x']\n")); err == nil || !strings.Contains(err.Error(), "inhibit_rules[0].source_matchers") {
+		t.Errorf("a bad matcher: %v", err)
+	}
+}
+
+func writeTemp(t *testing.T, content string) string {
+	t.Helper()
+	p := filepath.Join(t.TempDir(), "alertmanager.yml")
+	if err := os.WriteFile(p, []byte(content), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
