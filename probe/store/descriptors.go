@@ -105,8 +105,8 @@ var (
 	// one odd op of a node does not stand for the node's whole view of the
 	// file system, which a fault of the storage lowers in every op.
 	descTargetLowScore = prometheus.NewDesc(prometheus.BuildFQName(namespace, "probe", "target_low_score"),
-		fmt.Sprintf("Median over the target's ops (every probe of it) of their low score: how far below its own normal both of the last %d runs of each op are, in that op's own run-to-run robust deviations (1.4826 x the median absolute deviation of the %d runs before), bounded to ±%d; negative is below normal. The fleet rules add them up across the target's nodes (target:plateau_probe_low_score:evidence). Absent while no op of the target has one (until %d successful runs).",
-			plateau.ScoreRuns, plateau.NormalRuns, plateau.ScoreBound, plateau.MinNormalRuns+plateau.ScoreRuns),
+		fmt.Sprintf("Median over the target's ops (every probe of it) of their low score: how far below its own normal the latest run of each op is, in that op's own run-to-run robust deviations (1.4826 x the median absolute deviation of the %d runs before it), bounded to ±%d; negative is below normal. The fleet rules add them up across the target's nodes (target:plateau_probe_low_score:evidence). Absent while no op of the target has one (until %d successful runs).",
+			plateau.NormalRuns, plateau.ScoreBound, plateau.MinNormalRuns+plateau.ScoreRuns),
 		[]string{"target"}, nil)
 	descTargetBelowWarning = prometheus.NewDesc(prometheus.BuildFQName(namespace, "probe", "target_below_warning"),
 		"1 when any op of any probe of the target has its plateau_probe_ratio_median_3_runs under its probe's warning threshold (plateau_alert_threshold_ratio{severity=\"warning\"}), else 0; absent while none of them has a plateau_probe_ratio_median_3_runs.",

@@ -67,7 +67,7 @@ func TestStoreTargetLowScoreIsTheMedianOverOps(t *testing.T) {
 	for i := firstScored; i < 40; i++ {
 		round(i, 1, 1, 1, 1)
 	}
-	// The last two runs: t's s write 30% down (far below, at the bound),
+	// The last run: t's s write 30% down (far below, at the bound),
 	// q's write 3% down (a little), s's read 30% up (above normal, at the bound).
 	for i := 40; i < 40+plateau.ScoreRuns; i++ {
 		round(i, 0.7, 1.3, 0.97, 1)
@@ -96,7 +96,7 @@ func TestStoreTargetLowScoreIsTheMedianOverOps(t *testing.T) {
 		t.Errorf("%s{u} = %g, want its one op's score %g", name, got, want)
 	}
 	// The help says what the value is, for whoever reads /metrics.
-	want := `# HELP plateau_probe_target_low_score Median over the target's ops (every probe of it) of their low score: how far below its own normal both of the last 2 runs of each op are, in that op's own run-to-run robust deviations (1.4826 x the median absolute deviation of the 30 runs before), bounded to ±4; negative is below normal. The fleet rules add them up across the target's nodes (target:plateau_probe_low_score:evidence). Absent while no op of the target has one (until 12 successful runs).
+	want := `# HELP plateau_probe_target_low_score Median over the target's ops (every probe of it) of their low score: how far below its own normal the latest run of each op is, in that op's own run-to-run robust deviations (1.4826 x the median absolute deviation of the 30 runs before it), bounded to ±4; negative is below normal. The fleet rules add them up across the target's nodes (target:plateau_probe_low_score:evidence). Absent while no op of the target has one (until 11 successful runs).
 # TYPE plateau_probe_target_low_score gauge
 `
 	var exposition strings.Builder
