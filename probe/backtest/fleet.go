@@ -331,8 +331,9 @@ type fleetFigures struct {
 	firingAtOnset  bool
 	detectedWithin int
 	// notifications counts the notification groups that started after
-	// the onset.
-	notifications int
+	// the onset, notificationsEarly those of them that started by the end
+	// of interval 3: what the on-call sees as the incident starts.
+	notifications, notificationsEarly int
 }
 
 // evaluateFleet writes every case into a fresh store and evaluates the
@@ -458,6 +459,9 @@ func evaluateFleet(ctx context.Context, groups []fleetGroup, cases []*fleetCase,
 				if !st.notified[k] {
 					st.notified[k] = true
 					f.notifications++
+					if e := c.intervalEnd[2]; !e.IsZero() && ts.Before(c.sim(g, e, o.Options).Add(o.EvaluationInterval)) {
+						f.notificationsEarly++
+					}
 				}
 			}
 			st.fsPage, st.nodePages = fsPage, nodePages

@@ -58,8 +58,13 @@ type FleetDetection struct {
 	// NotificationsMedian is the median over trials of the notification
 	// groups that started after the onset, after inhibition.
 	NotificationsMedian float64 `json:"notifications_median"`
-	FiringAtOnset       float64 `json:"firing_at_onset"`
-	Trials              int     `json:"trials"`
+	// NotificationsWithin3Median counts only those that started within
+	// 3 intervals of the onset: the file-system page and whatever came
+	// before it; later ones are, on a long drop, the chronic warning
+	// or node pages once the page has resolved.
+	NotificationsWithin3Median float64 `json:"notifications_within_3_median"`
+	FiringAtOnset              float64 `json:"firing_at_onset"`
+	Trials                     int     `json:"trials"`
 }
 
 // FleetSummary holds each figure's median and maximum over groups,
@@ -86,6 +91,7 @@ func (r *FleetReport) build(groups []fleetGroup, cases []*fleetCase, perSet map[
 				n, atOnset   int
 				within       [3]int
 				notification []float64
+				early        []float64
 			}
 			byDrop := map[string]*trials{}
 			for ci, c := range cases {
@@ -115,6 +121,7 @@ func (r *FleetReport) build(groups []fleetGroup, cases []*fleetCase, perSet map[
 					}
 				}
 				t.notification = append(t.notification, float64(cf.notifications))
+				t.early = append(t.early, float64(cf.notificationsEarly))
 			}
 			if steps > 0 {
 				f.FSPageFiringFraction = round(float64(pageSteps)/float64(steps), 4)
@@ -125,12 +132,13 @@ func (r *FleetReport) build(groups []fleetGroup, cases []*fleetCase, perSet map[
 			}
 			for k, t := range byDrop {
 				f.Detect[k] = FleetDetection{
-					FSPageWithin1:       round(float64(t.within[0])/float64(t.n), 3),
-					FSPageWithin2:       round(float64(t.within[1])/float64(t.n), 3),
-					FSPageWithin3:       round(float64(t.within[2])/float64(t.n), 3),
-					NotificationsMedian: median(t.notification),
-					FiringAtOnset:       round(float64(t.atOnset)/float64(t.n), 3),
-					Trials:              t.n,
+					FSPageWithin1:              round(float64(t.within[0])/float64(t.n), 3),
+					FSPageWithin2:              round(float64(t.within[1])/float64(t.n), 3),
+					FSPageWithin3:              round(float64(t.within[2])/float64(t.n), 3),
+					NotificationsMedian:        median(t.notification),
+					NotificationsWithin3Median: median(t.early),
+					FiringAtOnset:              round(float64(t.atOnset)/float64(t.n), 3),
+					Trials:                     t.n,
 				}
 			}
 			if set == RuleSetCurrent {
@@ -182,6 +190,7 @@ func (r *FleetReport) build(groups []fleetGroup, cases []*fleetCase, perSet map[
 			summarize(m, "fs_page_within_2", get(func(d FleetDetection) float64 { return d.FSPageWithin2 }))
 			summarize(m, "fs_page_within_3", get(func(d FleetDetection) float64 { return d.FSPageWithin3 }))
 			summarize(m, "notifications_median", get(func(d FleetDetection) float64 { return d.NotificationsMedian }))
+			summarize(m, "notifications_within_3_median", get(func(d FleetDetection) float64 { return d.NotificationsWithin3Median }))
 			summarize(m, "firing_at_onset", get(func(d FleetDetection) float64 { return d.FiringAtOnset }))
 			detect[k] = m
 		}
