@@ -84,7 +84,11 @@ func loadRules(t *testing.T, path string) []rule {
 type promtoolTests struct {
 	RuleFiles          []string `yaml:"rule_files"`
 	EvaluationInterval string   `yaml:"evaluation_interval"`
-	Tests              []struct {
+	// GroupEvalOrder is the order promtool evaluates the named groups in
+	// at each step (the rest first), for a test that reads an alert at
+	// the very evaluation a record changes.
+	GroupEvalOrder []string `yaml:"group_eval_order"`
+	Tests          []struct {
 		Name        string `yaml:"name"`
 		Interval    string `yaml:"interval"`
 		InputSeries []struct {

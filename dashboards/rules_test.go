@@ -175,12 +175,18 @@ func TestEveryAlertIsTested(t *testing.T) {
 // the files that ship, not a copy.
 func TestPromtoolTestsLoadTheShippedRules(t *testing.T) {
 	want := map[string]bool{}
+	groups := map[string]bool{}
 	for _, f := range []string{rulesFile, alertsFile} {
 		abs, err := filepath.Abs(f)
 		if err != nil {
 			t.Fatal(err)
 		}
 		want[abs] = true
+		var rf ruleFile
+		decodeYAMLStrict(t, f, &rf)
+		for _, g := range rf.Groups {
+			groups[g.Name] = true
+		}
 	}
 	for path, f := range loadPromtoolTests(t) {
 		got := map[string]bool{}
@@ -198,6 +204,14 @@ func TestPromtoolTestsLoadTheShippedRules(t *testing.T) {
 		}
 		if len(f.Tests) == 0 {
 			t.Errorf("%s: no tests", path)
+		}
+		// promtool orders the groups it knows by this list and ignores
+		// a name it does not know: a misspelt or renamed group would
+		// silently leave the test to a random order.
+		for _, name := range f.GroupEvalOrder {
+			if !groups[name] {
+				t.Errorf("%s: group_eval_order names %s, a group neither %s nor %s has", path, name, rulesFile, alertsFile)
+			}
 		}
 	}
 }
