@@ -15,9 +15,11 @@ import (
 
 const (
 	// A fleet of four clients of one file system: the fewest for which
-	// PlateauFileSystemRegression's "a quarter of the nodes, and at least
-	// two" means two nodes, and one node alone is a quarter, which the
-	// "at least two" must keep a node alert.
+	// PlateauFileSystemRegression's "at least two low nodes, and a
+	// quarter of them" means two nodes, and one node alone is a quarter,
+	// which the "at least two" must keep a node alert; one node at the
+	// bound of its low score (-4) makes the evidence -4 / √4 = -2, short
+	// of the page's -3, and two make -4.
 	fleetSize = 4
 
 	// fleetInterval is each daemon's probe interval, splayed by host name
@@ -25,10 +27,10 @@ const (
 	// quarter of the interval apart: 1.25s, against ~0.85s for a run at
 	// the fleet's plateau, so unthrottled runs do not overlap. The slot
 	// spacing is also how far apart two nodes' verdicts fall when the
-	// storage slows down for all of them: the file system alert pends
-	// when the second node falls, and must fire before the first node's
-	// page, so the spacing must stay well under the difference of the
-	// two alerts' `for` (checked below).
+	// storage slows down for all of them: the file system alert fires
+	// when the second node's score falls, and must fire before the first
+	// node's page, so the spacing must stay well under the difference of
+	// the two alerts' `for` (checked below).
 	fleetInterval = 5 * time.Second
 	fleetTimeout  = 4 * time.Second
 
@@ -40,8 +42,9 @@ const (
 	fleetPlateau  = 150e6
 
 	// fleetCalmRounds rounds unthrottled (a round is every daemon running
-	// once): the change ratio needs 17 runs, and 30 leave each node 23
-	// runs of normal, as the production statistic has after a day.
+	// once): the change ratio needs 17 runs and the low score 11, and 30
+	// leave each node 23 runs of normal, as the production statistic has
+	// after a day.
 	fleetCalmRounds = 30
 )
 
@@ -56,8 +59,10 @@ const (
 //     problem: PlateauProbeRegression for that node only, and no
 //     PlateauFileSystemRegression; resolved once lifted.
 //   - (b) every node's reads throttled to 40%, a storage problem:
-//     PlateauFileSystemRegression pages, and Alertmanager inhibits the
-//     node pages it explains, from the first one until they resolve.
+//     PlateauFileSystemRegression pages on the nodes' low scores added
+//     up (target:plateau_probe_low_score:evidence), and Alertmanager
+//     inhibits the node pages it explains, from the first one until they
+//     resolve.
 func TestFleetAlerts(t *testing.T) {
 	hosts := spreadHosts(t, fleetSize, fleetInterval)
 	s := startStack(t, stackOptions{
@@ -128,6 +133,7 @@ func TestFleetAlerts(t *testing.T) {
 	})
 	tl.mark(t, "FIRED: the webhook received %s for %s, %s after the throttle", regressionAlert, victim.host, fired.At.Sub(aStart).Round(time.Second))
 	checkFiredAlert(t, s, fired, victim)
+	s.logEvidence(t)
 	aLift := tl.mark(t, "LIFTED the throttle of %s", victim.host)
 	if err := victim.cgroup.ThrottleRead(fleetPlateau); err != nil {
 		t.Fatal(err)
@@ -179,6 +185,7 @@ func TestFleetAlerts(t *testing.T) {
 	})
 	tl.mark(t, "FIRED: the webhook received %s, %s after the throttle", fsRegressionAlert, fsFired.At.Sub(bStart).Round(time.Second))
 	checkFSAlert(t, s, fsFired)
+	s.logEvidence(t)
 	// Every node's page reaches Alertmanager (Prometheus sends them once
 	// they fire), and every one is held back by the file system alert.
 	var amState string
@@ -359,6 +366,29 @@ func checkFSAlert(t *testing.T, s *alertStack, a receivedAlert) {
 		t.Errorf("%s's runbook_url %q does not point at its runbook section", fsRegressionAlert, a.Annotations["runbook_url"])
 	}
 	t.Logf("%s annotations: summary %q; description %q", fsRegressionAlert, a.Annotations["summary"], d)
+}
+
+// logEvidence logs what the file-system page decides on, as Prometheus
+// has it now: each node's low score and the fleet's evidence and counts.
+func (s *alertStack) logEvidence(t *testing.T) {
+	t.Helper()
+	var parts []string
+	for _, q := range []string{"plateau_probe_target_low_score", "target:plateau_probe_low_score:evidence",
+		"target:plateau_probe_low_nodes:sum", "target:plateau_probe_low_score_nodes:count"} {
+		got, err := s.prom.query(q + `{target="` + stackTarget + `"}`)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, g := range got {
+			name := q
+			if in, ok := g.Metric["instance"]; ok {
+				name += "{" + in + "}"
+			}
+			parts = append(parts, fmt.Sprintf("%s %.2f", name, g.Value))
+		}
+	}
+	sort.Strings(parts)
+	t.Logf("the file-system page's evidence now: %s", strings.Join(parts, "; "))
 }
 
 // logOverlaps logs how many runs between from and to overlapped a run of

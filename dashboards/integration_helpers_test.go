@@ -250,7 +250,9 @@ func httpGet(url string) ([]byte, error) {
 
 // shortenRuleFile returns a rule file with every `for`, keep_firing_for and group interval
 // divided by scale (rounded, at least 1s) and nothing else changed, and a
-// line per change. It edits the YAML node tree, so expressions, labels and
+// line per change. A `for` of 0s stays 0s: an alert that fires at the
+// evaluation its condition holds (the file-system page) must do so here
+// too. It edits the YAML node tree, so expressions, labels and
 // annotations are re-emitted from their parsed values untouched.
 func shortenRuleFile(src []byte, scale int) ([]byte, []string, error) {
 	var doc yaml.Node
@@ -288,6 +290,9 @@ func shortenRuleFile(src []byte, scale int) ([]byte, []string, error) {
 				d, err := model.ParseDuration(val.Value)
 				if err != nil {
 					return nil, nil, fmt.Errorf("line %d: %s %q: %w", val.Line, key, val.Value, err)
+				}
+				if d == 0 {
+					continue
 				}
 				short := max(time.Duration(d)/time.Duration(scale), time.Second).Round(time.Second)
 				changes = append(changes, fmt.Sprintf("%s %s: %s -> %s", name.Value, key, val.Value, model.Duration(short)))
