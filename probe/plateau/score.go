@@ -65,3 +65,24 @@ func LowScore(results []float64) (score float64, ok bool) {
 	}
 	return score, true
 }
+
+// TargetScore combines the low scores of a target's ops on one node into
+// the node's score for the target: their sum over the square root of
+// their number, bounded to ±ScoreBound. A fault of the storage may lower
+// only some ops (reads, or metadata): a read-only fault of a target with
+// a read and a write op scores (-4 + 0)/√2 = -2.8, where the median of the
+// two would halve it to -2 and a fleet of such nodes would need half as
+// many again to page. One odd op among eight calm ones scores -4/√8 =
+// -1.4, so one op cannot make the node low; ops that are independent
+// noise combine to a score as wide as one op's, so the fleet rules' sum
+// means the same whatever the number of ops.
+func TargetScore(scores []float64) float64 {
+	if len(scores) == 0 {
+		return 0
+	}
+	sum := 0.0
+	for _, s := range scores {
+		sum += s
+	}
+	return math.Max(-ScoreBound, math.Min(ScoreBound, sum/math.Sqrt(float64(len(scores)))))
+}

@@ -73,3 +73,20 @@ func TestLowScoreNoisyProbeScoresLittle(t *testing.T) {
 		t.Errorf("noisy probe 30%% low scores %.2f (ok %v), want between -1 and 0", s, ok)
 	}
 }
+
+func TestTargetScore(t *testing.T) {
+	for _, tc := range []struct {
+		scores []float64
+		want   float64
+	}{
+		{[]float64{-3}, -3},
+		{[]float64{-4, 0}, -4 / math.Sqrt2},
+		{[]float64{-4, -4, -4, -4}, -ScoreBound},
+		{[]float64{-4, 0, 0, 0, 0, 0, 0, 0}, -4 / math.Sqrt(8)},
+		{[]float64{4, 4}, ScoreBound},
+	} {
+		if got := TargetScore(tc.scores); math.Abs(got-tc.want) > 1e-12 {
+			t.Errorf("TargetScore(%v) = %g, want %g", tc.scores, got, tc.want)
+		}
+	}
+}

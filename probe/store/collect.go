@@ -33,7 +33,7 @@ func (s *Store) Collect(ch chan<- prometheus.Metric) {
 		hasConcurrent, concurrentBusy, hasModeMismatch                            bool
 		failing, notRun, modeMismatch                                             int
 		// lowScores are the low scores of the target's ops that have one,
-		// for their median.
+		// combined by plateau.TargetScore.
 		lowScores []float64
 	}
 	targets := map[string]*targetVerdict{}
@@ -164,7 +164,7 @@ func (s *Store) Collect(ch chan<- prometheus.Metric) {
 			gauge(descTargetRegression, b2f(tv.regression), name)
 		}
 		if len(tv.lowScores) > 0 {
-			gauge(descTargetLowScore, median(tv.lowScores), name)
+			gauge(descTargetLowScore, plateau.TargetScore(tv.lowScores), name)
 		}
 		if tv.hasRecent {
 			gauge(descTargetBelowWarning, b2f(tv.belowWarning), name)
@@ -191,17 +191,6 @@ func (s *Store) Collect(ch chan<- prometheus.Metric) {
 	}
 	gauge(descHistoryLoaded, b2f(s.historyLoaded))
 	counter(descHistoryWriteErrors, float64(s.writeErrors.Load()))
-}
-
-// median is the median of v (the mean of the middle two for an even
-// count); it sorts v in place.
-func median(v []float64) float64 {
-	sort.Float64s(v)
-	n := len(v)
-	if n%2 == 1 {
-		return v[n/2]
-	}
-	return (v[n/2-1] + v[n/2]) / 2
 }
 
 func b2f(b bool) float64 {

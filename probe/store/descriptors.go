@@ -101,11 +101,12 @@ var (
 	// The node's evidence for the file-system page (plateau.LowScore, issue
 	// 28), one per node and target like the verdicts above: the fleet rules
 	// add it up over a target's nodes, where one series per op would have
-	// them read twenty times as many. The median, not the minimum, so that
-	// one odd op of a node does not stand for the node's whole view of the
-	// file system, which a fault of the storage lowers in every op.
+	// them read twenty times as many. The ops combined as
+	// plateau.TargetScore says (sum over √k, bounded): one odd op of a node
+	// does not stand for its whole view of the file system, and a fault
+	// that lowers only some ops (reads) still counts in full for them.
 	descTargetLowScore = prometheus.NewDesc(prometheus.BuildFQName(namespace, "probe", "target_low_score"),
-		fmt.Sprintf("Median over the target's ops (every probe of it) of their low score: how far below its own normal the latest run of each op is, in that op's own run-to-run robust deviations (1.4826 x the median absolute deviation of the %d runs before it), bounded to ±%d; negative is below normal. The fleet rules add them up across the target's nodes (target:plateau_probe_low_score:evidence). Absent while no op of the target has one (until %d successful runs).",
+		fmt.Sprintf("The low scores of the target's ops (every probe of it) added up over the square root of their number, bounded to ±%[2]d: each how far below its own normal the latest run of the op is, in that op's own run-to-run robust deviations (1.4826 x the median absolute deviation of the %[1]d runs before it), bounded to ±%[2]d; negative is below normal. The fleet rules add them up across the target's nodes (target:plateau_probe_low_score:evidence). Absent while no op of the target has one (until %[3]d successful runs).",
 			plateau.NormalRuns, plateau.ScoreBound, plateau.MinNormalRuns+plateau.ScoreRuns),
 		[]string{"target"}, nil)
 	descTargetBelowWarning = prometheus.NewDesc(prometheus.BuildFQName(namespace, "probe", "target_below_warning"),

@@ -21,7 +21,7 @@ import (
 // above normal, the middle one's score, neither the lowest (one odd op is
 // not the node's view of the file system) nor their mean. A target
 // without baselines has one too: the score needs no plateau.
-func TestStoreTargetLowScoreIsTheMedianOverOps(t *testing.T) {
+func TestStoreTargetLowScoreCombinesOps(t *testing.T) {
 	s1, s2, s3 := probefixture.SmallSeq("s"), probefixture.SmallSeq("q"), probefixture.SmallSeq("s")
 	s := New()
 	s.Configure(&probe.Config{Targets: []*probe.Target{
@@ -82,25 +82,26 @@ func TestStoreTargetLowScoreIsTheMedianOverOps(t *testing.T) {
 	}
 	low, middle, high := score("t/s/write"), score("t/q/write"), score("t/s/read")
 	if !(low < middle && middle < high) || low != -plateau.ScoreBound {
-		t.Fatalf("the op scores are %g, %g, %g: want the bound %d, then a higher and a yet higher one, for the median to be the middle one",
+		t.Fatalf("the op scores are %g, %g, %g: want the bound %d, then a higher and a yet higher one",
 			low, middle, high, -plateau.ScoreBound)
 	}
-	if mean := (low + middle + high) / 3; math.Abs(mean-middle) < 0.1 {
-		t.Fatalf("the mean of the op scores %g is as good as their median %g: the test would not tell them apart", mean, middle)
+	want := (low + middle + high) / math.Sqrt(3)
+	if math.Abs(want-middle) < 0.1 || math.Abs(want-low) < 0.1 {
+		t.Fatalf("the combined score %g is as good as the median %g or the minimum %g: the test would not tell them apart", want, middle, low)
 	}
 	got := probetest.MetricValue(t, s, name, map[string]string{"target": "t"})
-	if got != middle {
-		t.Errorf("%s{t} = %g, want the median %g of the op scores %g, %g, %g", name, got, middle, low, middle, high)
+	if math.Abs(got-want) > 1e-12 {
+		t.Errorf("%s{t} = %g, want the op scores %g, %g, %g added up over √3, %g", name, got, low, middle, high, want)
 	}
 	if got, want := probetest.MetricValue(t, s, name, map[string]string{"target": "u"}), score("u/s/write"); got != want {
 		t.Errorf("%s{u} = %g, want its one op's score %g", name, got, want)
 	}
 	// The help says what the value is, for whoever reads /metrics.
-	want := `# HELP plateau_probe_target_low_score Median over the target's ops (every probe of it) of their low score: how far below its own normal the latest run of each op is, in that op's own run-to-run robust deviations (1.4826 x the median absolute deviation of the 30 runs before it), bounded to ±4; negative is below normal. The fleet rules add them up across the target's nodes (target:plateau_probe_low_score:evidence). Absent while no op of the target has one (until 11 successful runs).
+	help := `# HELP plateau_probe_target_low_score The low scores of the target's ops (every probe of it) added up over the square root of their number, bounded to ±4: each how far below its own normal the latest run of the op is, in that op's own run-to-run robust deviations (1.4826 x the median absolute deviation of the 30 runs before it), bounded to ±4; negative is below normal. The fleet rules add them up across the target's nodes (target:plateau_probe_low_score:evidence). Absent while no op of the target has one (until 11 successful runs).
 # TYPE plateau_probe_target_low_score gauge
 `
 	var exposition strings.Builder
-	exposition.WriteString(want)
+	exposition.WriteString(help)
 	for _, target := range []string{"t", "u"} {
 		exposition.WriteString(`plateau_probe_target_low_score{target="` + target + `"} ` +
 			strconv.FormatFloat(probetest.MetricValue(t, s, name, map[string]string{"target": target}), 'g', -1, 64) + "\n")
