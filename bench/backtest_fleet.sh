@@ -1,0 +1,68 @@
+#!/usr/bin/env bash
+# Fleet detection backtest (issue 28): replays each file system of the
+# shared year of production series as one fleet (its series are the nodes,
+# on one clock by their own timestamps), injects fleet-wide drops, and
+# evaluates the shipped rules and the reference fleet rules (those shipped
+# before the file-system page read the nodes' low scores) side by side;
+# prints the table, times the run and checks the summary against the
+# issue's goals. No root needed. INPUT overrides the series file; extra
+# arguments go to `plateau_exporter backtest --fleet` (e.g. --trials 20).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+input=${INPUT:-../shared/data/tokio-nersc-2017.csv}
+[ -f "$input" ] || { echo "no series file $input (set INPUT)"; exit 1; }
+command -v python3 >/dev/null || { echo "missing python3"; exit 1; }
+make -s build
+out=$(mktemp)
+trap 'rm -f "$out"' EXIT
+start=$(date +%s)
+./plateau_exporter backtest --fleet --input "$input" --inject-drops 0.2,0.3,0.5 --output json "$@" >"$out"
+echo "backtest --fleet of $input took $(( $(date +%s) - start ))s"
+python3 - "$out" <<'PY'
+import json, sys
+doc = json.load(open(sys.argv[1]))
+f = lambda v: "-" if v is None else (f"{v:.3f}" if isinstance(v, float) else str(v))
+drops = sorted(doc["summary"]["current"]["detect"])
+head = ["group", "series", "fs firing", "fs eps/mo", "node eps/mo"] + [f"{d} <={k}" for d in drops for k in (1, 2, 3)] + [f"{d} notif" for d in drops] + [f"{d} notif<=3" for d in drops]
+print("  ".join(f"{h:>15}" for h in head))
+def row(name, n, fig, get):
+    cells = [name, n] + [get(fig, k) for k in ("fs_page_firing_fraction", "fs_page_episodes_per_month", "node_page_episodes_per_month")]
+    cells += [get(fig["detect"][d] if "detect" in fig else None, f"fs_page_within_{k}", d) for d in drops for k in (1, 2, 3)]
+    cells += [get(fig["detect"][d] if "detect" in fig else None, "notifications_median", d) for d in drops]
+    cells += [get(fig["detect"][d] if "detect" in fig else None, "notifications_within_3_median", d) for d in drops]
+    return "  ".join(f"{f(c):>15}" for c in cells)
+for g in doc["groups"]:
+    for set_ in ("reference", "current"):
+        fig = g[set_]
+        def get(x, k, d=None, fig=fig):
+            if x is None:
+                return fig[k]
+            return x[k]
+        print(row(f"{g['key']} {set_[:3]}", g["series"], fig, get))
+for stat in ("median", "max"):
+    for set_ in ("reference", "current"):
+        s = doc["summary"][set_]
+        def get(x, k, d=None, s=s):
+            if d is None:
+                return s[f"{k}_{stat}"]
+            return s["detect"][d][f"{k}_{stat}"]
+        cells = [f"{stat} {set_[:3]}", ""] + [s[f"{k}_{stat}"] for k in ("fs_page_firing_fraction", "fs_page_episodes_per_month", "node_page_episodes_per_month")]
+        cells += [s["detect"][d][f"fs_page_within_{k}_{stat}"] for d in drops for k in (1, 2, 3)]
+        cells += [s["detect"][d][f"notifications_median_{stat}"] for d in drops]
+        cells += [s["detect"][d][f"notifications_within_3_median_{stat}"] for d in drops]
+        print("  ".join(f"{f(c):>15}" for c in cells))
+cur = doc["summary"]["current"]
+det = lambda d, k: cur["detect"].get(d, {}).get(k, 0)
+goals = [
+    ("fs page firing <= 1% (max over groups)", cur["fs_page_firing_fraction_max"] <= 0.01),
+    ("fs page episodes <= 0.5 per month (max over groups)", cur["fs_page_episodes_per_month_max"] <= 0.5),
+    ("30% drop paged within 2 intervals >= 90% (median over groups)", det("0.3", "fs_page_within_2_median") >= 0.9),
+    ("30% drop paged within 1 interval >= 60% (median over groups)", det("0.3", "fs_page_within_1_median") >= 0.6),
+    ("20% drop paged within 3 intervals >= 75% (median over groups)", det("0.2", "fs_page_within_3_median") >= 0.75),
+    ("one notification per drop in every group", all(g["current"]["detect"][d]["notifications_median"] == 1 for g in doc["groups"] for d in drops)),
+]
+print()
+for g, ok in goals:
+    print(("MET     " if ok else "NOT MET ") + g)
+sys.exit(0 if all(ok for _, ok in goals) else 1)
+PY
