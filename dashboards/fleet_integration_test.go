@@ -18,8 +18,8 @@ const (
 	// PlateauFileSystemRegression's "at least two low nodes, and a
 	// quarter of them" means two nodes, and one node alone is a quarter,
 	// which the "at least two" must keep a node alert; one node at the
-	// bound of its low score (-4) makes the evidence -4 / √4 = -2, short
-	// of the page's -3, and two make -4.
+	// bound of its low score (-4) makes the evidence -4 / √4 = -2, two
+	// make -4, both short of the page's -5, and three make -6.
 	fleetSize = 4
 
 	// fleetInterval is each daemon's probe interval, splayed by host name
