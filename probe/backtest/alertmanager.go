@@ -50,6 +50,12 @@ func loadNotifier(path string) (*notifier, error) {
 	if err != nil {
 		return nil, fmt.Errorf("backtest: Alertmanager configuration: %w", err)
 	}
+	return parseNotifier(data, path)
+}
+
+// parseNotifier reads the grouping and inhibitions of an Alertmanager
+// configuration; path names it in errors.
+func parseNotifier(data []byte, path string) (*notifier, error) {
 	var c amConfig
 	if err := yaml.Unmarshal(data, &c); err != nil {
 		return nil, fmt.Errorf("backtest: %s: %w", path, err)

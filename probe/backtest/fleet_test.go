@@ -169,3 +169,48 @@ func writeTemp(t *testing.T, content string) string {
 	}
 	return p
 }
+
+func FuzzParseNotifier(f *testing.F) {
+	shipped, err := os.ReadFile(shippedAlertmanager)
+	if err != nil {
+		f.Fatal(err)
+	}
+	f.Add(string(shipped))
+	f.Add("inhibit_rules:\n  - source_matchers: [a=~\"(\"]\n")
+	f.Add("route: {group_by: [x]}\ninhibit_rules: [{source_matchers: ['a = b'], target_matchers: [c!~\"d|e\"], equal: [f]}]\n")
+	f.Fuzz(func(t *testing.T, in string) {
+		n, err := parseNotifier([]byte(in), "fuzz.yml")
+		if err != nil {
+			return
+		}
+		// Whatever it read, it counts groups of alerts without failing.
+		a := labels.FromStrings("alertname", "A", "x", "1")
+		if got := n.groups([]labels.Labels{a, a}); len(got) > 1 {
+			t.Fatalf("two identical alerts in %d groups", len(got))
+		}
+	})
+}
+
+func FuzzReadCSVFleetColumns(f *testing.F) {
+	f.Add(fleetCSV(2, 3, 0.5))
+	f.Add("system,file_system,app,op,start_unix,end_unix,mib_per_second,job_bytes,fs_bytes_same_direction\ncori,cscratch,ior,read,10,5,1,2,\n")
+	f.Fuzz(func(t *testing.T, in string) {
+		s, err := ReadCSV(strings.NewReader(in), "fuzz.csv", CSVColumns{
+			Series: []string{"app", "op"}, Time: "start_unix", Value: "mib_per_second",
+			Labels: []string{"system", "file_system"}, FSBytes: "fs_bytes_same_direction", JobBytes: "job_bytes", End: "end_unix",
+		})
+		if err != nil {
+			return
+		}
+		for _, x := range s {
+			if x.Others != nil && len(x.Others) != len(x.Values) {
+				t.Fatalf("series %q: %d others for %d runs", x.Key, len(x.Others), len(x.Values))
+			}
+			for _, o := range x.Others {
+				if o < 0 {
+					t.Fatalf("series %q: negative others' rate %g", x.Key, o)
+				}
+			}
+		}
+	})
+}
