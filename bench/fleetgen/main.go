@@ -205,6 +205,7 @@ func (g gen) nodeSeries(n node) []series {
 		out[len(out)-1].every = interval
 	}
 	targetRegression := map[string][]func(int64) float64{}
+	targetLowScore := map[string][]func(int64) float64{}
 	targetIOBytes := map[string][]func(int64) float64{}
 	targetBelowWarning := map[string][]func(int64) float64{}
 	targetBelowPlateau := map[string][]func(int64) float64{}
@@ -326,6 +327,18 @@ func (g gen) nodeSeries(n node) []series {
 			}
 			add(short, regression, "plateau_probe_regression", ok...)
 			targetRegression[p.target] = append(targetRegression[p.target], regression)
+			// The op's low score, from the function the store uses, over
+			// its last runs; the store combines a target's ops with
+			// plateau.TargetScore.
+			targetLowScore[p.target] = append(targetLowScore[p.target], func(t int64) float64 {
+				k := run(t)
+				ratios := make([]float64, plateau.NormalRuns+plateau.ScoreRuns)
+				for j := range ratios {
+					ratios[j] = ratio(op, k-int64(len(ratios)-1-j))
+				}
+				score, _ := plateau.LowScore(ratios)
+				return score
+			})
 			medians := func(t int64) plateau.Verdicts {
 				k := run(t)
 				ratios := make([]float64, plateau.LongMedianRuns)
@@ -369,6 +382,14 @@ func (g gen) nodeSeries(n node) []series {
 	}
 	for _, tg := range []string{"local", "scratch"} {
 		add(short, maxOf(targetRegression[tg]), "plateau_probe_target_regression", "target", tg)
+		scores := targetLowScore[tg]
+		add(short, func(t int64) float64 {
+			v := make([]float64, len(scores))
+			for i, f := range scores {
+				v[i] = f(t)
+			}
+			return plateau.TargetScore(v)
+		}, "plateau_probe_target_low_score", "target", tg)
 		add(short, maxOf(targetBelowWarning[tg]), "plateau_probe_target_below_warning", "target", tg)
 		add(short, maxOf(targetBelowPlateau[tg]), "plateau_probe_target_below_plateau", "target", tg)
 		add(ctr, sumOf(targetIOBytes[tg]), "plateau_probe_target_io_bytes_total", "target", tg)
