@@ -782,6 +782,17 @@ type stackOptions struct {
 	characterizeSpacing time.Duration
 	// promInterval is Prometheus's scrape and evaluation interval.
 	promInterval time.Duration
+	// durationScale divides the rules' `for`, keep_firing_for and group
+	// intervals (0: durationScale, for a 5s probe interval).
+	durationScale int
+}
+
+// scale is what the stack divides the rules' durations by.
+func (o stackOptions) scale() int {
+	if o.durationScale > 0 {
+		return o.durationScale
+	}
+	return durationScale
 }
 
 // singleNodeOptions is the stack of the single-node tests.
@@ -799,9 +810,13 @@ func singleNodeOptions() stackOptions {
 
 // stackDaemon is one plateau_exporter of a stack, a node of the fleet.
 type stackDaemon struct {
-	host   string
+	host string
+	// cgroup gives the daemon its share of the stack's loop device; nil
+	// when the daemon probes something else (a MooseFS client's mount).
 	cgroup *probetest.IOCgroup
-	proc   *process
+	// configFile is the daemon's own config, when it is not the stack's.
+	configFile string
+	proc       *process
 	// addr is where it listens, and so its instance label in Prometheus.
 	addr        string
 	url         string
@@ -889,10 +904,7 @@ func startStack(t *testing.T, o stackOptions) *alertStack {
 	t.Logf("loop ext4 at %s (device %s); %d daemon(s), each given %.0f MB/s both ways by its own cgroup",
 		loop.Mount, loop.DevNum, len(s.daemons), float64(o.plateau)/1e6)
 
-	s.exporter = filepath.Join(s.dir, "plateau_exporter")
-	if out, err := exec.Command("go", "build", "-o", s.exporter, "../cmd/plateau_exporter").CombinedOutput(); err != nil {
-		t.Fatalf("building plateau_exporter: %v\n%s", err, out)
-	}
+	s.buildExporter(t)
 	targetPath := filepath.Join(loop.Mount, "plateau")
 	if err := os.Mkdir(targetPath, 0o755); err != nil {
 		t.Fatal(err)
@@ -911,6 +923,26 @@ func startStack(t *testing.T, o stackOptions) *alertStack {
 		}
 	}
 
+	s.startDaemons(t, func(d *stackDaemon) []string { return inCgroup(d.cgroup) })
+	s.startMonitoring(t, promBin, amBin)
+	return s
+}
+
+// buildExporter builds the plateau_exporter the stack runs.
+func (s *alertStack) buildExporter(t *testing.T) {
+	t.Helper()
+	s.exporter = filepath.Join(s.dir, "plateau_exporter")
+	if out, err := exec.Command("go", "build", "-o", s.exporter, "../cmd/plateau_exporter").CombinedOutput(); err != nil {
+		t.Fatalf("building plateau_exporter: %v\n%s", err, out)
+	}
+}
+
+// startDaemons starts a plateau_exporter per daemon of the stack, its
+// command line begun with prefix(d) (a cgroup to enter, or nothing), waits
+// until each answers, and starts following each one's runs.
+func (s *alertStack) startDaemons(t *testing.T, prefix func(d *stackDaemon) []string) {
+	t.Helper()
+	o := s.opts
 	for _, d := range s.daemons {
 		d.addr = probetest.FreeAddr(t)
 		d.url = "http://" + d.addr
@@ -919,12 +951,16 @@ func startStack(t *testing.T, o stackOptions) *alertStack {
 		if len(s.daemons) > 1 {
 			name += "-" + d.host
 		}
-		d.proc = startProcess(t, name, s.dir, append(inCgroup(d.cgroup), s.exporter, "--config.file="+s.configFile,
+		config := orElse(d.configFile, s.configFile)
+		d.proc = startProcess(t, name, s.dir, append(prefix(d), s.exporter, "--config.file="+config,
 			"--probe.hostname="+d.host, "--probe.history-file="+d.historyFile,
 			"--collector.disable-defaults", "--web.listen-address="+d.addr, "--log.level=debug")...)
 	}
 	for _, d := range s.daemons {
 		waitReady(t, d.proc, d.url+"/-/healthy")
+		if d.cgroup == nil {
+			continue
+		}
 		pids, err := d.cgroup.Pids()
 		if err != nil {
 			t.Fatal(err)
@@ -939,6 +975,14 @@ func startStack(t *testing.T, o stackOptions) *alertStack {
 		// polled that often still cost little of two cores.
 		d.runs = watchRuns(t, d.url+"/metrics", o.interval/10)
 	}
+}
+
+// startMonitoring starts the webhook, Alertmanager with the shipped route
+// and inhibitions, and Prometheus with the shipped rules (durations
+// shortened) scraping every daemon, and waits until Prometheus evaluates.
+func (s *alertStack) startMonitoring(t *testing.T, promBin, amBin string) {
+	t.Helper()
+	o := s.opts
 
 	s.hook = startWebhook(t)
 	amAddr := probetest.FreeAddr(t)
@@ -960,7 +1004,7 @@ func startStack(t *testing.T, o stackOptions) *alertStack {
 		if err != nil {
 			t.Fatal(err)
 		}
-		short, changes, err := shortenRuleFile(orig, durationScale)
+		short, changes, err := shortenRuleFile(orig, o.scale())
 		if err != nil {
 			t.Fatalf("%s: %v", f, err)
 		}
@@ -994,8 +1038,7 @@ func startStack(t *testing.T, o stackOptions) *alertStack {
 	s.prom = promAPI{url: "http://" + promAddr}
 	waitReady(t, prom, s.prom.url+"/-/ready")
 	s.waitScrapingAndEvaluating(t)
-	t.Logf("%s: daemons, Alertmanager and Prometheus up; rules shortened by %d: %s", s.since(time.Now()), durationScale, strings.Join(s.shortRules[alertsFile][:min(4, len(s.shortRules[alertsFile]))], "; "))
-	return s
+	t.Logf("%s: daemons, Alertmanager and Prometheus up; rules shortened by %d: %s", s.since(time.Now()), o.scale(), strings.Join(s.shortRules[alertsFile][:min(4, len(s.shortRules[alertsFile]))], "; "))
 }
 
 // inCgroup is the start of a command line that moves itself into c before
@@ -1032,14 +1075,21 @@ baselines_file: %s
 func (s *alertStack) characterize(t *testing.T) {
 	t.Helper()
 	d := s.daemons[0]
-	argv := append(inCgroup(d.cgroup), s.exporter, "characterize", "--config.file="+s.configFile, "--probe.hostname="+d.host,
-		"--runs=3", "--run-spacing="+s.opts.characterizeSpacing.String())
-	cmd := exec.Command(argv[0], argv[1:]...)
-	out, err := cmd.CombinedOutput()
+	s.characterizeOn(t, inCgroup(d.cgroup), s.configFile, d.host)
+}
+
+// characterizeOn runs characterize with a config, its command line begun
+// with prefix, and reads back the baseline it wrote.
+func (s *alertStack) characterizeOn(t *testing.T, prefix []string, configFile, host string) {
+	t.Helper()
+	args := []string{s.exporter, "characterize", "--config.file=" + configFile, "--probe.hostname=" + host,
+		"--runs=3", "--run-spacing=" + s.opts.characterizeSpacing.String()}
+	argv := append(slices.Clone(prefix), args...)
+	out, err := exec.Command(argv[0], argv[1:]...).CombinedOutput()
 	if err != nil {
-		t.Fatalf("%s: %v\n%s", strings.Join(argv[4:], " "), err, out)
+		t.Fatalf("%s: %v\n%s", strings.Join(args, " "), err, out)
 	}
-	t.Logf("%s:\n%s", strings.Join(argv[5:], " "), bytes.TrimSpace(out))
+	t.Logf("%s:\n%s", strings.Join(args[1:], " "), bytes.TrimSpace(out))
 	s.loadBaseline(t)
 }
 

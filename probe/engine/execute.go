@@ -105,7 +105,11 @@ func Execute(ctx context.Context, req probe.Request) *probe.Result {
 			return res
 		}
 	}
-	if req.MinFreeRatio > 0 {
+	// min_free_ratio keeps data probes off a fuller file system (README:
+	// "skip data probes on a fuller file system"); a probe that writes no
+	// data (a metadata probe of empty files) runs on, so a full file
+	// system still has its metadata measured.
+	if req.MinFreeRatio > 0 && probe.BytesPerRun(&req.Probe) > 0 {
 		free, err := freeRatio(dir.fd)
 		if err != nil {
 			res.Fail(err)

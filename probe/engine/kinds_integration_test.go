@@ -126,4 +126,15 @@ func TestIntegrationMinFreeRatioSkips(t *testing.T) {
 	if res := engine.Execute(context.Background(), req); !res.OK() {
 		t.Fatalf("with min_free_ratio below the free space the probe must run: %s", res.Error)
 	}
+	// A metadata probe of empty files writes no data: it runs on the
+	// nearly full file system; one that writes data skips.
+	md := probefixture.Request(mnt, probe.ProbeConfig{Name: "md", Kind: probe.KindMetadata, Workers: 1, Files: 16})
+	md.MinFreeRatio = 0.05
+	if res := engine.Execute(context.Background(), md); !res.OK() {
+		t.Fatalf("metadata probe of empty files below min_free_ratio: %+v, want a run", res)
+	}
+	md.Probe.FileSize = 4 << 10
+	if res := engine.Execute(context.Background(), md); res.Skipped != probe.SkipMinFree {
+		t.Fatalf("metadata probe of 4 KiB files below min_free_ratio: %+v, want skipped=min_free", res)
+	}
 }

@@ -1,0 +1,323 @@
+//go:build integration
+
+package dashboards
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/plateau-exporter/plateau_exporter/internal/mfscluster"
+)
+
+const (
+	// Four MooseFS clients, as in TestFleetAlerts: one node alone is a
+	// quarter of the fleet, which PlateauFileSystemRegression's "at least
+	// two" must keep a node alert.
+	clusterClients = 4
+
+	// clusterLink is each client's link (tbf on its veth, both ways): well
+	// under what the cluster gives one client on this machine (unthrottled,
+	// 16 MiB writes ran at 37-104 MB/s and reads at 63-454 MB/s), so that
+	// the link, not the CPU the cluster's daemons share with everything
+	// else, sets each client's plateau and its runs repeat.
+	clusterLink = 16e6
+
+	// Small probes, 8 MiB each way (~0.55s at the link's rate, ~1.2s a
+	// run with the creates and fsync through the master), at an interval
+	// whose four splayed slots are 1.5s apart, so that runs of different
+	// clients rarely meet. A client throttled to 30% runs ~3.5s, still
+	// inside the timeout.
+	clusterInterval = 6 * time.Second
+	clusterTimeout  = 5 * time.Second
+	clusterFileSize = 8 << 20
+
+	// clusterScale shortens the rules for the 6s interval as
+	// durationScale does for 5s: 15m, one production run, becomes two
+	// runs here (12s).
+	clusterScale = 75
+
+	// clusterCalmRounds as TestFleetAlerts: 30 rounds leave each node 23
+	// runs of normal after the change statistic's first 17.
+	clusterCalmRounds = 30
+
+	// clusterFaultFraction is fault b's link throttle, a share of the
+	// client's measured read rate.
+	clusterFaultFraction = 0.3
+
+	// clusterDiskSize is each chunkserver's device. Every probe run leaks
+	// its file's chunks: MooseFS 3.0.117 keeps a file unlinked through
+	// mfsmount as "sustained" (reserved) for as long as the mount lives,
+	// whatever the trash time (measured: 12 of 12 removed 16 MiB files
+	// still sustained 30s later and after drop_caches). A run of this
+	// test writes ~250 runs x 8 MiB, one copy each (goal 1 on the probe
+	// directory): 2 GiB, against 3 x (4 GiB - 256 MiB) of chunk space;
+	// the loop files are sparse in RAM, so only what is written costs
+	// memory.
+	clusterDiskSize = 4 << 30
+)
+
+// TestClusterFaults deploys the product on a real MooseFS cluster: a
+// master, three chunkservers on RAM-backed loop devices, and four client
+// hosts, each in its own network namespace with its link shaped to
+// clusterLink; one plateau_exporter per client probing its mount under one
+// target name (so the fleet rules see the clients as peers), one
+// Prometheus with the shipped rules, one Alertmanager with the shipped
+// route and inhibitions. Each fault starts from a steady state and
+// asserts the absence of every alert it should not raise.
+//
+//   - (g) 30 rounds with no fault: no alert of any kind fires, nothing is
+//     notified.
+//   - (b) one client's link throttled to 30% of its read rate: that node's
+//     PlateauProbeRegression page only, no PlateauFileSystemRegression,
+//     the notification naming the node (instance); resolved after the
+//     throttle is lifted.
+func TestClusterFaults(t *testing.T) {
+	promBin, amBin := requireAlertingPrereqs(t)
+	c := mfscluster.Start(t, mfscluster.Options{ChunkServers: 3, Clients: clusterClients, DiskSize: clusterDiskSize})
+	hosts := spreadHosts(t, clusterClients, clusterInterval)
+	s := &alertStack{
+		opts: stackOptions{
+			hosts:               hosts,
+			interval:            clusterInterval,
+			timeout:             clusterTimeout,
+			splay:               true,
+			fileSize:            clusterFileSize,
+			plateau:             clusterLink,
+			characterizeSpacing: time.Second,
+			promInterval:        time.Second,
+			durationScale:       clusterScale,
+		},
+		dir: t.TempDir(),
+	}
+	s.buildExporter(t)
+
+	// The probes' directory: trash time 0 and one copy per chunk, set
+	// before anything is created in it so every probe directory and file
+	// inherits them.
+	root := filepath.Join(c.Clients[0].Mount, "plateau")
+	if err := os.Mkdir(root, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	for _, argv := range [][]string{{"mfssettrashtime", "-r", "0", root}, {"mfssetgoal", "-r", "1", root}} {
+		if _, err := c.Clients[0].Run(argv[0], argv[1:]...); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, argv := range [][]string{{"mfsgettrashtime", root}, {"mfsgetgoal", root}} {
+		out, err := c.Clients[0].Run(argv[0], argv[1:]...)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Logf("%s", out)
+	}
+	baselines := filepath.Join(s.dir, "baselines.yml")
+	for i, h := range hosts {
+		cl := c.Clients[i]
+		// Each client probes a directory of its own, through its own
+		// mount, under the one target name.
+		dir := filepath.Join(cl.Mount, "plateau", h)
+		if err := os.Mkdir(dir, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		d := &stackDaemon{host: h, configFile: filepath.Join(s.dir, h+".yml")}
+		writeExporterConfig(t, d.configFile, s.opts, dir, baselines)
+		if err := cl.ThrottleNetwork(clusterLink); err != nil {
+			t.Fatal(err)
+		}
+		s.daemons = append(s.daemons, d)
+		t.Logf("%s on %s probes %s, link shaped to %.0f MB/s", h, cl, dir, clusterLink/1e6)
+	}
+	clientOf := func(d *stackDaemon) *mfscluster.Client {
+		for i, x := range s.daemons {
+			if x == d {
+				return c.Clients[i]
+			}
+		}
+		t.Fatalf("no client for %s", d.host)
+		return nil
+	}
+	s.characterizeOn(t, nil, s.daemons[0].configFile, hosts[0])
+	// The link must be what sets the plateau, or a throttle of it would
+	// not mean what the test says.
+	for op, v := range s.baseline {
+		if v < 0.5*clusterLink || v > 1.3*clusterLink {
+			t.Fatalf("characterized %s at %.1f MB/s through a link shaped to %.0f MB/s: the link does not set the plateau", op, v/1e6, clusterLink/1e6)
+		}
+	}
+	s.startDaemons(t, func(*stackDaemon) []string { return nil })
+	s.startMonitoring(t, promBin, amBin)
+	tl := s.watchAlerts(t)
+	logSpace(t, c, "at the start")
+	t.Cleanup(func() { logSpace(t, c, "at the end") })
+
+	// Fault g: calm.
+	tl.mark(t, "fault g: %d rounds with no fault", clusterCalmRounds)
+	waitFor(t, fmt.Sprintf("%d rounds of runs", clusterCalmRounds), clusterCalmRounds*3*clusterInterval+2*time.Minute, func() (bool, error) {
+		return s.rounds() >= clusterCalmRounds, s.failedRuns()
+	})
+	s.waitEvaluatedPastRuns(t)
+	waitChangeRatio(t, s, time.Minute)
+	calmEnd := tl.mark(t, "%d rounds done", s.rounds())
+	medianRead := map[*stackDaemon]float64{}
+	for _, d := range s.daemons {
+		medianRead[d] = d.runs.medianRate("read", calmEnd)
+		runs, _ := d.runs.snapshot()
+		t.Logf("%s calm: median read %.1f MB/s, write %.1f MB/s over %d runs; last run %s",
+			d.host, medianRead[d]/1e6, d.runs.medianRate("write", calmEnd)/1e6, len(runs), runs[len(runs)-1])
+	}
+	s.logOverlaps(t, s.start, calmEnd)
+	s.checkNoAlert(t, s.start, `ALERTS`, "with no fault")
+	for _, a := range s.hook.received() {
+		t.Errorf("fault g: the webhook received %s %s at %s", a.Status, s.alertKey(a.Labels), s.since(a.At))
+	}
+	if t.Failed() {
+		t.FailNow()
+	}
+	logSpace(t, c, "after fault g")
+
+	// Fault b: one client's network.
+	s.requireSteady(t)
+	victim := s.daemons[1]
+	vc := clientOf(victim)
+	limit := int64(clusterFaultFraction * medianRead[victim])
+	bStart := tl.mark(t, "fault b: THROTTLED the link of %s (%s) to %.1f MB/s, 30%% of its calm read %.1f MB/s", victim.host, vc, float64(limit)/1e6, medianRead[victim]/1e6)
+	if err := vc.ThrottleNetwork(limit); err != nil {
+		t.Fatal(err)
+	}
+	run := victim.runs.firstRunStartedAfter(t, "the throttle of "+victim.host, bStart, clusterInterval)
+	if run.Rate["read"] >= 0.5*medianRead[victim] {
+		t.Fatalf("the link throttle of %s does not bite: its first run after it read at %.1f MB/s, not under half its calm %.1f MB/s", victim.host, run.Rate["read"]/1e6, medianRead[victim]/1e6)
+	}
+	t.Logf("%s: first throttled run of %s: %s", s.since(run.End), victim.host, run)
+	isVictimPage := func(a receivedAlert) bool {
+		return a.Labels["alertname"] == regressionAlert && a.Labels["instance"] == victim.addr
+	}
+	var fired receivedAlert
+	waitFor(t, "the webhook to receive "+regressionAlert+" for "+victim.host, 3*time.Minute, func() (bool, error) {
+		a, ok := s.hook.first(func(a receivedAlert) bool { return a.Status == "firing" && isVictimPage(a) && !a.At.Before(bStart) })
+		fired = a
+		return ok, s.failedRuns()
+	})
+	tl.mark(t, "FIRED: the webhook received %s for %s, %s after the throttle", regressionAlert, victim.host, fired.At.Sub(bStart).Round(time.Second))
+	checkFiredAlert(t, s, fired, victim)
+	bLift := tl.mark(t, "LIFTED the throttle of %s (back to the %.0f MB/s link)", victim.host, clusterLink/1e6)
+	if err := vc.ThrottleNetwork(clusterLink); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "the page of "+victim.host+" to resolve", 3*time.Minute, func() (bool, error) {
+		if held, err := s.heldIn(regressionAlert, victim.addr); err != nil || len(held) > 0 {
+			return false, fmt.Errorf("Prometheus still holds %d %s for %s (%v)", len(held), regressionAlert, victim.host, err)
+		}
+		_, ok := s.hook.first(func(a receivedAlert) bool { return a.Status == "resolved" && a.Fingerprint == fired.Fingerprint })
+		return ok, fmt.Errorf("no resolved notification yet")
+	})
+	tl.mark(t, "RESOLVED: %s's page, %s after the lift", victim.host, time.Since(bLift).Round(time.Second))
+	// One client's link is a node problem: no file-system page, no page
+	// of its peers, no other alert of any kind, at any evaluation.
+	s.checkNoAlert(t, bStart, `ALERTS{alertname="`+fsRegressionAlert+`"}`, "with one client's link throttled")
+	s.checkNoAlert(t, bStart, `ALERTS{alertname!="`+regressionAlert+`"}`, "with one client's link throttled")
+	s.checkNoAlert(t, bStart, `ALERTS{instance!="`+victim.addr+`"}`, "on the peers of the throttled client")
+	for _, a := range s.hook.received() {
+		if !a.At.Before(bStart) && !isVictimPage(a) {
+			t.Errorf("fault b: the webhook received %s %s at %s; only %s's page was expected", a.Status, s.alertKey(a.Labels), s.since(a.At), victim.host)
+		}
+	}
+	s.logOverlaps(t, bStart, time.Now())
+	logSpace(t, c, "after fault b")
+}
+
+// checkNoAlert fails the test if an alert of selector fired at any
+// evaluation since t0; pending ones are logged as noise.
+func (s *alertStack) checkNoAlert(t *testing.T, t0 time.Time, selector, when string) {
+	t.Helper()
+	sel := strings.TrimSuffix(selector, "}")
+	if strings.Contains(sel, "{") {
+		sel += ","
+	} else {
+		sel += "{"
+	}
+	for _, state := range []string{"firing", "pending"} {
+		got, err := s.prom.countOverRange(sel+`alertstate="`+state+`"}`, t0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, g := range got {
+			if state == "firing" {
+				t.Errorf("%s fired %s (%g evaluations)", s.alertKey(g.Metric), when, g.Value)
+			} else {
+				t.Logf("noise %s: %s pending for %g evaluations", when, s.alertKey(g.Metric), g.Value)
+			}
+		}
+	}
+}
+
+// requireSteady fails the test unless Prometheus holds no alert, pending
+// or firing, and Alertmanager none: a fault must start from calm, so that
+// what follows is the fault's.
+func (s *alertStack) requireSteady(t *testing.T) {
+	t.Helper()
+	held, err := s.prom.alerts()
+	if err != nil {
+		t.Fatal(err)
+	}
+	am, err := s.amAlerts("")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(held) > 0 || len(am) > 0 {
+		var keys []string
+		for _, a := range held {
+			keys = append(keys, s.alertKey(a.Labels)+" "+a.State)
+		}
+		for _, a := range am {
+			keys = append(keys, "Alertmanager "+s.alertKey(a.Labels))
+		}
+		t.Fatalf("not in a steady state before the fault: %s", strings.Join(keys, "; "))
+	}
+}
+
+// failedRuns says why the daemons' probes fail, if any does: a full file
+// system or a hung mount shows here long before a deadline.
+func (s *alertStack) failedRuns() error {
+	got, err := s.prom.query(`sum by (instance, reason) (increase(plateau_probe_errors_total[1m])) > 0`)
+	if err != nil || len(got) == 0 {
+		return err
+	}
+	var b []string
+	for _, g := range got {
+		b = append(b, fmt.Sprintf("%s: %.0f failures (%s)", s.hostOf(g.Metric["instance"]), g.Value, g.Metric["reason"]))
+	}
+	return fmt.Errorf("probes failing: %s", strings.Join(b, "; "))
+}
+
+// logSpace logs the cluster's space as the master counts it: what is
+// available, and what removed files still hold (trash and sustained).
+func logSpace(t *testing.T, c *mfscluster.Cluster, when string) {
+	t.Helper()
+	out, err := c.Master.Run("mfscli", "-H", c.Master.Addr, "-SIN", "-p")
+	if err != nil {
+		t.Logf("space %s: %v", when, err)
+		return
+	}
+	var parts []string
+	for _, line := range strings.Split(out, "\n") {
+		f := strings.Split(line, "\t")
+		if len(f) < 3 || f[0] != "master info:" {
+			continue
+		}
+		switch f[1] {
+		case "total space", "avail space", "trash space", "sustained space":
+			if v, err := strconv.ParseInt(f[2], 10, 64); err == nil {
+				parts = append(parts, fmt.Sprintf("%s %d MiB", f[1], v>>20))
+			}
+		case "trash files", "sustained files", "files":
+			parts = append(parts, f[1]+" "+f[2])
+		}
+	}
+	t.Logf("MooseFS space %s: %s", when, strings.Join(parts, ", "))
+}
