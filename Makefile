@@ -23,9 +23,12 @@ all: build
 
 # CGO_ENABLED=0 as the RPM builds it: only a pure-Go binary can drop the
 # capabilities of all its threads (the SMART helper, internal/privsep), and
-# nothing in the daemon needs cgo.
+# nothing in the daemon needs cgo. plateau_backtest runs
+# `plateau_exporter backtest`, which looks for it beside itself: the PromQL
+# engine is in that binary only, not in the daemon resident on every node.
 build:
 	CGO_ENABLED=0 $(GO) build -trimpath -ldflags "$(LDFLAGS)" -o $(BINARY) ./cmd/plateau_exporter
+	CGO_ENABLED=0 $(GO) build -trimpath -ldflags "$(LDFLAGS)" -o plateau_backtest ./cmd/plateau_backtest
 
 # Unit, fixture, fuzz-seed and end-to-end tests; no root needed.
 test: build
@@ -50,6 +53,6 @@ bench: build
 	$(GO) test -run '^$$' -bench . -benchmem ./...
 
 clean:
-	rm -f $(BINARY)
+	rm -f $(BINARY) plateau_backtest
 
 -include packaging/packaging.mk

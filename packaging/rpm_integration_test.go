@@ -157,6 +157,7 @@ func TestRPM(t *testing.T) {
 // sudoers, sysconfig, config, dashboards and rules.
 var wantFiles = []string{
 	"/usr/bin/plateau_exporter",
+	"/usr/libexec/plateau_exporter/plateau_backtest",
 	"/usr/lib/systemd/system/plateau_exporter.service",
 	"/usr/lib/sysusers.d/plateau_exporter.conf",
 	"/etc/sudoers.d/plateau_exporter",
@@ -264,6 +265,22 @@ func testContents(t *testing.T, repo, binRPM, srpm string) {
 	out := mustRun(t, "", nil, bin, "--version")
 	if !strings.Contains(out, rev) {
 		t.Errorf("the packaged binary's --version lacks revision %s:\n%s", rev, out)
+	}
+
+	// backtest is run by plateau_backtest in /usr/libexec/plateau_exporter/:
+	// the packaged plateau_exporter finds it there and hands it the
+	// arguments, and its error (a CSV that does not exist) is the command's.
+	root := t.TempDir()
+	for _, f := range []string{"/usr/bin/plateau_exporter", "/usr/libexec/plateau_exporter/plateau_backtest"} {
+		if err := os.MkdirAll(filepath.Dir(filepath.Join(root, f)), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		extractFile(t, binRPM, f, filepath.Join(root, f))
+	}
+	missing := filepath.Join(root, "no-such-runs.csv")
+	r := runCmd(t, "", nil, filepath.Join(root, "usr/bin/plateau_exporter"), "backtest", "--input", missing)
+	if r.code != 1 || !strings.Contains(r.out, "plateau_exporter backtest:") || !strings.Contains(r.out, missing) {
+		t.Errorf("the packaged plateau_exporter backtest --input %s exited %d, not 1 with plateau_backtest's error naming the file:\n%s", missing, r.code, r.out)
 	}
 }
 

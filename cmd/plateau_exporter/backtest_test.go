@@ -1,76 +1,130 @@
 package main
 
 import (
-	"bytes"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"math"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
-	"time"
-
-	"github.com/plateau-exporter/plateau_exporter/probe/backtest"
 )
 
-// The command's flags reach the replay: a CSV in MiB/s, the shipped and the
-// reference rule files, the drops asked for, the JSON of the contract and
-// an SVG of the series asked for.
-func TestBacktestCommandWritesTheContractsJSON(t *testing.T) {
+// plateau_exporter finds plateau_backtest beside itself (a build tree), then
+// in ../libexec/plateau_exporter/ (the RPM), then on $PATH, following a
+// symlink to itself first; a file that is not executable is not it.
+func TestFindBacktestBinaryLooksBesideThenLibexecThenPath(t *testing.T) {
+	root := t.TempDir()
+	self := filepath.Join(root, "usr", "bin", "plateau_exporter")
+	libexec := filepath.Join(root, "usr", "libexec", "plateau_exporter", backtestBinary)
+	beside := filepath.Join(root, "usr", "bin", backtestBinary)
+	pathDir := filepath.Join(root, "path")
+	onPath := filepath.Join(pathDir, backtestBinary)
+	write := func(path string, mode os.FileMode) {
+		t.Helper()
+		if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(path, []byte("#!/bin/sh\n"), mode); err != nil {
+			t.Fatal(err)
+		}
+	}
+	write(self, 0o755)
+	if err := os.MkdirAll(pathDir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv("PATH", pathDir)
+	link := filepath.Join(root, "link-to-plateau_exporter")
+	if err := os.Symlink(self, link); err != nil {
+		t.Fatal(err)
+	}
+
+	_, err := findBacktestBinary(link)
+	if err == nil || !strings.Contains(err.Error(), beside) || !strings.Contains(err.Error(), filepath.Join(root, "usr", "bin", "..", "libexec", "plateau_exporter", backtestBinary)) {
+		t.Errorf("with no plateau_backtest anywhere: %v; want an error naming where it looked", err)
+	}
+	write(onPath, 0o755)
+	expect := func(want string) {
+		t.Helper()
+		got, err := findBacktestBinary(link)
+		if err != nil || filepath.Clean(got) != want {
+			t.Errorf("found %q (%v), want %s", got, err, want)
+		}
+	}
+	expect(onPath)
+	write(libexec, 0o755)
+	expect(libexec)
+	write(beside, 0o644)
+	expect(libexec)
+	if err := os.Chmod(beside, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	expect(beside)
+}
+
+// `plateau_exporter backtest` runs the backtest through plateau_backtest
+// beside it: the arguments reach it, its JSON is the command's output and
+// its errors the command's exit status 1; without plateau_backtest the
+// command says where it looked and fails.
+func TestBacktestCommandHandsOverToPlateauBacktest(t *testing.T) {
 	dir := t.TempDir()
+	self := filepath.Join(dir, "plateau_exporter")
+	data, err := os.ReadFile(binary)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(self, data, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	root, err := filepath.Abs(filepath.Join("..", ".."))
+	if err != nil {
+		t.Fatal(err)
+	}
 	csvPath := filepath.Join(dir, "runs.csv")
 	var b strings.Builder
 	b.WriteString("system,file_system,app,op,start_unix,mib_per_second\n")
-	for i := range 120 {
-		v := 1000 * math.Exp(0.05*math.Sin(float64(i)))
-		fmt.Fprintf(&b, "lab,scratch,ior,read,%d,%.3f\n", 1_500_000_000+i*86400, v)
+	for i := range 80 {
+		fmt.Fprintf(&b, "lab,scratch,ior,read,%d,%.3f\n", 1_500_000_000+i*86400, 1000*math.Exp(0.05*math.Sin(float64(i))))
 	}
 	if err := os.WriteFile(csvPath, []byte(b.String()), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	root := filepath.Join("..", "..")
-	o := backtestOptions{
-		input: csvPath, seriesColumns: "system,file_system,app,op", timeColumn: "start_unix", valueColumn: "mib_per_second",
-		unit: "bytes_per_second", drops: "0.5", output: "json", svg: filepath.Join(dir, "series.svg"),
-		rules:          []string{filepath.Join(root, "dashboards", "rules.yml"), filepath.Join(root, "dashboards", "alerts.yml")},
-		referenceRules: []string{filepath.Join(root, "dashboards", "testdata", "reference", "rules.yml"), filepath.Join(root, "dashboards", "testdata", "reference", "alerts.yml")},
-		opts:           backtest.Options{Interval: 15 * time.Minute, EvaluationInterval: 5 * time.Minute, BaselineRuns: 10, InjectRuns: 20, Trials: 5, OnsetAfter: 30, Seed: 1, PageSeverity: "critical"},
+	run := func(args ...string) (string, string, int) {
+		t.Helper()
+		cmd := exec.Command(self, append([]string{"backtest", "--input", csvPath, "--trials", "2"}, args...)...)
+		cmd.Dir = root // the default rule files are relative to the repository
+		cmd.Env = append(os.Environ(), "PATH="+dir)
+		var stdout, stderr strings.Builder
+		cmd.Stdout, cmd.Stderr = &stdout, &stderr
+		err := cmd.Run()
+		var exit *exec.ExitError
+		if err != nil && !errors.As(err, &exit) {
+			t.Fatal(err)
+		}
+		return stdout.String(), stderr.String(), cmd.ProcessState.ExitCode()
 	}
-	var out bytes.Buffer
-	if err := runBacktest(&out, o); err != nil {
-		t.Fatal(err)
+
+	if _, stderr, code := run(); code != 1 || !strings.Contains(stderr, filepath.Join(dir, backtestBinary)) {
+		t.Errorf("without plateau_backtest: exit %d, stderr %q; want 1 and where it looked", code, stderr)
 	}
+
+	build := exec.Command("go", "build", "-o", filepath.Join(dir, backtestBinary), "../plateau_backtest")
+	if out, err := build.CombinedOutput(); err != nil {
+		t.Fatalf("go build plateau_backtest: %v\n%s", err, out)
+	}
+	stdout, stderr, code := run("--inject-drops", "0.5", "--output", "json")
 	var doc struct {
 		Series []struct {
-			Key     string
-			Runs    int
-			Current struct {
-				Detect map[string]struct {
-					NewPageWithin10 float64 `json:"new_page_within_10"`
-				}
-			}
+			Key  string
+			Runs int
 		}
-		Summary map[string]map[string]any
 	}
-	if err := json.Unmarshal(out.Bytes(), &doc); err != nil {
-		t.Fatalf("%v\n%s", err, out.String())
+	if code != 0 || json.Unmarshal([]byte(stdout), &doc) != nil || len(doc.Series) != 1 || doc.Series[0].Key != "lab/scratch/ior/read" || doc.Series[0].Runs != 80 {
+		t.Fatalf("backtest exited %d with %+v\nstdout %.300s\nstderr %s", code, doc, stdout, stderr)
 	}
-	if len(doc.Series) != 1 || doc.Series[0].Key != "lab/scratch/ior/read" || doc.Series[0].Runs != 120 {
-		t.Fatalf("series: %+v", doc.Series)
-	}
-	if d := doc.Series[0].Current.Detect["0.5"]; d.NewPageWithin10 < 0.8 {
-		t.Errorf("a halving of a steady series paged within 10 runs in %.0f%% of trials", 100*d.NewPageWithin10)
-	}
-	if _, ok := doc.Summary["reference"]["page_firing_fraction_p80"]; !ok {
-		t.Errorf("summary: %v", doc.Summary)
-	}
-	svg, err := os.ReadFile(o.svg)
-	if err != nil || !bytes.Contains(svg, []byte("<svg")) || !bytes.Contains(svg, []byte("lab/scratch/ior/read")) {
-		t.Errorf("svg: %v %.200s", err, svg)
-	}
-	o.drops = "0.5,x"
-	if err := runBacktest(&out, o); err == nil || !strings.Contains(err.Error(), "--inject-drops") {
-		t.Errorf("bad drop: %v", err)
+	if _, stderr, code := run("--inject-drops", "0.5,x"); code != 1 || !strings.Contains(stderr, "--inject-drops") {
+		t.Errorf("a bad drop: exit %d, stderr %q; want 1 and the flag named", code, stderr)
 	}
 }

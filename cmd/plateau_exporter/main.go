@@ -36,6 +36,9 @@ type commandEnv struct {
 	configFile string
 	hostname   string
 	stdout     io.Writer
+	// args are the command's arguments after its name, for a command run
+	// by another binary (backtest).
+	args []string
 }
 
 // shared says which of the daemon's flags a command reads.
@@ -61,7 +64,7 @@ func commands() []command {
 		}},
 		{"backtest", shared{}, func(app *kingpin.Application) (*kingpin.CmdClause, func(commandEnv) error) {
 			cmd, run := backtestCommand(app)
-			return cmd, func(e commandEnv) error { return run(e.stdout) }
+			return cmd, func(e commandEnv) error { return run(e.args) }
 		}},
 	}
 }
@@ -169,6 +172,12 @@ func runCommand(c command, args []string) error {
 	env, err := flags.env()
 	if err != nil {
 		return err
+	}
+	for i, a := range args {
+		if a == c.name {
+			env.args = args[i+1:]
+			break
+		}
 	}
 	return run(env)
 }
