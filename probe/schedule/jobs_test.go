@@ -2,9 +2,13 @@ package schedule
 
 import (
 	"context"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/go-kit/log"
+	"github.com/go-kit/log/level"
 
 	"github.com/plateau-exporter/plateau_exporter/internal/probefixture"
 	"github.com/plateau-exporter/plateau_exporter/internal/probetest"
@@ -40,11 +44,13 @@ func TestSchedulerSkipsBesideAJobAndRunsOnceItEnds(t *testing.T) {
 	job := &switchableJob{}
 	job.running.Store(true)
 	runs := new(atomic.Int32)
-	results := scheduleOneWith(t, Options{Runner: countingRunner{runs}, Jobs: job}, target)
+	logs := &probetest.LogBuffer{}
+	logger := level.NewFilter(log.NewLogfmtLogger(logs), level.AllowInfo())
+	results := scheduleOneWith(t, Options{Runner: countingRunner{runs}, Jobs: job, Logger: logger}, target)
 	skips := func() float64 {
 		return probetest.MetricValue(t, results, "plateau_probe_skips_total", map[string]string{"reason": probe.SkipJobRunning})
 	}
-	probetest.WaitUntil(t, "two job_running skips", 30*time.Second, func() bool { return skips() >= 2 })
+	probetest.WaitUntil(t, "three job_running skips", 30*time.Second, func() bool { return skips() >= 3 })
 	if n := runs.Load(); n != 0 {
 		t.Fatalf("%d run(s) reached the file system while a job held the node", n)
 	}
@@ -52,6 +58,15 @@ func TestSchedulerSkipsBesideAJobAndRunsOnceItEnds(t *testing.T) {
 	probetest.WaitUntil(t, "a run after the job ended", 30*time.Second, func() bool {
 		return probetest.MetricValue(t, results, "plateau_probe_runs_total", map[string]string{"result": store.ResultSuccess}) >= 1
 	})
+	// A job holding the node for many slots is one line when the skips
+	// start and one when they end; the counter has every slot.
+	out := logs.String()
+	if n := strings.Count(out, "skipping probe: a Slurm job holds the node"); n != 1 || !strings.Contains(out, "cgroup_v2:4242") {
+		t.Errorf("%d info lines of skips for one job over %g skips, want 1 naming the job:\n%s", n, skips(), out)
+	}
+	if n := strings.Count(out, "probing again"); n != 1 {
+		t.Errorf("%d lines saying the probes resumed, want 1:\n%s", n, out)
+	}
 }
 
 // A target with when_job_running: run never asks: its probes run beside

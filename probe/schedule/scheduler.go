@@ -199,7 +199,7 @@ func (s *Scheduler) Stop() {
 
 func (s *Scheduler) loop(ctx context.Context, t *probe.Target, p *probe.ProbeConfig, offset time.Duration, g *targetGuard) {
 	defer s.loops.Done()
-	logger := log.With(s.logger, "target", t.Name, "probe", p.Name)
+	l := &probeLoop{logger: log.With(s.logger, "target", t.Name, "probe", p.Name)}
 	next := NextSlot(s.now(), offset, p.Interval)
 	for {
 		timer := time.NewTimer(next.Sub(s.now()))
@@ -209,7 +209,7 @@ func (s *Scheduler) loop(ctx context.Context, t *probe.Target, p *probe.ProbeCon
 			return
 		case <-timer.C:
 		}
-		s.runSlot(ctx, logger, t, p, g, next)
+		s.runSlot(ctx, l, t, p, g, next)
 		// Slots that passed while this run went on are skipped, and counted.
 		after := NextSlot(s.now(), offset, p.Interval)
 		for missed := next.Add(p.Interval); missed.Before(after); missed = missed.Add(p.Interval) {
@@ -222,7 +222,20 @@ func (s *Scheduler) loop(ctx context.Context, t *probe.Target, p *probe.ProbeCon
 	}
 }
 
-func (s *Scheduler) runSlot(ctx context.Context, logger log.Logger, t *probe.Target, p *probe.ProbeConfig, g *targetGuard, slot time.Time) {
+// probeLoop is what the loop of one probe keeps from slot to slot.
+type probeLoop struct {
+	logger log.Logger
+	// skippedFor are the jobs the last slot was skipped for, "" when it
+	// was not skipped for a job: a job that holds the node for hours is
+	// logged when the skips start, when the jobs change and when they end,
+	// and each slot between counts in plateau_probe_skips_total (and logs
+	// at debug). A log line at every slot cost about a fifth of the idle
+	// daemon's CPU on a node running jobs (bench/noise.sh).
+	skippedFor string
+}
+
+func (s *Scheduler) runSlot(ctx context.Context, l *probeLoop, t *probe.Target, p *probe.ProbeConfig, g *targetGuard, slot time.Time) {
+	logger := l.logger
 	if g.hung() {
 		level.Warn(logger).Log("msg", "skipping probe: a worker of this target is stuck on the file system")
 		s.reporter.RecordSkip(t.Name, p.Name, probe.SkipTargetHung)
@@ -245,9 +258,18 @@ func (s *Scheduler) runSlot(ctx context.Context, logger log.Logger, t *probe.Tar
 	// meanwhile is seen, and before the budget, so that the skip names the
 	// reason an operator can act on.
 	if running, detail := s.jobRunning(t); running {
-		level.Info(logger).Log("msg", "skipping probe: a Slurm job holds the node", "jobs", detail)
+		logAt := level.Debug
+		if detail != l.skippedFor {
+			logAt = level.Info
+		}
+		logAt(logger).Log("msg", "skipping probe: a Slurm job holds the node", "jobs", detail)
+		l.skippedFor = detail
 		s.reporter.RecordSkip(t.Name, p.Name, probe.SkipJobRunning)
 		return
+	}
+	if l.skippedFor != "" {
+		level.Info(logger).Log("msg", "probing again: no Slurm job holds the node any more", "skipped_for", l.skippedFor)
+		l.skippedFor = ""
 	}
 	need := probe.BytesPerRun(p)
 	if !g.budget.allows(s.now(), need) {

@@ -81,7 +81,10 @@ func scheduleOne(t *testing.T, runner worker.Runner, target *probe.Target) *stor
 func scheduleOneWith(t *testing.T, o Options, target *probe.Target) *store.Store {
 	t.Helper()
 	results := store.New()
-	o.Logger, o.Hostname, o.Reporter = log.NewNopLogger(), "node1", results
+	if o.Logger == nil {
+		o.Logger = log.NewNopLogger()
+	}
+	o.Hostname, o.Reporter = "node1", results
 	s := New(o)
 	cfg := &probe.Config{Targets: []*probe.Target{target}}
 	results.Configure(cfg, nil)
