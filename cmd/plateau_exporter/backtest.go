@@ -68,6 +68,6 @@ func findBacktestBinary(self string) (string, error) {
 	} else if !errors.Is(err, exec.ErrNotFound) && !errors.Is(err, fs.ErrNotExist) {
 		return "", fmt.Errorf("backtest: %w", err)
 	}
-	return "", fmt.Errorf("backtest is run by %s, which is neither at %s nor at %s nor on $PATH (make build builds both binaries; the RPM installs it in /usr/libexec/plateau_exporter/)",
+	return "", fmt.Errorf("backtest is run by %s, which is neither at %s nor at %s nor on $PATH (make build builds both binaries; the RPM installs it in /usr/libexec/plateau_exporter/; from the source tree, go run ./cmd/plateau_backtest takes the same arguments)",
 		backtestBinary, candidates[0], candidates[1])
 }
