@@ -77,12 +77,18 @@ const (
 // nothing but PlateauProbeHung, and the two warnings where the shipped
 // inhibition lets them through (see checkFreezeNotifications).
 func faultMasterFrozen(t *testing.T, s *alertStack, c *mfscluster.Cluster, tl *timeline, probeDirs map[*stackDaemon]string) {
-	// From calm: fault b's page has resolved, but a pending alert of its
-	// recovery may linger for a few evaluations.
-	waitFor(t, "no alert held before fault e", time.Minute, func() (bool, error) {
+	// From calm: no alert held, and none stored in the last seconds, so
+	// that the checks over the fault's range (whole seconds, rounded up)
+	// do not see the last evaluations of fault b's page, which may have
+	// resolved a moment ago.
+	waitFor(t, "no alert held or recorded in the last 5s before fault e", time.Minute, func() (bool, error) {
 		held, err := s.prom.alerts()
 		if err != nil || len(held) > 0 {
 			return false, fmt.Errorf("Prometheus holds %d alerts (%v)", len(held), err)
+		}
+		recent, err := s.prom.query(`count_over_time(ALERTS[5s])`)
+		if err != nil || len(recent) > 0 {
+			return false, fmt.Errorf("Prometheus recorded %d alerts in the last 5s (%v)", len(recent), err)
 		}
 		am, err := s.amAlerts("")
 		if err != nil || len(am) > 0 {
