@@ -76,6 +76,11 @@ const (
 //     PlateauProbeRegression page only, no PlateauFileSystemRegression,
 //     the notification naming the node (instance); resolved after the
 //     throttle is lifted.
+//   - (e) the master frozen (SIGSTOP): every mount hangs; PlateauProbeHung
+//     on every node and nothing else notified, scrapes fast, workers
+//     bounded, the status page naming the hung target and since when;
+//     after SIGCONT everything recovers without a restart
+//     (faultMasterFrozen).
 func TestClusterFaults(t *testing.T) {
 	promBin, amBin := requireAlertingPrereqs(t)
 	c := mfscluster.Start(t, mfscluster.Options{ChunkServers: 3, Clients: clusterClients, DiskSize: clusterDiskSize})
@@ -116,6 +121,7 @@ func TestClusterFaults(t *testing.T) {
 		t.Logf("%s", out)
 	}
 	baselines := filepath.Join(s.dir, "baselines.yml")
+	probeDirs := map[*stackDaemon]string{}
 	for i, h := range hosts {
 		cl := c.Clients[i]
 		// Each client probes a directory of its own, through its own
@@ -130,6 +136,7 @@ func TestClusterFaults(t *testing.T) {
 			t.Fatal(err)
 		}
 		s.daemons = append(s.daemons, d)
+		probeDirs[d] = dir
 		t.Logf("%s on %s probes %s, link shaped to %.0f MB/s", h, cl, dir, clusterLink/1e6)
 	}
 	clientOf := func(d *stackDaemon) *mfscluster.Client {
@@ -229,6 +236,10 @@ func TestClusterFaults(t *testing.T) {
 	}
 	s.logOverlaps(t, bStart, time.Now())
 	logSpace(t, c, "after fault b")
+
+	// Fault e: the metadata server frozen.
+	faultMasterFrozen(t, s, c, tl, probeDirs)
+	logSpace(t, c, "after fault e")
 }
 
 // checkNoAlert fails the test if an alert of selector fired at any

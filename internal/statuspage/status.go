@@ -124,8 +124,11 @@ type TargetStatus struct {
 	WarningRatio  float64 `json:"warning_ratio"`
 	CriticalRatio float64 `json:"critical_ratio"`
 	// WhenJobRunning is the target's when_job_running, skip or run.
-	WhenJobRunning   string        `json:"when_job_running"`
-	Hung             bool          `json:"hung"`
+	WhenJobRunning string `json:"when_job_running"`
+	Hung           bool   `json:"hung"`
+	// HungSince is when the target became hung (its first stuck worker
+	// was abandoned), null while it is not hung.
+	HungSince        *time.Time    `json:"hung_since"`
 	AbandonedWorkers int           `json:"abandoned_workers"`
 	Probes           []ProbeStatus `json:"probes"`
 }
@@ -238,7 +241,7 @@ func Build(in Input) Status {
 			ts := TargetStatus{Name: t.Name, Path: t.Path, Configured: true, WarningRatio: t.WarningRatio, CriticalRatio: t.CriticalRatio,
 				WhenJobRunning: t.WhenJobRunning, Probes: []ProbeStatus{}}
 			if snap := in.Store.Target(t.Name); snap != nil {
-				ts.AbandonedWorkers, ts.Hung = snap.Abandoned, snap.Abandoned > 0
+				ts.setHung(snap)
 			}
 			for _, p := range t.Probes {
 				ps := probeStatus(p.Kind, p.Name, in.Store.Probe(t.Name, p.Name))
@@ -262,7 +265,8 @@ func Build(in Input) Status {
 			continue
 		}
 		seen[snap.Name] = true
-		ts := TargetStatus{Name: snap.Name, AbandonedWorkers: snap.Abandoned, Hung: snap.Abandoned > 0, Probes: []ProbeStatus{}}
+		ts := TargetStatus{Name: snap.Name, Probes: []ProbeStatus{}}
+		ts.setHung(&snap)
 		// Without a config (a test, or a page built before the first
 		// load), the store's probes are all there is.
 		if in.Config == nil {
@@ -285,6 +289,14 @@ func Build(in Input) Status {
 		st.Collectors = append(st.Collectors, cs)
 	}
 	return st
+}
+
+// setHung copies the target's stuck workers from the store.
+func (ts *TargetStatus) setHung(snap *store.TargetSnapshot) {
+	ts.AbandonedWorkers, ts.Hung = snap.Abandoned, snap.Abandoned > 0
+	if ts.Hung {
+		ts.HungSince = timePtr(snap.HungSince)
+	}
 }
 
 // probeStatus is one probe from its snapshot, which is nil while the

@@ -116,7 +116,7 @@ func TestStatusJSONShowsResultBesidePlateau(t *testing.T) {
 	wantKeys := map[string][]string{
 		"":           {"schema_version", "generated_at", "hostname", "version", "config", "targets", "collectors", "node_jobs"},
 		"config":     {"source", "loaded_at", "last_reload_error", "baselines_file", "baselines_error", "history_loaded", "history_write_errors"},
-		"target":     {"name", "path", "configured", "warning_ratio", "critical_ratio", "when_job_running", "hung", "abandoned_workers", "probes"},
+		"target":     {"name", "path", "configured", "warning_ratio", "critical_ratio", "when_job_running", "hung", "hung_since", "abandoned_workers", "probes"},
 		"probe":      {"name", "kind", "params", "interval_seconds", "in_progress", "verdict", "note", "last_run", "since_last_run_seconds", "last_success_at", "next_run_at", "ops", "runs", "errors", "skips"},
 		"last_run":   {"start", "end", "duration_seconds", "success", "reason", "error", "direct", "engine"},
 		"op":         {"op", "unit", "value", "baseline", "baseline_spread", "ratio", "verdict", "note", "change_ratio", "change_noise", "change_fast_ratio", "change_fast_noise", "change_low_runs", "history_unit", "history"},
@@ -249,11 +249,33 @@ func TestStatusJSONOfAFailedRunAndAHungTarget(t *testing.T) {
 	f.record(1000, 2000, f.now.Add(-time.Minute))
 	f.store.Record(&probe.Result{Target: "t", Probe: "s", Kind: probe.KindSequential, Start: f.now.Add(-2 * time.Second), End: f.now.Add(-time.Second),
 		Reason: probe.ReasonEIO, Error: "write /scratch/t/node1/f0: input/output error"}, false)
+	before := time.Now()
 	f.store.SetAbandoned("t", 1)
+	after := time.Now()
+	// A second stuck worker does not move the start of the hang.
+	f.store.SetAbandoned("t", 2)
 	st := Build(f.input())
 	tg := st.Targets[0]
-	if !tg.Hung || tg.AbandonedWorkers != 1 {
+	if !tg.Hung || tg.AbandonedWorkers != 2 {
 		t.Errorf("target: hung %v, abandoned %d", tg.Hung, tg.AbandonedWorkers)
+	}
+	if tg.HungSince == nil || tg.HungSince.Before(before) || tg.HungSince.After(after) {
+		t.Errorf("target hung since %v, want the first SetAbandoned, between %v and %v", tg.HungSince, before, after)
+	}
+	f.now = after.Add(90 * time.Second)
+	_, html := get(t, f.page(t).HTML(), "/")
+	if want := "Hung since " + tg.HungSince.Format("2006-01-02 15:04:05 UTC") + " (1m30s ago)"; !strings.Contains(string(html), want) {
+		t.Errorf("the page does not say since when the target is hung (%q):\n%s", want, html)
+	}
+	// Once the workers exit the target is no longer hung, and a later
+	// hang starts its own time.
+	f.store.SetAbandoned("t", 0)
+	if tg := Build(f.input()).Targets[0]; tg.Hung || tg.HungSince != nil {
+		t.Errorf("after the workers exited: hung %v since %v", tg.Hung, tg.HungSince)
+	}
+	f.store.SetAbandoned("t", 1)
+	if tg := Build(f.input()).Targets[0]; tg.HungSince == nil || tg.HungSince.Before(after) {
+		t.Errorf("a new hang kept the old start %v (first hang ended by %v)", tg.HungSince, after)
 	}
 	p := tg.Probes[0]
 	if p.Verdict != plateau.VerdictFailed || !strings.Contains(p.Note, "input/output error") || p.LastRun.Success || p.LastRun.Reason != probe.ReasonEIO {

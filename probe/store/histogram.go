@@ -1,6 +1,8 @@
 package store
 
 import (
+	"maps"
+	"slices"
 	"sort"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -21,8 +23,17 @@ type histogramMetric struct {
 	labels []*dto.LabelPair
 }
 
+// newHistogramMetric exports a copy of h. The registry calls Write after
+// Collect has sent the metric, possibly after Collect returned and
+// released the store's lock, while a run's Record merges into h: reading
+// h itself there was a concurrent map read and write, which killed a
+// daemon of TestClusterFaults in the middle of a scrape. Collect calls
+// this under the store's read lock, so the copy is consistent.
 func newHistogramMetric(desc *prometheus.Desc, h *probe.LatencyHistogram, labelValues ...string) prometheus.Metric {
-	return &histogramMetric{desc: desc, h: h, labels: prometheus.MakeLabelPairs(desc, labelValues)}
+	c := *h
+	c.Classic = slices.Clone(h.Classic)
+	c.Native = maps.Clone(h.Native)
+	return &histogramMetric{desc: desc, h: &c, labels: prometheus.MakeLabelPairs(desc, labelValues)}
 }
 
 func (m *histogramMetric) Desc() *prometheus.Desc { return m.desc }

@@ -118,3 +118,30 @@ func TestEncodeSpansGaps(t *testing.T) {
 		}
 	}
 }
+
+// The registry writes a collected metric after Collect may have released
+// the store's lock, while a run's Record merges into the histogram: the
+// metric must hold a copy, or a scrape reads the map a Record writes (a
+// daemon died of "concurrent map read and map write" in TestClusterFaults).
+func TestHistogramMetricIsACopy(t *testing.T) {
+	rec := newReference()
+	rec.Observe(0.001)
+	var h probe.LatencyHistogram
+	if err := h.Add(snapshotOf(t, rec)); err != nil {
+		t.Fatal(err)
+	}
+	desc := prometheus.NewDesc("latency", "test", nil, nil)
+	m := newHistogramMetric(desc, &h)
+	later := newReference()
+	later.Observe(10)
+	if err := h.Add(snapshotOf(t, later)); err != nil {
+		t.Fatal(err)
+	}
+	var out dto.Metric
+	if err := m.Write(&out); err != nil {
+		t.Fatal(err)
+	}
+	if got := out.GetHistogram().GetSampleCount(); got != 1 || len(out.GetHistogram().GetPositiveDelta()) != 1 {
+		t.Fatalf("metric collected before a later run shows %d samples in %d native buckets, want the 1 sample it was collected with", got, len(out.GetHistogram().GetPositiveDelta()))
+	}
+}

@@ -32,6 +32,9 @@ type TargetSnapshot struct {
 	// Abandoned counts workers killed at their timeout that have not
 	// exited; the target is hung (no probe starts) while it is above 0.
 	Abandoned int
+	// HungSince is when the target became hung (Abandoned rose from 0);
+	// zero while it is not hung.
+	HungSince time.Time
 }
 
 // ProbeSnapshot is one probe as /metrics shows it.
@@ -126,7 +129,7 @@ func (s *Store) copyState() Snapshot {
 		snap.Probes = append(snap.Probes, p)
 	}
 	for name, ts := range s.targets {
-		snap.Targets = append(snap.Targets, TargetSnapshot{Name: name, Abandoned: ts.abandoned})
+		snap.Targets = append(snap.Targets, TargetSnapshot{Name: name, Abandoned: ts.abandoned, HungSince: ts.hungSince})
 	}
 	sort.Slice(snap.Probes, func(i, j int) bool {
 		a, b := snap.Probes[i], snap.Probes[j]

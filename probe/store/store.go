@@ -114,6 +114,9 @@ type probeState struct {
 
 type targetState struct {
 	abandoned int
+	// hungSince is when abandoned last rose from 0: the target has been
+	// hung, without a break, since then. Zero while it is not hung.
+	hungSince time.Time
 	// ioBytes is what every probe of the target moved since the exporter
 	// started, whatever probes came and went by reloads.
 	ioBytes float64
@@ -450,11 +453,19 @@ func (s *Store) saveHistory(gen uint64, h plateau.History) {
 }
 
 // SetAbandoned sets how many killed workers of the target have not
-// exited; the target is hung while any have not.
+// exited; the target is hung while any have not, since the call that
+// raised the count from 0.
 func (s *Store) SetAbandoned(target string, workers int) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	s.targetState(target).abandoned = workers
+	ts := s.targetState(target)
+	switch {
+	case workers <= 0:
+		ts.hungSince = time.Time{}
+	case ts.abandoned <= 0:
+		ts.hungSince = time.Now()
+	}
+	ts.abandoned = workers
 }
 
 // targetState returns the target's state, created when the target is not
