@@ -36,7 +36,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/prometheus/common/expfmt"
 	"github.com/prometheus/common/model"
 	"go.yaml.in/yaml/v3"
 
@@ -704,35 +703,11 @@ func (w *runWatcher) medianRate(op string, t0 time.Time) float64 {
 // scrapeRun reads the last successful run of the stack's probe from a
 // daemon, or nil when there is none yet with a ratio.
 func scrapeRun(metricsURL string) (*probeRun, error) {
-	body, err := httpGet(metricsURL)
+	fams, _, err := scrapeFamilies(metricsURL)
 	if err != nil {
 		return nil, err
 	}
-	parser := expfmt.NewTextParser(model.UTF8Validation)
-	fams, err := parser.TextToMetricFamilies(bytes.NewReader(body))
-	if err != nil {
-		return nil, fmt.Errorf("parsing %s: %w", metricsURL, err)
-	}
-	value := func(name string, labels map[string]string) (float64, bool) {
-		f := fams[name]
-		if f == nil {
-			return 0, false
-		}
-	metrics:
-		for _, m := range f.GetMetric() {
-			have := map[string]string{}
-			for _, lp := range m.GetLabel() {
-				have[lp.GetName()] = lp.GetValue()
-			}
-			for k, v := range labels {
-				if have[k] != v {
-					continue metrics
-				}
-			}
-			return m.GetGauge().GetValue(), true
-		}
-		return 0, false
-	}
+	value := func(name string, labels map[string]string) (float64, bool) { return familyValue(fams, name, labels) }
 	id := map[string]string{"target": stackTarget, "probe": stackProbe}
 	lastSuccess, ok1 := value("plateau_probe_last_success_timestamp_seconds", id)
 	lastRun, ok2 := value("plateau_probe_last_run_timestamp_seconds", id)
