@@ -50,8 +50,8 @@ func (h *Host) FreezeByHand() ByHand {
 	return ByHand{
 		Fault:  "daemon frozen",
 		Method: "Freeze()",
-		On:     []string{fmt.Sprintf("kill -STOP -- -%d", h.Pid())},
-		Off:    []string{fmt.Sprintf("kill -CONT -- -%d", h.Pid())},
+		On:     []string{fmt.Sprintf("kill -s STOP -- -%d", h.Pid())},
+		Off:    []string{fmt.Sprintf("kill -s CONT -- -%d", h.Pid())},
 	}
 }
 

@@ -38,7 +38,7 @@ func TestByHand(t *testing.T) {
 		}},
 		{h.FreezeByHand(), ByHand{
 			Fault: "daemon frozen", Method: "Freeze()",
-			On: []string{"kill -STOP -- -4242"}, Off: []string{"kill -CONT -- -4242"},
+			On: []string{"kill -s STOP -- -4242"}, Off: []string{"kill -s CONT -- -4242"},
 		}},
 	} {
 		if !reflect.DeepEqual(tc.got, tc.want) {
