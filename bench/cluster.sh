@@ -26,9 +26,13 @@ cd "$(dirname "$0")/.."
 missing=$(for c in mfsmaster:moosefs-master mfschunkserver:moosefs-chunkserver mfsmount:moosefs-client \
 	mfsscadmin:moosefs-client mfscli:moosefs-cli ip:iproute2 tc:iproute2 nsenter:util-linux \
 	losetup:util-linux mkfs.ext4:e2fsprogs; do
-	command -v "${c%%:*}" >/dev/null || echo "${c#*:}"
-done | sort -u | tr '\n' ' ')
-[ -z "$missing" ] || { echo "missing Debian packages: ${missing}(apt-get install ${missing% })"; exit 1; }
+	command -v "${c%%:*}" >/dev/null || echo "$c"
+done)
+if [ -n "$missing" ]; then
+	echo "not found in PATH ($PATH): $(echo "$missing" | cut -d: -f1 | tr '\n' ' ')"
+	echo "install the Debian packages: apt-get install $(echo "$missing" | cut -d: -f2 | sort -u | tr '\n' ' ')"
+	exit 1
+fi
 command -v go >/dev/null || { echo "missing go (the Go toolchain; under sudo: sudo env PATH=\"\$PATH\" $0)"; exit 1; }
 
 make -s build
