@@ -470,7 +470,7 @@ func startSpace(c *mfscluster.Cluster, set settings) string {
 	return fmt.Sprintf("total %d MiB, available %d MiB.\n"+
 		"The seq probes write %.0f MiB an hour, which MooseFS keeps (sustained) while the clients stay mounted:\n"+
 		"the space lasts about %s, after which seq skips (min_free_ratio %g). DISK_SIZE or INTERVAL make it last longer.",
-		total>>20, avail>>20, perHour/(1<<20), lasts.Round(time.Minute), minFreeRatio)
+		total>>20, avail>>20, perHour/(1<<20), strings.TrimSuffix(lasts.Round(time.Minute).String(), "0s"), minFreeRatio)
 }
 
 // reportLeftovers prints what of the cluster survived the teardown, and
