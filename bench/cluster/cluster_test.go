@@ -81,6 +81,10 @@ func TestBenchCluster(t *testing.T) {
 
 	begin := time.Now()
 	c = mfscluster.Start(t, set.opts)
+	if stop.pending() {
+		down = time.Now()
+		return
+	}
 	// Runs once the exporters have stopped and every fault is lifted,
 	// before the cluster goes.
 	t.Cleanup(func() { fmt.Printf("MooseFS space at the end: %s\n", space(c)) })
@@ -90,6 +94,10 @@ func TestBenchCluster(t *testing.T) {
 	// fault a person left on (a frozen master) would hang their probes'
 	// teardown. mfscluster lifts them again, later, for its own daemons.
 	t.Cleanup(func() { liftFaults(t, c) })
+	if stop.pending() {
+		down = time.Now()
+		return
+	}
 	up := time.Since(begin)
 	fmt.Print(describe(c, exporters, set, up))
 	fmt.Printf("\nMooseFS space at the start: %s\n", startSpace(c, set))
@@ -114,6 +122,17 @@ func TestBenchCluster(t *testing.T) {
 type stopper struct {
 	c  chan os.Signal
 	up atomic.Bool
+}
+
+// pending says whether a signal came during the bring-up, which then
+// ends without telling how to use a cluster about to go.
+func (st *stopper) pending() bool {
+	select {
+	case <-st.c:
+		return true
+	default:
+		return false
+	}
 }
 
 // notifyStop catches SIGINT and SIGTERM until every other cleanup has
