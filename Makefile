@@ -43,7 +43,9 @@ lint:
 	@out=$$(gofmt -l $$(git ls-files '*.go') 2>&1); if [ -n "$$out" ]; then echo "gofmt would change:"; echo "$$out"; exit 1; fi
 	$(GO) vet ./...
 	$(GO) vet -tags integration ./...
+	$(GO) vet -tags benchcluster ./bench/cluster/
 	$(GO) run honnef.co/go/tools/cmd/staticcheck@$(STATICCHECK_VERSION) ./...
+	$(GO) run honnef.co/go/tools/cmd/staticcheck@$(STATICCHECK_VERSION) -tags benchcluster ./bench/cluster/
 
 # Runs every Fuzz target for FUZZTIME each, seeded by its fixtures.
 fuzz:
@@ -53,6 +55,6 @@ bench: build
 	$(GO) test -run '^$$' -bench . -benchmem ./...
 
 clean:
-	rm -f $(BINARY) plateau_backtest
+	rm -f $(BINARY) plateau_backtest bench/cluster/cluster.test
 
 -include packaging/packaging.mk

@@ -54,14 +54,21 @@ func (g *cpuCgroup) procsFile() string { return filepath.Join(g.dir, "cgroup.pro
 
 // limit sets the group's quota to fraction of one CPU; 0 or less lifts it.
 func (g *cpuCgroup) limit(fraction float64) error {
-	quota := "-1"
-	if fraction > 0 {
-		// The kernel refuses quotas under 1 ms.
-		quota = strconv.Itoa(max(int(fraction*cfsPeriod), 1000))
-	}
-	file := filepath.Join(g.dir, "cpu.cfs_quota_us")
+	quota, file := cfsQuota(fraction), g.quotaFile()
 	if err := os.WriteFile(file, []byte(quota), 0o644); err != nil {
 		return fmt.Errorf("cpu: writing %s to %s: %w", quota, file, err)
 	}
 	return nil
+}
+
+func (g *cpuCgroup) quotaFile() string { return filepath.Join(g.dir, "cpu.cfs_quota_us") }
+
+// cfsQuota is the cpu.cfs_quota_us that limits a group to fraction of
+// one CPU: "-1" (no limit) for 0 or less.
+func cfsQuota(fraction float64) string {
+	if fraction <= 0 {
+		return "-1"
+	}
+	// The kernel refuses quotas under 1 ms.
+	return strconv.Itoa(max(int(fraction*cfsPeriod), 1000))
 }

@@ -22,7 +22,9 @@
 // ThrottleCPU (cgroup v1 cpu.cfs_quota_us) and, for chunkservers,
 // ThrottleDisk (blkio throttle on the chunkserver's own device, with its
 // file system remounted sync while throttled; see its doc for what it
-// does and does not slow).
+// does and does not slow). NetworkByHand, CPUByHand, FreezeByHand and
+// DiskByHand give the shell commands that do the same, built from the
+// same arguments, for a person at the bench cluster (bench/cluster.sh).
 //
 // Start registers every teardown with t.Cleanup, so daemons, mounts,
 // loop devices, cgroups and namespaces are removed even when a test

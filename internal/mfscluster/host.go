@@ -96,35 +96,53 @@ func netnsPath(ns string) string { return filepath.Join("/run/netns", ns) }
 // host's end shapes what it sends, the switch's end what it receives.
 // 0 lifts the limit. (This kernel has no netem; tbf is what there is.)
 func (h *Host) ThrottleNetwork(bytesPerSec int64) error {
-	ends := [][2]string{{h.NetNS, hostIf}, {h.switchNS, h.Name}}
-	for _, e := range ends {
+	for _, e := range h.linkEnds() {
 		if bytesPerSec <= 0 {
 			// Deleting a root qdisc that is not there is an error; a
 			// host that was never throttled is not.
-			out, err := runOut("tc", "-n", e[0], "qdisc", "show", "dev", e[1], "root")
+			out, err := runOut("tc", "-n", e.ns, "qdisc", "show", "dev", e.dev, "root")
 			if err != nil {
 				return fmt.Errorf("%s: network: %v: %s", h, err, out)
 			}
 			if !strings.Contains(out, "tbf") {
 				continue
 			}
-			if out, err := runOut("tc", "-n", e[0], "qdisc", "del", "dev", e[1], "root"); err != nil {
-				return fmt.Errorf("%s: lifting the network throttle on %s: %v: %s", h, e[1], err, out)
+			if out, err := runOut("tc", e.liftArgs()...); err != nil {
+				return fmt.Errorf("%s: lifting the network throttle on %s: %v: %s", h, e.dev, err, out)
 			}
 			continue
 		}
-		// A burst of 64 KiB (one GSO segment of a veth) or a tenth of a
-		// second of traffic, whichever is larger, keeps tbf accurate
-		// without letting a large read through at full speed.
-		burst := max(bytesPerSec/10, 64<<10)
-		args := []string{"-n", e[0], "qdisc", "replace", "dev", e[1], "root", "tbf",
-			"rate", strconv.FormatInt(bytesPerSec*8, 10) + "bit",
-			"burst", strconv.FormatInt(burst, 10), "latency", "200ms"}
-		if out, err := runOut("tc", args...); err != nil {
-			return fmt.Errorf("%s: throttling the network on %s: %v: %s", h, e[1], err, out)
+		if out, err := runOut("tc", e.throttleArgs(bytesPerSec)...); err != nil {
+			return fmt.Errorf("%s: throttling the network on %s: %v: %s", h, e.dev, err, out)
 		}
 	}
 	return nil
+}
+
+// linkEnd is one end of a host's veth: the interface dev in the network
+// namespace ns.
+type linkEnd struct{ ns, dev string }
+
+// linkEnds are both ends of the host's veth: the host's own, which
+// shapes what it sends, and the switch's, which shapes what it receives.
+func (h *Host) linkEnds() []linkEnd {
+	return []linkEnd{{h.NetNS, hostIf}, {h.switchNS, h.Name}}
+}
+
+// throttleArgs are tc's arguments that shape the end to bytesPerSec.
+func (e linkEnd) throttleArgs(bytesPerSec int64) []string {
+	// A burst of 64 KiB (one GSO segment of a veth) or a tenth of a
+	// second of traffic, whichever is larger, keeps tbf accurate
+	// without letting a large read through at full speed.
+	burst := max(bytesPerSec/10, 64<<10)
+	return []string{"-n", e.ns, "qdisc", "replace", "dev", e.dev, "root", "tbf",
+		"rate", strconv.FormatInt(bytesPerSec*8, 10) + "bit",
+		"burst", strconv.FormatInt(burst, 10), "latency", "200ms"}
+}
+
+// liftArgs are tc's arguments that remove the end's shaping.
+func (e linkEnd) liftArgs() []string {
+	return []string{"-n", e.ns, "qdisc", "del", "dev", e.dev, "root"}
 }
 
 // Freeze stops the host's daemon (SIGSTOP to its process group): the

@@ -202,20 +202,36 @@ func (c *IOCgroup) ThrottleIOPS(riops, wiops int64) error {
 	return c.throttle("write_iops", "wiops", wiops)
 }
 
-// throttle sets one limit: v1File is the blkio.throttle.<v1File>_device
-// file of cgroup v1, v2Key the key of io.max in cgroup v2, which leaves
-// the keys a write does not name as they were.
-func (c *IOCgroup) throttle(v1File, v2Key string, limit int64) error {
-	file, line := filepath.Join(c.dir, "blkio.throttle."+v1File+"_device"), fmt.Sprintf("%s %d", c.devNum, limit)
+// CgroupWrite is one write to a cgroup's control file: Line into File.
+type CgroupWrite struct{ File, Line string }
+
+// ThrottleWrites are the writes that ThrottleRead(bps) and
+// ThrottleWrite(bps) make, in that order: what a person writes to set
+// the same limits by hand.
+func (c *IOCgroup) ThrottleWrites(bps int64) []CgroupWrite {
+	return []CgroupWrite{c.setting("read_bps", "rbps", bps), c.setting("write_bps", "wbps", bps)}
+}
+
+// setting is the write that sets one limit: v1File is the
+// blkio.throttle.<v1File>_device file of cgroup v1, v2Key the key of
+// io.max in cgroup v2, which leaves the keys a write does not name as
+// they were.
+func (c *IOCgroup) setting(v1File, v2Key string, limit int64) CgroupWrite {
 	if c.v2 {
 		value := strconv.FormatInt(limit, 10)
 		if limit == 0 {
 			value = "max"
 		}
-		file, line = filepath.Join(c.dir, "io.max"), fmt.Sprintf("%s %s=%s", c.devNum, v2Key, value)
+		return CgroupWrite{File: filepath.Join(c.dir, "io.max"), Line: fmt.Sprintf("%s %s=%s", c.devNum, v2Key, value)}
 	}
-	if err := os.WriteFile(file, []byte(line), 0o644); err != nil {
-		return fmt.Errorf("writing %q to %s: %w", line, file, err)
+	return CgroupWrite{File: filepath.Join(c.dir, "blkio.throttle."+v1File+"_device"), Line: fmt.Sprintf("%s %d", c.devNum, limit)}
+}
+
+// throttle sets one limit (see setting).
+func (c *IOCgroup) throttle(v1File, v2Key string, limit int64) error {
+	w := c.setting(v1File, v2Key, limit)
+	if err := os.WriteFile(w.File, []byte(w.Line), 0o644); err != nil {
+		return fmt.Errorf("writing %q to %s: %w", w.Line, w.File, err)
 	}
 	return nil
 }
