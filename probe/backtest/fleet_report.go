@@ -31,8 +31,11 @@ type FleetGroupReport struct {
 	// FSPlateau is the aggregate plateau per op (bytes/s) the utilization
 	// is computed against; absent where the input records no load.
 	FSPlateau map[string]float64 `json:"fs_plateau_bytes_per_second,omitempty"`
-	Current   FleetFigures       `json:"current"`
-	Reference FleetFigures       `json:"reference"`
+	// FileDrops is, per injected drop size, how often the unmodified
+	// series fall together by that much on their own (fleet_drops.go).
+	FileDrops map[string]FleetFileDrop `json:"file_drops"`
+	Current   FleetFigures             `json:"current"`
+	Reference FleetFigures             `json:"reference"`
 }
 
 // FleetFigures are one rule set's figures on one group.
@@ -75,7 +78,8 @@ func (r *FleetReport) build(groups []fleetGroup, cases []*fleetCase, perSet map[
 	r.Summary = map[string]FleetSummary{}
 	all := map[string][]FleetFigures{}
 	for gi, g := range groups {
-		gr := FleetGroupReport{Key: g.key, Series: len(g.series), Months: round(g.months, 2), PeriodHours: round(g.period.Hours(), 2)}
+		gr := FleetGroupReport{Key: g.key, Series: len(g.series), Months: round(g.months, 2), PeriodHours: round(g.period.Hours(), 2),
+			FileDrops: fileDrops(&groups[gi], o.Drops)}
 		for op, v := range g.fsPlateau {
 			if v > 0 {
 				if gr.FSPlateau == nil {
@@ -255,10 +259,25 @@ func (r *FleetReport) WriteTable(w io.Writer) error {
 		return err
 	}
 	_, err := fmt.Fprintf(w, "current rules (reference rules in parentheses); fs = file-system page, node eps/mo per node-month; ≤k = fraction of fleet-wide drops paged within k intervals; notif = median notifications per drop. Warm-up %d intervals.\n", r.WarmupRuns)
+	if err != nil {
+		return err
+	}
+	// What no rule set can beat on this file: how often its own nodes
+	// fall together as far as each injected drop.
+	for _, g := range r.Groups {
+		var parts []string
+		for _, d := range sortedKeys(g.FileDrops) {
+			f := g.FileDrops[d]
+			parts = append(parts, fmt.Sprintf("-%s: %.1f%% of the time, %.2f episodes/month", d, 100*f.Fraction, f.EpisodesPerMonth))
+		}
+		if _, err := fmt.Fprintf(w, "%s falls by itself (median node under its recent normal) %s\n", g.Key, strings.Join(parts, "; ")); err != nil {
+			return err
+		}
+	}
 	for _, s := range r.Skipped {
 		fmt.Fprintf(w, "skipped: %s\n", s)
 	}
-	return err
+	return nil
 }
 
 func discardLogger() *slog.Logger { return slog.New(slog.DiscardHandler) }
