@@ -77,6 +77,11 @@ type Target struct {
 	// ServerPlaceholder); both "" for an ordinary target.
 	Server      string
 	ServerGroup string
+	// Serves is, on a storage server's own daemon, the name of the
+	// clients' target of the file system this target's device serves
+	// (plateau_target_serves_info): the file-system page names the
+	// servers whose own probes fell with it. "" for other targets.
+	Serves string
 }
 
 // ServerPlaceholder is what a target with `servers` has in its path: each

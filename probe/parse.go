@@ -136,6 +136,8 @@ func (p *parser) targets(n *yaml.Node, defs Defaults) []*Target {
 				t.Fleet = p.fleet(v, f)
 			case "servers":
 				servers, serverNodes = p.servers(v, f)
+			case "serves":
+				t.Serves = p.Str(v, f)
 			default:
 				p.Unknown(k, f)
 			}
@@ -164,6 +166,16 @@ func (p *parser) targets(n *yaml.Node, defs Defaults) []*Target {
 			p.Errorf(nodes["path"], field+".path", "must contain %s, which each server's target replaces with the server's name (the directory pinned to that server), got %q", ServerPlaceholder, t.Path)
 		case nodes["servers"] == nil && hasPlaceholder:
 			p.Errorf(nodes["path"], field+".path", "contains %s but the target has no servers list to replace it with", ServerPlaceholder)
+		}
+		if v := nodes["serves"]; v != nil && v.Kind == yaml.ScalarNode {
+			switch {
+			case !nameRE.MatchString(t.Serves):
+				p.Errorf(v, field+".serves", "%q: the name of the clients' target of the file system, letters, digits, '_', '.', '-' (at most 63)", t.Serves)
+			case t.Serves == t.Name:
+				p.Errorf(v, field+".serves", "%q is this target's own name: a server's own target needs a name of its own, or the fleet rules would count the server among the file system's clients", t.Serves)
+			case nodes["servers"] != nil:
+				p.Errorf(v, field+".serves", "a target with servers is the clients' view of the data servers; serves belongs on a server's own target (its data device), not both")
+			}
 		}
 		if t.CriticalRatio > t.WarningRatio {
 			p.Errorf(tn, field+".critical_ratio", "must not exceed warning_ratio (%g > %g)", t.CriticalRatio, t.WarningRatio)

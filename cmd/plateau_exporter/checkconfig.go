@@ -80,6 +80,9 @@ func checkConfig(w io.Writer, o checkOptions) error {
 		if t.Server != "" {
 			name = fmt.Sprintf("%s (server %s of %s, %s)", t.Name, t.Server, t.ServerGroup, t.Path)
 		}
+		if t.Serves != "" {
+			name = fmt.Sprintf("%s (a server's own device, serves %s)", t.Name, t.Serves)
+		}
 		line := fmt.Sprintf("target %s: %s of I/O per hour", name, probe.FormatIO(target))
 		switch {
 		case t.MaxBytesPerHour > 0 && target > t.MaxBytesPerHour:

@@ -185,6 +185,9 @@ func (s *Store) Collect(ch chan<- prometheus.Metric) {
 		gauge(descHung, b2f(ts.abandoned > 0), name)
 		gauge(descAbandoned, float64(ts.abandoned), name)
 		counter(descTargetIOBytes, ts.ioBytes, name)
+		if ts.serves != "" {
+			gauge(descTargetServesInfo, 1, name, ts.serves)
+		}
 		if ts.server != "" {
 			gauge(descTargetServerInfo, 1, name, ts.group, ts.server)
 		}

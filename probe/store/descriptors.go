@@ -140,6 +140,12 @@ var (
 	descTargetServerInfo = prometheus.NewDesc(prometheus.BuildFQName(namespace, "target", "server_info"),
 		"1 for each target made by a target's servers list (its directory pinned to one data server: an OST, NSD server, chunkserver or storage target): server is that server, server_group the name of the configured target. Absent for other targets.",
 		[]string{"target", "server_group", "server"}, nil)
+	// Which file system a storage server's own target serves, for the
+	// file-system page to name the servers whose own probes fell with it
+	// (rules.yml, target_instance:plateau_server_regression:max).
+	descTargetServesInfo = prometheus.NewDesc(prometheus.BuildFQName(namespace, "target", "serves_info"),
+		"1 for each target with `serves`: a storage server's own target (its data device), and serves the clients' target of the file system it serves. Absent for other targets.",
+		[]string{"target", "serves"}, nil)
 	descHistoryLoaded = prometheus.NewDesc(prometheus.BuildFQName(namespace, "probe", "history_last_load_successful"),
 		"1 if the history file of the change ratios (--probe.history-file) was loaded at start, or none is configured; 0 if it could not be read or was corrupt: it was set aside as <file>.corrupt-* and the change ratios start anew.", nil, nil)
 	descHistoryWriteErrors = prometheus.NewDesc(prometheus.BuildFQName(namespace, "probe", "history_write_errors_total"),
@@ -154,7 +160,7 @@ func (s *Store) Describe(ch chan<- *prometheus.Desc) {
 		descChange, descChangeNoise, descChangeFast, descChangeFastNoise, descChangeLowRuns,
 		descRegression, descMedianRecent, descMedianLong, descTargetRegression, descTargetLowScore, descTargetBelowWarning, descTargetBelowPlateau,
 		descTargetConcurrentBusy, descTargetFailing, descTargetNotRun, descTargetModeMismatch,
-		descFailing, descNotRun, descTargetServerInfo, descHistoryLoaded, descHistoryWriteErrors} {
+		descFailing, descNotRun, descTargetServerInfo, descTargetServesInfo, descHistoryLoaded, descHistoryWriteErrors} {
 		ch <- d
 	}
 }

@@ -123,6 +123,8 @@ type targetState struct {
 	// server and group are the target's Server and ServerGroup of the
 	// config (plateau_target_server_info), "" for an ordinary target.
 	server, group string
+	// serves is the target's Serves (plateau_target_serves_info).
+	serves string
 }
 
 // Store holds the latest results for scrapes. Probes write to it when a run
@@ -223,7 +225,7 @@ func (s *Store) Configure(cfg *probe.Config, baselines *plateau.Baselines) {
 		if !ok {
 			ts = &targetState{}
 		}
-		ts.server, ts.group = t.Server, t.ServerGroup
+		ts.server, ts.group, ts.serves = t.Server, t.ServerGroup, t.Serves
 		targets[t.Name] = ts
 		for _, p := range t.Probes {
 			k := probeKey{t.Name, p.Name}
