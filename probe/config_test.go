@@ -193,6 +193,7 @@ func FuzzParseConfig(f *testing.F) {
 	f.Add([]byte("defaults: {interval: 1m, timeout: 10s, splay: false}\ntargets: []\n"))
 	f.Add([]byte("targets:\n  - name: a\n    path: /mnt/a/ost{server}\n    servers: [\"0\", \"1\", x]\n    max_bytes_per_hour: 1GiB\n    fleet: {nodes: 100, max_bytes_per_hour: 40GiB}\n    probes:\n      - {name: s, kind: sequential, file_size: 16MiB, block_size: 1MiB}\n"))
 	f.Add([]byte("targets:\n  - name: a\n    path: /tmp\n    fleet: {nodes: 5000, max_bytes_per_hour: 400GiB, filesystem_plateau: 40GiB/s}\n    probes:\n      - {name: s, kind: sequential, file_size: 16MiB, block_size: 1MiB}\n      - {name: m, kind: metadata, interval: 30m}\n"))
+	f.Add([]byte("targets:\n  - name: ost0-disk\n    path: /srv/ost0\n    serves: scratch\n    probes:\n      - {name: s, kind: sequential, file_size: 16MiB, block_size: 1MiB}\n"))
 	f.Fuzz(func(t *testing.T, data []byte) {
 		cfg, err := ParseConfig(data, "fuzz.yml")
 		if err != nil {
@@ -203,6 +204,9 @@ func FuzzParseConfig(f *testing.F) {
 		}
 		// An accepted config must satisfy the invariants the engine relies on.
 		for _, tg := range cfg.Targets {
+			if tg.Serves != "" && (tg.Serves == tg.Name || tg.ServerGroup != "") {
+				t.Fatalf("accepted bad serves on %+v", tg)
+			}
 			for _, p := range tg.Probes {
 				if p.Timeout <= 0 || p.Timeout >= p.Interval || p.Interval < time.Second || p.Interval < p.BaseInterval() || p.Interval > MaxStretchedInterval+p.BaseInterval() {
 					t.Fatalf("accepted bad schedule %+v", p)
