@@ -19,30 +19,37 @@ import (
 // faultChunkServerFrozen is fault d: one chunkserver (cs-a, label A)
 // stopped with SIGSTOP for several probe timeouts, then resumed.
 //
-// What MooseFS 3.0.117 does, measured on this cluster (a throwaway
-// experiment: four clients writing 8 MiB with fsync, reading it back and
-// removing it every 6s, goal 1, cs-a frozen 36s):
+// What MooseFS 3.0.117 does, measured on this cluster with throwaway
+// experiments (goal 1 and trash time 0, as the probe directory has;
+// cs-a frozen for 20 to 36s):
 //
-//   - the master keeps listing the frozen chunkserver as connected for
-//     some seconds (its TCP connection is open), and lists it as
-//     disconnected ~12s after the SIGSTOP; until then it may place new
-//     chunks on it;
-//   - a write whose chunk is on the frozen server blocks in mfsmount: no
-//     EIO, no timeout within the 38s measured; SIGKILL does not end the
-//     writer (the FUSE request stays taken) until the SIGCONT, after
-//     which every stuck writer exited within ~1.5s and the next write to
-//     the same server took ~1.5s, then its usual time;
-//   - with goal 1 there is no other copy to serve: a file on the frozen
-//     server stalls, a file elsewhere is served as usual (writes pinned
-//     to another server never slowed).
+//   - a write whose chunk the storage class keeps on the frozen server
+//     (a directory pinned to A) blocks in mfsmount: no EIO and no
+//     timeout within the 38s measured, and SIGKILL does not end the
+//     writer (the killed probe worker is a zombie with a thread in D in
+//     request_wait_answer: mfsmount has taken the FUSE request) until
+//     the SIGCONT, after which every stuck
+//     writer exited within ~1.5s and the next write there took ~1.5s,
+//     then its usual time;
+//   - with one copy there is no other copy to serve: a file elsewhere is
+//     served as usual (writes pinned to B never slowed);
+//   - in an unpinned directory, the master spread new chunks evenly
+//     (12 files before the freeze: 4 on each server); of 20 files created
+//     one a second from the freeze on, the third (2s after it) stalled
+//     8.0s and then completed with its chunk on B, and the other 19 took
+//     under 10ms on B or C, never on A, although the master listed cs-a
+//     as connected until ~12s after the SIGSTOP (mfscli -SCS: still
+//     connected at 6s, disconnected by 12s).
 //
-// Whether an unpinned probe meets the frozen server thus depends on the
-// master's placement in its first seconds, so the fault pins each
-// client's probe directory to one chunkserver (Client.PinDir, a strict
-// storage class): the victim's to A, the frozen one, its peers' to B and
-// C. Every run of the victim then writes on the frozen server and every
-// run of a peer never touches it, and the test can say which node must
-// page. What the probe reports, truthfully:
+// So an unpinned probe meets the frozen server only if its create draws
+// that server's turn in the first seconds, and then stalls ~8s, past the
+// 5s timeout: which node, and whether any, is the master's placement,
+// not the fault's. The fault pins each client's probe directory to one
+// chunkserver instead (Client.PinDir, a strict storage class): the
+// victim's to A, the frozen one, its peers' to B and C. Every run of the
+// victim then writes on the frozen server and every run of a peer never
+// touches it, and the test can say which node must page and which must
+// not. What the probe reports, truthfully:
 //
 //   - the victim's run blocks, is killed at the timeout, and its worker
 //     does not exit: the run is counted as a timeout
@@ -63,8 +70,7 @@ func faultChunkServerFrozen(t *testing.T, s *alertStack, c *mfscluster.Cluster, 
 	s.waitCalm(t, "fault d")
 	frozenCS := c.ChunkServers[0]
 	others := c.ChunkServers[1:]
-	victimIdx := 2
-	victim := s.daemons[victimIdx]
+	victim := s.daemons[2]
 	var peers []*stackDaemon
 	var peerHosts []string
 	pinned := map[*stackDaemon]*mfscluster.ChunkServer{}
