@@ -81,6 +81,13 @@ const (
 //     bounded, the status page naming the hung target and since when;
 //     after SIGCONT everything recovers without a restart
 //     (faultMasterFrozen).
+//   - (d) one chunkserver frozen (SIGSTOP) for several probe timeouts,
+//     the victim's probe directory pinned to it and its peers' to the
+//     others: the victim's run blocks and is counted as a timeout, its
+//     target hung, PlateauProbeHung on that node only; the peers run and
+//     succeed throughout with nothing counted and no alert; after
+//     SIGCONT everything recovers without a restart, no probe file left
+//     behind (faultChunkServerFrozen).
 func TestClusterFaults(t *testing.T) {
 	promBin, amBin := requireAlertingPrereqs(t)
 	c := mfscluster.Start(t, mfscluster.Options{ChunkServers: 3, Clients: clusterClients, DiskSize: clusterDiskSize})
@@ -240,6 +247,10 @@ func TestClusterFaults(t *testing.T) {
 	// Fault e: the metadata server frozen.
 	faultMasterFrozen(t, s, c, tl, probeDirs)
 	logSpace(t, c, "after fault e")
+
+	// Fault d: one chunkserver frozen.
+	faultChunkServerFrozen(t, s, c, tl, probeDirs)
+	logSpace(t, c, "after fault d")
 }
 
 // checkNoAlert fails the test if an alert of selector fired at any

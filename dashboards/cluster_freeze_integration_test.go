@@ -77,26 +77,7 @@ const (
 // nothing but PlateauProbeHung, and the two warnings where the shipped
 // inhibition lets them through (see checkFreezeNotifications).
 func faultMasterFrozen(t *testing.T, s *alertStack, c *mfscluster.Cluster, tl *timeline, probeDirs map[*stackDaemon]string) {
-	// From calm: no alert held, and none stored in the last seconds, so
-	// that the checks over the fault's range (whole seconds, rounded up)
-	// do not see the last evaluations of fault b's page, which may have
-	// resolved a moment ago.
-	waitFor(t, "no alert held or recorded in the last 5s before fault e", time.Minute, func() (bool, error) {
-		held, err := s.prom.alerts()
-		if err != nil || len(held) > 0 {
-			return false, fmt.Errorf("Prometheus holds %d alerts (%v)", len(held), err)
-		}
-		recent, err := s.prom.query(`count_over_time(ALERTS[5s])`)
-		if err != nil || len(recent) > 0 {
-			return false, fmt.Errorf("Prometheus recorded %d alerts in the last 5s (%v)", len(recent), err)
-		}
-		am, err := s.amAlerts("")
-		if err != nil || len(am) > 0 {
-			return false, fmt.Errorf("Alertmanager holds %d alerts (%v)", len(am), err)
-		}
-		return true, nil
-	})
-	s.requireSteady(t)
+	s.waitCalm(t, "fault e")
 	pids := map[*stackDaemon]int{}
 	skipsBefore := map[*stackDaemon]float64{}
 	for _, d := range s.daemons {
@@ -223,8 +204,8 @@ func faultMasterFrozen(t *testing.T, s *alertStack, c *mfscluster.Cluster, tl *t
 	}
 	frozen = false
 	stopSampler()
-	sampler.check(t, s, eStart, eThaw)
-	checkPrometheusScrapedThrough(t, s, eStart, eThaw)
+	sampler.check(t, s, "fault e", eStart, eThaw)
+	checkPrometheusScrapedThrough(t, s, "fault e", eStart, eThaw)
 
 	// Recovery without a restart: the worker exits, the target is no
 	// longer hung, the next run succeeds.
@@ -315,7 +296,7 @@ func faultMasterFrozen(t *testing.T, s *alertStack, c *mfscluster.Cluster, tl *t
 		}
 		t.Logf("fault e: %s fired in Prometheus on %d nodes, for Alertmanager to inhibit: %s", name, len(got), strings.Join(on, ", "))
 	}
-	checkFreezeNotifications(t, s, eStart, hungNodes)
+	checkFreezeNotifications(t, s, "fault e", eStart, hungNodes)
 
 	var detect, notify, recover []string
 	for _, d := range s.daemons {
@@ -327,8 +308,33 @@ func faultMasterFrozen(t *testing.T, s *alertStack, c *mfscluster.Cluster, tl *t
 		clusterInterval, strings.Join(detect, ", "), hungAlert, strings.Join(notify, ", "), strings.Join(recover, ", "), eEnd.Sub(eStart).Round(time.Second))
 }
 
+// waitCalm waits until Prometheus holds no alert and has recorded none in
+// the last 5s, and Alertmanager holds none, then requires the steady
+// state: so that the checks over the fault's range (whole seconds,
+// rounded up) do not see the last evaluations of the previous fault's
+// alerts, which may have resolved a moment ago.
+func (s *alertStack) waitCalm(t *testing.T, fault string) {
+	t.Helper()
+	waitFor(t, "no alert held or recorded in the last 5s before "+fault, time.Minute, func() (bool, error) {
+		held, err := s.prom.alerts()
+		if err != nil || len(held) > 0 {
+			return false, fmt.Errorf("Prometheus holds %d alerts (%v)", len(held), err)
+		}
+		recent, err := s.prom.query(`count_over_time(ALERTS[5s])`)
+		if err != nil || len(recent) > 0 {
+			return false, fmt.Errorf("Prometheus recorded %d alerts in the last 5s (%v)", len(recent), err)
+		}
+		am, err := s.amAlerts("")
+		if err != nil || len(am) > 0 {
+			return false, fmt.Errorf("Alertmanager holds %d alerts (%v)", len(am), err)
+		}
+		return true, nil
+	})
+	s.requireSteady(t)
+}
+
 // checkFreezeNotifications fails the test if the webhook received, since
-// fault e began, anything but PlateauProbeHung, and, logged and counted
+// the fault (e, or d: see faultChunkServerFrozen) began, anything but PlateauProbeHung, and, logged and counted
 // rather than failed, PlateauProbeFailing or PlateauProbeNotRun of the
 // stack's target on a node whose hung page fired. Those two are what the
 // shipped rules and inhibitions let through, measured here, not what the
@@ -349,7 +355,7 @@ func faultMasterFrozen(t *testing.T, s *alertStack, c *mfscluster.Cluster, tl *t
 // Changing either is a change of alerts.yml (the warnings' `for` or
 // keep_firing_for against the page's, or an `unless` on
 // plateau_probe_hung), which wants backtest figures; it is left to that.
-func checkFreezeNotifications(t *testing.T, s *alertStack, eStart time.Time, hungNodes []string) {
+func checkFreezeNotifications(t *testing.T, s *alertStack, fault string, eStart time.Time, hungNodes []string) {
 	t.Helper()
 	gap := map[string]int{}
 	for _, a := range s.hook.received() {
@@ -359,13 +365,13 @@ func checkFreezeNotifications(t *testing.T, s *alertStack, eStart time.Time, hun
 		name := a.Labels["alertname"]
 		if (name == failingAlert || name == notRunAlert) && a.Labels["target"] == stackTarget && slices.Contains(hungNodes, s.hostOf(a.Labels["instance"])) {
 			gap[name+" "+a.Status]++
-			t.Logf("fault e: GAP of the shipped rules: the webhook received %s %s at %s, which %s should have inhibited",
-				a.Status, s.alertKey(a.Labels), s.since(a.At), hungAlert)
+			t.Logf("%s: GAP of the shipped rules: the webhook received %s %s at %s, which %s should have inhibited",
+				fault, a.Status, s.alertKey(a.Labels), s.since(a.At), hungAlert)
 			continue
 		}
-		t.Errorf("fault e: the webhook received %s %s at %s; only %s was expected", a.Status, s.alertKey(a.Labels), s.since(a.At), hungAlert)
+		t.Errorf("%s: the webhook received %s %s at %s; only %s was expected", fault, a.Status, s.alertKey(a.Labels), s.since(a.At), hungAlert)
 	}
-	t.Logf("fault e: notifications that %s did not hold back (see checkFreezeNotifications): %v", hungAlert, gap)
+	t.Logf("%s: notifications that %s did not hold back (see checkFreezeNotifications): %v", fault, hungAlert, gap)
 }
 
 // checkStatusPageHung asserts that the daemon's /status.json and status
@@ -414,7 +420,7 @@ func checkStatusPageHung(t *testing.T, d *stackDaemon, frozeAt, seenAt time.Time
 // checkPrometheusScrapedThrough asserts that Prometheus scraped every
 // daemon through the freeze (up never 0) and logs the longest scrape it
 // measured.
-func checkPrometheusScrapedThrough(t *testing.T, s *alertStack, from, to time.Time) {
+func checkPrometheusScrapedThrough(t *testing.T, s *alertStack, fault string, from, to time.Time) {
 	t.Helper()
 	rng := fmt.Sprintf(`{job="plateau"}[%ds]`, int64(to.Sub(from).Seconds())+1)
 	if ago := int64(time.Since(to).Seconds()); ago > 0 {
@@ -441,7 +447,7 @@ func checkPrometheusScrapedThrough(t *testing.T, s *alertStack, from, to time.Ti
 		b = append(b, fmt.Sprintf("%s %.1fms", s.hostOf(d.Metric["instance"]), d.Value*1000))
 	}
 	sort.Strings(b)
-	t.Logf("fault e: longest scrape Prometheus measured during the freeze: %s", strings.Join(b, ", "))
+	t.Logf("%s: longest scrape Prometheus measured during the freeze: %s", fault, strings.Join(b, ", "))
 }
 
 // checkProbeDirsClean asserts that, once every daemon has had a run
@@ -534,7 +540,8 @@ func maxTime(a, b time.Time) time.Time {
 }
 
 // freezeSampler scrapes every daemon's /metrics and counts its child
-// processes, over and over, while the master is frozen.
+// processes, over and over, while a server of the cluster is frozen
+// (the master in fault e, a chunkserver in fault d).
 type freezeSampler struct {
 	daemons []*stackDaemon
 	pids    map[*stackDaemon]int
@@ -599,30 +606,30 @@ func (fs *freezeSampler) stop() {
 }
 
 // check asserts the bounds on what the sampler saw, and logs it.
-func (fs *freezeSampler) check(t *testing.T, s *alertStack, from, to time.Time) {
+func (fs *freezeSampler) check(t *testing.T, s *alertStack, fault string, from, to time.Time) {
 	t.Helper()
 	fs.mu.Lock()
 	defer fs.mu.Unlock()
 	for _, e := range fs.errs {
-		t.Errorf("fault e: a scrape of /metrics failed with the master frozen: %s", e)
+		t.Errorf("%s: a scrape of /metrics failed during the freeze: %s", fault, e)
 	}
 	for _, d := range fs.daemons {
 		lat := slices.Clone(fs.latency[d])
 		slices.Sort(lat)
 		if len(lat) == 0 {
-			t.Errorf("fault e: no scrape of %s answered during the freeze", d.host)
+			t.Errorf("%s: no scrape of %s answered during the freeze", fault, d.host)
 			continue
 		}
 		worst := lat[len(lat)-1]
-		t.Logf("fault e: %d scrapes of %s over HTTP during the %s freeze: median %s, p90 %s, max %s; child processes at most %d (%s)",
-			len(lat), d.host, to.Sub(from).Round(time.Second), lat[len(lat)/2].Round(100*time.Microsecond), lat[len(lat)*9/10].Round(100*time.Microsecond),
+		t.Logf("%s: %d scrapes of %s over HTTP during the %s freeze: median %s, p90 %s, max %s; child processes at most %d (%s)",
+			fault, len(lat), d.host, to.Sub(from).Round(time.Second), lat[len(lat)/2].Round(100*time.Microsecond), lat[len(lat)*9/10].Round(100*time.Microsecond),
 			worst.Round(100*time.Microsecond), fs.maxChildren[d], fs.atMax[d])
 		if worst > freezeScrapeBound {
-			t.Errorf("fault e: a scrape of %s took %s with the master frozen, over the bound %s", d.host, worst, freezeScrapeBound)
+			t.Errorf("%s: a scrape of %s took %s during the freeze, over the bound %s", fault, d.host, worst, freezeScrapeBound)
 		}
 		if fs.maxChildren[d] > freezeWorkerBound {
-			t.Errorf("fault e: %s had %d child processes with the master frozen, over the bound of %d worker (one target, one probe): %s",
-				d.host, fs.maxChildren[d], freezeWorkerBound, fs.atMax[d])
+			t.Errorf("%s: %s had %d child processes during the freeze, over the bound of %d worker (one target, one probe): %s",
+				fault, d.host, fs.maxChildren[d], freezeWorkerBound, fs.atMax[d])
 		}
 	}
 }
