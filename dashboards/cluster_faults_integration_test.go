@@ -54,11 +54,14 @@ const (
 	// mfsmount as "sustained" (reserved) for as long as the mount lives,
 	// whatever the trash time (measured: 12 of 12 removed 16 MiB files
 	// still sustained 30s later and after drop_caches). A run of this
-	// test writes ~250 runs x 8 MiB, one copy each (goal 1 on the probe
-	// directory): 2 GiB, against 3 x (4 GiB - 256 MiB) of chunk space;
-	// the loop files are sparse in RAM, so only what is written costs
-	// memory.
-	clusterDiskSize = 4 << 30
+	// test leaves ~200 runs x 8 MiB sustained, one copy each (goal 1 on
+	// the probe directory): 1.5 GiB after fault d, against 3 x (2 GiB -
+	// 256 MiB) of chunk space. Each loop image is written in full before
+	// mkfs (probetest.MountLoopIn: a sparse image is no steady state), so
+	// the cluster holds 3 x clusterDiskSize of RAM in /dev/shm for the
+	// whole test: 6 GiB here, where 4 GiB disks held 12 of the machine's
+	// 24.
+	clusterDiskSize = 2 << 30
 )
 
 // TestClusterFaults deploys the product on a real MooseFS cluster: a
