@@ -279,22 +279,7 @@ func faultChunkServerFrozen(t *testing.T, s *alertStack, c *mfscluster.Cluster, 
 
 	// The page resolves, in Prometheus, in Alertmanager and at the
 	// webhook.
-	waitFor(t, "every alert of fault d to resolve", 3*time.Minute, func() (bool, error) {
-		held, err := s.prom.alerts()
-		if err != nil || len(held) > 0 {
-			return false, fmt.Errorf("Prometheus still holds %d alerts (%v)", len(held), err)
-		}
-		am, err := s.amAlerts("")
-		if err != nil || len(am) > 0 {
-			return false, fmt.Errorf("Alertmanager still holds %d alerts (%v)", len(am), err)
-		}
-		if _, ok := s.hook.first(func(a receivedAlert) bool {
-			return a.Status == "resolved" && a.Fingerprint == fired.Fingerprint && a.At.After(dThaw)
-		}); !ok {
-			return false, fmt.Errorf("no resolved notification of %s for %s yet", hungAlert, victim.host)
-		}
-		return true, nil
-	})
+	waitHangResolved(t, s, "d", dThaw, map[*stackDaemon]receivedAlert{victim: fired})
 	dEnd := tl.mark(t, "RESOLVED: every alert of fault d, %s after the thaw", time.Since(dThaw).Round(time.Second))
 
 	// PlateauProbeHung on the victim only, nothing on its peers, and
@@ -312,17 +297,6 @@ func faultChunkServerFrozen(t *testing.T, s *alertStack, c *mfscluster.Cluster, 
 	}
 	s.checkNoAlert(t, dStart, `ALERTS{instance!="`+victim.addr+`"}`, "on the peers of the node whose chunkserver is frozen ("+strings.Join(peerHosts, ", ")+")")
 	s.checkNoAlert(t, dStart, `ALERTS{alertname!~"`+hungAlert+`|`+failingAlert+`|`+notRunAlert+`"}`, "with a chunkserver frozen")
-	for _, name := range []string{failingAlert, notRunAlert} {
-		got, err := s.prom.countOverRange(`ALERTS{alertname="`+name+`",alertstate="firing"}`, dStart)
-		if err != nil {
-			t.Fatal(err)
-		}
-		var on []string
-		for _, g := range got {
-			on = append(on, fmt.Sprintf("%s (%g evaluations)", s.hostOf(g.Metric["instance"]), g.Value))
-		}
-		t.Logf("fault d: %s fired in Prometheus on %d nodes, for Alertmanager to inhibit: %s", name, len(got), strings.Join(on, ", "))
-	}
 	checkFreezeNotifications(t, s, "fault d", dStart, []string{victim.host})
 
 	iv := clusterInterval.Seconds()
