@@ -14,6 +14,7 @@ import (
 	dto "github.com/prometheus/client_model/go"
 
 	"github.com/plateau-exporter/plateau_exporter/internal/mfscluster"
+	"github.com/plateau-exporter/plateau_exporter/internal/probetest"
 )
 
 // faultChunkServerFrozen is fault d: one chunkserver (cs-a, label A)
@@ -143,7 +144,7 @@ func faultChunkServerFrozen(t *testing.T, s *alertStack, c *mfscluster.Cluster, 
 			if err != nil {
 				return false, err
 			}
-			v, _ := familyValue(fams, "plateau_probe_hung", map[string]string{"target": stackTarget})
+			v, _ := probetest.FamilyValue(fams, "plateau_probe_hung", map[string]string{"target": stackTarget})
 			if d != victim {
 				if v != 0 {
 					t.Fatalf("%s, whose probe directory is on %s, exports plateau_probe_hung %g with only %s frozen", d.host, pinned[d], v, frozenCS)
@@ -188,7 +189,7 @@ func faultChunkServerFrozen(t *testing.T, s *alertStack, c *mfscluster.Cluster, 
 			if err != nil {
 				return false, err
 			}
-			if v, _ := familyValue(fams, "plateau_probe_skips_total", map[string]string{"target": stackTarget, "reason": "target_hung"}); v-before[victim].skipsHung < freezeSkippedSlots {
+			if v, _ := probetest.FamilyValue(fams, "plateau_probe_skips_total", map[string]string{"target": stackTarget, "reason": "target_hung"}); v-before[victim].skipsHung < freezeSkippedSlots {
 				short = append(short, fmt.Sprintf("%s skipped %.0f", victim.host, v-before[victim].skipsHung))
 			}
 			for _, p := range peers {
@@ -233,7 +234,7 @@ func faultChunkServerFrozen(t *testing.T, s *alertStack, c *mfscluster.Cluster, 
 			if err != nil {
 				return false, err
 			}
-			if v, ok := familyValue(fams, "plateau_probe_hung", map[string]string{"target": stackTarget}); ok && v == 0 {
+			if v, ok := probetest.FamilyValue(fams, "plateau_probe_hung", map[string]string{"target": stackTarget}); ok && v == 0 {
 				clearedAt = time.Now()
 			}
 		}
@@ -385,10 +386,10 @@ func readProbeCounters(t *testing.T, d *stackDaemon) probeCounters {
 		return m
 	}
 	var pc probeCounters
-	pc.runsSuccess, _ = familyValue(fams, "plateau_probe_runs_total", with("result", "success"))
-	pc.runsFailure, _ = familyValue(fams, "plateau_probe_runs_total", with("result", "failure"))
-	pc.runsTimeout, _ = familyValue(fams, "plateau_probe_runs_total", with("result", "timeout"))
-	pc.skipsHung, _ = familyValue(fams, "plateau_probe_skips_total", with("reason", "target_hung"))
+	pc.runsSuccess, _ = probetest.FamilyValue(fams, "plateau_probe_runs_total", with("result", "success"))
+	pc.runsFailure, _ = probetest.FamilyValue(fams, "plateau_probe_runs_total", with("result", "failure"))
+	pc.runsTimeout, _ = probetest.FamilyValue(fams, "plateau_probe_runs_total", with("result", "timeout"))
+	pc.skipsHung, _ = probetest.FamilyValue(fams, "plateau_probe_skips_total", with("reason", "target_hung"))
 	pc.errors = map[string]float64{}
 	if f := fams["plateau_probe_errors_total"]; f != nil {
 		for _, m := range f.GetMetric() {

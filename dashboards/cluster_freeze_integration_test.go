@@ -21,6 +21,7 @@ import (
 	"github.com/prometheus/common/model"
 
 	"github.com/plateau-exporter/plateau_exporter/internal/mfscluster"
+	"github.com/plateau-exporter/plateau_exporter/internal/probetest"
 	"github.com/plateau-exporter/plateau_exporter/internal/statuspage"
 )
 
@@ -86,7 +87,7 @@ func faultMasterFrozen(t *testing.T, s *alertStack, c *mfscluster.Cluster, tl *t
 		if err != nil {
 			t.Fatal(err)
 		}
-		skipsBefore[d], _ = familyValue(fams, "plateau_probe_skips_total", map[string]string{"target": stackTarget, "reason": "target_hung"})
+		skipsBefore[d], _ = probetest.FamilyValue(fams, "plateau_probe_skips_total", map[string]string{"target": stackTarget, "reason": "target_hung"})
 		if n := len(childProcesses(pids[d])); n > freezeWorkerBound {
 			t.Fatalf("%s has %d child processes before the freeze, more than the bound %d", d.host, n, freezeWorkerBound)
 		}
@@ -130,7 +131,7 @@ func faultMasterFrozen(t *testing.T, s *alertStack, c *mfscluster.Cluster, tl *t
 			if err != nil {
 				return false, err
 			}
-			if v, _ := familyValue(fams, "plateau_probe_hung", map[string]string{"target": stackTarget}); v == 1 {
+			if v, _ := probetest.FamilyValue(fams, "plateau_probe_hung", map[string]string{"target": stackTarget}); v == 1 {
 				hungAt[d] = time.Now()
 				tl.add(t, hungAt[d], fmt.Sprintf("%s exports plateau_probe_hung 1 (%s after the freeze)", d.host, hungAt[d].Sub(eStart).Round(100*time.Millisecond)))
 				continue
@@ -190,7 +191,7 @@ func faultMasterFrozen(t *testing.T, s *alertStack, c *mfscluster.Cluster, tl *t
 			if err != nil {
 				return false, err
 			}
-			v, _ := familyValue(fams, "plateau_probe_skips_total", map[string]string{"target": stackTarget, "reason": "target_hung"})
+			v, _ := probetest.FamilyValue(fams, "plateau_probe_skips_total", map[string]string{"target": stackTarget, "reason": "target_hung"})
 			if v-skipsBefore[d] < freezeSkippedSlots {
 				short = append(short, fmt.Sprintf("%s %.0f", d.host, v-skipsBefore[d]))
 			}
@@ -221,7 +222,7 @@ func faultMasterFrozen(t *testing.T, s *alertStack, c *mfscluster.Cluster, tl *t
 				if err != nil {
 					return false, err
 				}
-				if v, ok := familyValue(fams, "plateau_probe_hung", map[string]string{"target": stackTarget}); ok && v == 0 {
+				if v, ok := probetest.FamilyValue(fams, "plateau_probe_hung", map[string]string{"target": stackTarget}); ok && v == 0 {
 					clearedAt[d] = time.Now()
 				}
 			}
@@ -691,36 +692,6 @@ func scrapeFamilies(metricsURL string) (map[string]*dto.MetricFamily, time.Durat
 		return nil, took, fmt.Errorf("parsing %s: %w", metricsURL, err)
 	}
 	return fams, took, nil
-}
-
-// familyValue is the value of the first series of name whose labels
-// include labels (a gauge's, a counter's or an untyped one's).
-func familyValue(fams map[string]*dto.MetricFamily, name string, labels map[string]string) (float64, bool) {
-	f := fams[name]
-	if f == nil {
-		return 0, false
-	}
-metrics:
-	for _, m := range f.GetMetric() {
-		have := map[string]string{}
-		for _, lp := range m.GetLabel() {
-			have[lp.GetName()] = lp.GetValue()
-		}
-		for k, v := range labels {
-			if have[k] != v {
-				continue metrics
-			}
-		}
-		switch {
-		case m.Gauge != nil:
-			return m.GetGauge().GetValue(), true
-		case m.Counter != nil:
-			return m.GetCounter().GetValue(), true
-		case m.Untyped != nil:
-			return m.GetUntyped().GetValue(), true
-		}
-	}
-	return 0, false
 }
 
 // waitHangResolved waits until, after a frozen server's thaw, every alert

@@ -707,7 +707,9 @@ func scrapeRun(metricsURL string) (*probeRun, error) {
 	if err != nil {
 		return nil, err
 	}
-	value := func(name string, labels map[string]string) (float64, bool) { return familyValue(fams, name, labels) }
+	value := func(name string, labels map[string]string) (float64, bool) {
+		return probetest.FamilyValue(fams, name, labels)
+	}
 	id := map[string]string{"target": stackTarget, "probe": stackProbe}
 	lastSuccess, ok1 := value("plateau_probe_last_success_timestamp_seconds", id)
 	lastRun, ok2 := value("plateau_probe_last_run_timestamp_seconds", id)

@@ -379,20 +379,7 @@ func firstResults(e *exporter) (string, bool) {
 		return "", false
 	}
 	value := func(name string, labels map[string]string) (float64, bool) {
-	metrics:
-		for _, m := range fams[name].GetMetric() {
-			have := map[string]string{}
-			for _, lp := range m.GetLabel() {
-				have[lp.GetName()] = lp.GetValue()
-			}
-			for k, v := range labels {
-				if have[k] != v {
-					continue metrics
-				}
-			}
-			return m.GetGauge().GetValue(), true
-		}
-		return 0, false
+		return probetest.FamilyValue(fams, name, labels)
 	}
 	seqOK, ok1 := value("plateau_probe_success", map[string]string{"probe": "seq"})
 	mdOK, ok2 := value("plateau_probe_success", map[string]string{"probe": "md"})

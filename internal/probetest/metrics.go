@@ -18,24 +18,37 @@ func MetricValue(t *testing.T, c prometheus.Collector, name string, labels map[s
 	if err != nil {
 		t.Fatal(err)
 	}
+	fams := make(map[string]*dto.MetricFamily, len(mfs))
 	for _, mf := range mfs {
-		if mf.GetName() != name {
-			continue
-		}
-	metrics:
-		for _, m := range mf.GetMetric() {
-			for k, v := range labels {
-				if !hasLabel(m, k, v) {
-					continue metrics
-				}
-			}
-			if m.GetCounter() != nil {
-				return m.GetCounter().GetValue()
-			}
-			return m.GetGauge().GetValue()
-		}
+		fams[mf.GetName()] = mf
+	}
+	if v, ok := FamilyValue(fams, name, labels); ok {
+		return v
 	}
 	return -1
+}
+
+// FamilyValue is the value of the first series of name, among fams (a
+// parsed or gathered exposition), whose labels include labels: a gauge's,
+// a counter's or an untyped one's. ok is false when there is none.
+func FamilyValue(fams map[string]*dto.MetricFamily, name string, labels map[string]string) (v float64, ok bool) {
+metrics:
+	for _, m := range fams[name].GetMetric() {
+		for k, v := range labels {
+			if !hasLabel(m, k, v) {
+				continue metrics
+			}
+		}
+		switch {
+		case m.Gauge != nil:
+			return m.GetGauge().GetValue(), true
+		case m.Counter != nil:
+			return m.GetCounter().GetValue(), true
+		case m.Untyped != nil:
+			return m.GetUntyped().GetValue(), true
+		}
+	}
+	return 0, false
 }
 
 func hasLabel(m *dto.Metric, k, v string) bool {
