@@ -59,7 +59,8 @@ func (h *Host) FreezeByHand() ByHand {
 // file system remounted sync, the blkio throttles of its cgroup, and
 // DropCache (syncfs, then each file's cached pages dropped with
 // POSIX_FADV_DONTNEED, which GNU dd does for a whole file with
-// iflag=nocache count=0). Off remounts async and lifts the throttles.
+// iflag=nocache count=0). Off remounts async and lifts the throttles back
+// to the device's own rate (Options.DiskRate, or none).
 func (cs *ChunkServer) DiskByHand(bytesPerSec int64) ByHand {
 	b := ByHand{
 		Fault:  fmt.Sprintf("disk at %s each way", rate(bytesPerSec)),
@@ -70,7 +71,7 @@ func (cs *ChunkServer) DiskByHand(bytesPerSec int64) ByHand {
 	for _, w := range cs.io.ThrottleWrites(bytesPerSec) {
 		b.On = append(b.On, echoTo(w.Line, w.File))
 	}
-	for _, w := range cs.io.ThrottleWrites(0) {
+	for _, w := range cs.io.ThrottleWrites(cs.diskRate) {
 		b.Off = append(b.Off, echoTo(w.Line, w.File))
 	}
 	b.On = append(b.On,

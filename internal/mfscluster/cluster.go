@@ -26,6 +26,15 @@ type Options struct {
 	DiskSize int64
 	// FSType is the chunkservers' file system, "ext4" (default) or "xfs".
 	FSType string
+	// DiskRate, when not 0, is each chunkserver's device speed in bytes
+	// per second each way: a blkio throttle of the cgroup holding the
+	// chunkserver, which every process started in it (DiskCgroup: a
+	// storage server's own plateau_exporter) shares. The O_DIRECT probes
+	// of such a process see it as their disk's plateau, steady on a
+	// machine whose RAM-backed loop device is not. The chunkserver's own
+	// buffered writes are not charged to it (see ThrottleDisk), so the
+	// clients' path is as without it. ThrottleDisk(0) comes back to it.
+	DiskRate int64
 }
 
 const (
@@ -136,6 +145,8 @@ func (o Options) withDefaults() (Options, error) {
 		return o, fmt.Errorf("mfscluster: disk size %d bytes: want at least %d (a chunkserver leaves 256 MiB of each disk unused)", o.DiskSize, minDiskSize)
 	case o.FSType != "ext4" && o.FSType != "xfs":
 		return o, fmt.Errorf("mfscluster: file system %q: want ext4 or xfs", o.FSType)
+	case o.DiskRate < 0:
+		return o, fmt.Errorf("mfscluster: disk rate %d bytes per second: want 0 (none) or more", o.DiskRate)
 	}
 	return o, nil
 }

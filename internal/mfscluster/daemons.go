@@ -92,6 +92,13 @@ func (c *Cluster) startChunkServer(t testing.TB, cs *ChunkServer, opts Options) 
 	// unmounted disk then shows as a missing folder, not an empty one.
 	chunks := filepath.Join(cs.Disk.Mount, "chunks")
 	cs.io = probetest.NewIOCgroup(t, cs.Disk.DevNum)
+	cs.diskRate = opts.DiskRate
+	if err := cs.io.ThrottleRead(cs.diskRate); err != nil {
+		t.Fatalf("chunkserver %s: %v", cs.Name, err)
+	}
+	if err := cs.io.ThrottleWrite(cs.diskRate); err != nil {
+		t.Fatalf("chunkserver %s: %v", cs.Name, err)
+	}
 	if err := os.Mkdir(chunks, 0o755); err != nil {
 		t.Fatalf("chunkserver %s: %v", cs.Name, err)
 	}
@@ -304,7 +311,9 @@ func (c *Cluster) ChunkServerAt(addr string) *ChunkServer {
 
 // ThrottleDisk limits the chunkserver's reads and writes of its own
 // device to bytesPerSec (blkio throttle of the cgroup holding
-// mfschunkserver); 0 lifts the limit. What it slows, as measured here:
+// mfschunkserver, and whatever else was started in it, DiskCgroup); 0
+// lifts the limit, back to the device's own rate (Options.DiskRate, or
+// none). What it slows, as measured here:
 //
 //   - Reads that miss the page cache. ThrottleDisk evicts the
 //     chunkserver's cached chunks (DropCache), so the next read of each
@@ -319,6 +328,7 @@ func (cs *ChunkServer) ThrottleDisk(bytesPerSec int64) error {
 	syncOpt := "sync"
 	if bytesPerSec == 0 {
 		syncOpt = "async"
+		bytesPerSec = cs.diskRate
 	}
 	if out, err := runOut("mount", "-o", "remount,"+syncOpt, cs.Disk.Mount); err != nil {
 		return fmt.Errorf("chunkserver %s: remounting its disk %s: %v: %s", cs.Name, syncOpt, err, out)
@@ -329,7 +339,7 @@ func (cs *ChunkServer) ThrottleDisk(bytesPerSec int64) error {
 	if err := cs.io.ThrottleWrite(bytesPerSec); err != nil {
 		return fmt.Errorf("chunkserver %s: %w", cs.Name, err)
 	}
-	if bytesPerSec > 0 {
+	if syncOpt == "sync" {
 		return cs.DropCache()
 	}
 	return nil
