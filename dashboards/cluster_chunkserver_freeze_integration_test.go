@@ -66,7 +66,8 @@ import (
 // After SIGCONT, without a restart: the worker exits, the victim's target
 // is no longer hung, the next runs succeed, no probe file is left in any
 // probe directory, the page resolves and its resolved notification
-// arrives. The pins stay: this is the last fault of the test.
+// arrives. The pins stay until fault a, the next, pins every directory
+// to chunkserver A.
 func faultChunkServerFrozen(t *testing.T, s *alertStack, c *mfscluster.Cluster, tl *timeline, probeDirs map[*stackDaemon]string) {
 	s.waitCalm(t, "fault d")
 	frozenCS := c.ChunkServers[0]

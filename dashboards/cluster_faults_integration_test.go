@@ -68,10 +68,12 @@ const (
 // master, three chunkservers on RAM-backed loop devices, and four client
 // hosts, each in its own network namespace with its link shaped to
 // clusterLink; one plateau_exporter per client probing its mount under one
-// target name (so the fleet rules see the clients as peers), one
-// Prometheus with the shipped rules, one Alertmanager with the shipped
-// route and inhibitions. Each fault starts from a steady state and
-// asserts the absence of every alert it should not raise.
+// target name (so the fleet rules see the clients as peers), one per
+// chunkserver probing its own disk (each of clusterDiskRate) under a target
+// that serves the clients' (startServerDaemons), one Prometheus with the
+// shipped rules, one Alertmanager with the shipped route and inhibitions.
+// Each fault starts from a steady state and asserts the absence of every
+// alert it should not raise.
 //
 //   - (g) 30 rounds with no fault: no alert of any kind fires, nothing is
 //     notified.
@@ -91,9 +93,13 @@ const (
 //     succeed throughout with nothing counted and no alert; after
 //     SIGCONT everything recovers without a restart, no probe file left
 //     behind (faultChunkServerFrozen).
+//   - (a) one chunkserver's disk throttled to a tenth, every client's probe
+//     directory pinned to it: PlateauFileSystemRegression only, naming
+//     that server from its own daemon's probes; the nodes' pages held
+//     back; resolved after the lift (faultServerDiskSlow).
 func TestClusterFaults(t *testing.T) {
 	promBin, amBin := requireAlertingPrereqs(t)
-	c := mfscluster.Start(t, mfscluster.Options{ChunkServers: 3, Clients: clusterClients, DiskSize: clusterDiskSize})
+	c := mfscluster.Start(t, mfscluster.Options{ChunkServers: 3, Clients: clusterClients, DiskSize: clusterDiskSize, DiskRate: clusterDiskRate})
 	hosts := spreadHosts(t, clusterClients, clusterInterval)
 	s := &alertStack{
 		opts: stackOptions{
@@ -167,6 +173,7 @@ func TestClusterFaults(t *testing.T) {
 		}
 	}
 	s.startDaemons(t, func(*stackDaemon) []string { return nil })
+	startServerDaemons(t, s, c)
 	s.startMonitoring(t, promBin, amBin)
 	tl := s.watchAlerts(t)
 	logSpace(t, c, "at the start")
@@ -254,6 +261,10 @@ func TestClusterFaults(t *testing.T) {
 	// Fault d: one chunkserver frozen.
 	faultChunkServerFrozen(t, s, c, tl, probeDirs)
 	logSpace(t, c, "after fault d")
+
+	// Fault a: one chunkserver's disk slow.
+	faultServerDiskSlow(t, s, c, tl, probeDirs)
+	logSpace(t, c, "after fault a")
 }
 
 // checkNoAlert fails the test if an alert of selector fired at any

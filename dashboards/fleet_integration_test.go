@@ -302,7 +302,7 @@ func (s *alertStack) waitEvaluatedPastRuns(t *testing.T) {
 		}
 	}
 	waitFor(t, "Prometheus to evaluate the rules past the last run of every daemon", 2*time.Minute, func() (bool, error) {
-		got, err := s.prom.query(`timestamp(instance_target:plateau_probe_regression:max)`)
+		got, err := s.prom.query(`timestamp(instance_target:plateau_probe_regression:max{job="` + stackJob + `"})`)
 		if err != nil {
 			return false, err
 		}

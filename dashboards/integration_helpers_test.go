@@ -19,6 +19,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"math"
 	"net/http"
 	"net/http/httptest"
@@ -47,6 +48,8 @@ import (
 const (
 	stackTarget = "loop"
 	stackProbe  = "seq"
+	// stackJob is the job the stack's Prometheus scrapes its daemons as.
+	stackJob = "plateau"
 
 	// The page of a node, and of a file system (many nodes at once), and
 	// the chronic warning; see alerts.yml.
@@ -611,14 +614,20 @@ func (r probeRun) String() string {
 // of the probe. The daemon keeps only the last result, so it polls well
 // inside one probe interval.
 type runWatcher struct {
-	url  string
-	mu   sync.Mutex
-	runs []probeRun
-	err  error
+	url    string
+	target string
+	mu     sync.Mutex
+	runs   []probeRun
+	err    error
 }
 
 func watchRuns(t *testing.T, metricsURL string, every time.Duration) *runWatcher {
-	w := &runWatcher{url: metricsURL}
+	return watchTargetRuns(t, metricsURL, stackTarget, every)
+}
+
+// watchTargetRuns follows the runs of target's stackProbe.
+func watchTargetRuns(t *testing.T, metricsURL, target string, every time.Duration) *runWatcher {
+	w := &runWatcher{url: metricsURL, target: target}
 	stop, stopped := make(chan struct{}), make(chan struct{})
 	go func() {
 		defer close(stopped)
@@ -638,7 +647,7 @@ func watchRuns(t *testing.T, metricsURL string, every time.Duration) *runWatcher
 }
 
 func (w *runWatcher) poll() {
-	run, err := scrapeRun(w.url)
+	run, err := scrapeRun(w.url, w.target)
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	w.err = err
@@ -700,9 +709,9 @@ func (w *runWatcher) medianRate(op string, t0 time.Time) float64 {
 	return medianOf(rates)
 }
 
-// scrapeRun reads the last successful run of the stack's probe from a
+// scrapeRun reads the last successful run of target's stackProbe from a
 // daemon, or nil when there is none yet with a ratio.
-func scrapeRun(metricsURL string) (*probeRun, error) {
+func scrapeRun(metricsURL, target string) (*probeRun, error) {
 	fams, _, err := scrapeFamilies(metricsURL)
 	if err != nil {
 		return nil, err
@@ -710,7 +719,7 @@ func scrapeRun(metricsURL string) (*probeRun, error) {
 	value := func(name string, labels map[string]string) (float64, bool) {
 		return probetest.FamilyValue(fams, name, labels)
 	}
-	id := map[string]string{"target": stackTarget, "probe": stackProbe}
+	id := map[string]string{"target": target, "probe": stackProbe}
 	lastSuccess, ok1 := value("plateau_probe_last_success_timestamp_seconds", id)
 	lastRun, ok2 := value("plateau_probe_last_run_timestamp_seconds", id)
 	seconds, ok3 := value("plateau_probe_duration_seconds", id)
@@ -728,7 +737,7 @@ func scrapeRun(metricsURL string) (*probeRun, error) {
 		Noise:   map[string]float64{},
 	}
 	for _, op := range []string{"write", "read"} {
-		l := map[string]string{"target": stackTarget, "probe": stackProbe, "op": op}
+		l := map[string]string{"target": target, "probe": stackProbe, "op": op}
 		r, ok := value("plateau_probe_ratio", l)
 		if !ok {
 			return nil, nil
@@ -809,8 +818,14 @@ type alertStack struct {
 	exporter   string
 	configFile string
 	// baseline is the characterized plateau, bytes per second by op.
-	baseline   map[string]float64
-	daemons    []*stackDaemon
+	baseline map[string]float64
+	daemons  []*stackDaemon
+	// servers are the storage servers' own daemons, each probing its own
+	// data device under serverTarget (which `serves` stackTarget), scraped
+	// as job serverJob; none but on the MooseFS cluster. They are not
+	// nodes of the fleet: rounds, overlaps and the per-node checks read
+	// daemons only.
+	servers    []*stackDaemon
 	prom       promAPI
 	amURL      string
 	hook       *webhook
@@ -826,7 +841,7 @@ func (s *alertStack) since(at time.Time) string {
 
 // hostOf names the daemon behind an instance label, for logs.
 func (s *alertStack) hostOf(instance string) string {
-	for _, d := range s.daemons {
+	for _, d := range append(slices.Clone(s.daemons), s.servers...) {
 		if d.addr == instance {
 			return d.host
 		}
@@ -921,17 +936,7 @@ func (s *alertStack) startDaemons(t *testing.T, prefix func(d *stackDaemon) []st
 	t.Helper()
 	o := s.opts
 	for _, d := range s.daemons {
-		d.addr = probetest.FreeAddr(t)
-		d.url = "http://" + d.addr
-		d.historyFile = filepath.Join(s.dir, d.host+"-history.json")
-		name := "plateau_exporter"
-		if len(s.daemons) > 1 {
-			name += "-" + d.host
-		}
-		config := orElse(d.configFile, s.configFile)
-		d.proc = startProcess(t, name, s.dir, append(prefix(d), s.exporter, "--config.file="+config,
-			"--probe.hostname="+d.host, "--probe.history-file="+d.historyFile,
-			"--collector.disable-defaults", "--web.listen-address="+d.addr, "--log.level=debug")...)
+		s.startExporter(t, d, prefix(d))
 	}
 	for _, d := range s.daemons {
 		waitReady(t, d.proc, d.url+"/-/healthy")
@@ -952,6 +957,23 @@ func (s *alertStack) startDaemons(t *testing.T, prefix func(d *stackDaemon) []st
 		// polled that often still cost little of two cores.
 		d.runs = watchRuns(t, d.url+"/metrics", o.interval/10)
 	}
+}
+
+// startExporter starts d's plateau_exporter on an address of its own, its
+// command line begun with prefix; it does not wait for it.
+func (s *alertStack) startExporter(t *testing.T, d *stackDaemon, prefix []string) {
+	t.Helper()
+	d.addr = probetest.FreeAddr(t)
+	d.url = "http://" + d.addr
+	d.historyFile = filepath.Join(s.dir, d.host+"-history.json")
+	name := "plateau_exporter"
+	if len(s.daemons)+len(s.servers) > 1 {
+		name += "-" + d.host
+	}
+	config := orElse(d.configFile, s.configFile)
+	d.proc = startProcess(t, name, s.dir, append(slices.Clone(prefix), s.exporter, "--config.file="+config,
+		"--probe.hostname="+d.host, "--probe.history-file="+d.historyFile,
+		"--collector.disable-defaults", "--web.listen-address="+d.addr, "--log.level=debug")...)
 }
 
 // startMonitoring starts the webhook, Alertmanager with the shipped route
@@ -1001,17 +1023,23 @@ func (s *alertStack) startMonitoring(t *testing.T, promBin, amBin string) {
 	}
 	promAddr := probetest.FreeAddr(t)
 	promConfig := filepath.Join(s.dir, "prometheus.yml")
-	var addrs []string
+	jobs := map[string][]string{}
 	for _, d := range s.daemons {
-		addrs = append(addrs, d.addr)
+		jobs[stackJob] = append(jobs[stackJob], d.addr)
 	}
-	writePrometheusConfig(t, promConfig, o.promInterval, addrs, amAddr, ruleFiles)
+	for _, d := range s.servers {
+		jobs[serverJob] = append(jobs[serverJob], d.addr)
+	}
+	writePrometheusConfig(t, promConfig, o.promInterval, jobs, amAddr, ruleFiles)
 	promData := filepath.Join(s.dir, "prometheus-data")
 	if err := os.Mkdir(promData, 0o700); err != nil {
 		t.Fatal(err)
 	}
+	// The resend delay shortened as the rules are (1m by default): an
+	// alert's annotations reach Alertmanager again within a second, as
+	// its description changes (the servers a file-system page names).
 	prom := startProcess(t, "prometheus", s.dir, promBin, "--config.file="+promConfig, "--storage.tsdb.path="+promData,
-		"--web.listen-address="+promAddr)
+		"--web.listen-address="+promAddr, "--rules.alert.resend-delay=1s")
 	s.prom = promAPI{url: "http://" + promAddr}
 	waitReady(t, prom, s.prom.url+"/-/ready")
 	s.waitScrapingAndEvaluating(t)
@@ -1028,19 +1056,40 @@ func inCgroup(c *probetest.IOCgroup) []string {
 
 func formatSize(b int64) string { return strconv.FormatInt(b>>20, 10) + "MiB" }
 
+// writeExporterConfig writes the stack's config: one target, stackTarget
+// at targetPath, with one sequential probe of the stack's size.
 func writeExporterConfig(t *testing.T, path string, o stackOptions, targetPath, baselines string) {
 	t.Helper()
+	writeTargetConfig(t, path, o, exporterTarget{name: stackTarget, path: targetPath}, baselines)
+}
+
+// exporterTarget is the one target of a stack daemon's config.
+type exporterTarget struct {
+	name, path string
+	// serves is the target's `serves` (a storage server's own target), or
+	// "".
+	serves string
+}
+
+// writeTargetConfig writes a config of one target with one sequential
+// probe (stackProbe) of o's size, interval and timeout.
+func writeTargetConfig(t *testing.T, path string, o stackOptions, target exporterTarget, baselines string) {
+	t.Helper()
+	serves := ""
+	if target.serves != "" {
+		serves = "\n    serves: " + target.serves
+	}
 	cfg := fmt.Sprintf(`defaults:
   interval: %s
   timeout: %s
   splay: %t
 targets:
   - name: %s
-    path: %s
+    path: %s%s
     probes:
       - {name: %s, kind: sequential, workers: 1, file_size: %s, block_size: %s}
 baselines_file: %s
-`, o.interval, o.timeout, o.splay, stackTarget, targetPath, stackProbe, formatSize(o.fileSize), formatSize(blockSize), baselines)
+`, o.interval, o.timeout, o.splay, target.name, target.path, serves, stackProbe, formatSize(o.fileSize), formatSize(blockSize), baselines)
 	if err := os.WriteFile(path, []byte(cfg), 0o644); err != nil {
 		t.Fatal(err)
 	}
@@ -1059,6 +1108,14 @@ func (s *alertStack) characterize(t *testing.T) {
 // with prefix, and reads back the baseline it wrote.
 func (s *alertStack) characterizeOn(t *testing.T, prefix []string, configFile, host string) {
 	t.Helper()
+	s.runCharacterize(t, prefix, configFile, host)
+	s.loadBaseline(t)
+}
+
+// runCharacterize runs characterize with a config, its command line begun
+// with prefix: it writes the config's baselines_file.
+func (s *alertStack) runCharacterize(t *testing.T, prefix []string, configFile, host string) {
+	t.Helper()
 	args := []string{s.exporter, "characterize", "--config.file=" + configFile, "--probe.hostname=" + host,
 		"--runs=3", "--run-spacing=" + s.opts.characterizeSpacing.String()}
 	argv := append(slices.Clone(prefix), args...)
@@ -1067,7 +1124,6 @@ func (s *alertStack) characterizeOn(t *testing.T, prefix []string, configFile, h
 		t.Fatalf("%s: %v\n%s", strings.Join(args, " "), err, out)
 	}
 	t.Logf("%s:\n%s", strings.Join(args[1:], " "), bytes.TrimSpace(out))
-	s.loadBaseline(t)
 }
 
 func (s *alertStack) loadBaseline(t *testing.T) {
@@ -1126,7 +1182,9 @@ func writeAlertmanagerConfig(t *testing.T, path, hookURL string) {
 	}
 }
 
-func writePrometheusConfig(t *testing.T, path string, every time.Duration, daemonAddrs []string, amAddr string, ruleFiles []string) {
+// writePrometheusConfig writes a Prometheus config that scrapes each job's
+// addresses (job name to addresses) every interval.
+func writePrometheusConfig(t *testing.T, path string, every time.Duration, jobs map[string][]string, amAddr string, ruleFiles []string) {
 	t.Helper()
 	iv := model.Duration(every).String()
 	cfg := map[string]any{
@@ -1141,11 +1199,15 @@ func writePrometheusConfig(t *testing.T, path string, every time.Duration, daemo
 				"static_configs": []any{map[string]any{"targets": []string{amAddr}}},
 			}},
 		},
-		"scrape_configs": []any{map[string]any{
-			"job_name":       "plateau",
-			"static_configs": []any{map[string]any{"targets": daemonAddrs}},
-		}},
 	}
+	var scrape []any
+	for _, job := range slices.Sorted(maps.Keys(jobs)) {
+		scrape = append(scrape, map[string]any{
+			"job_name":       job,
+			"static_configs": []any{map[string]any{"targets": jobs[job]}},
+		})
+	}
+	cfg["scrape_configs"] = scrape
 	out, err := yaml.Marshal(cfg)
 	if err != nil {
 		t.Fatal(err)
@@ -1161,9 +1223,9 @@ func writePrometheusConfig(t *testing.T, path string, every time.Duration, daemo
 func (s *alertStack) waitScrapingAndEvaluating(t *testing.T) {
 	t.Helper()
 	waitFor(t, "Prometheus to scrape every daemon", 2*time.Minute, func() (bool, error) {
-		v, err := s.prom.query(`up{job="plateau"} == 1`)
-		if err == nil && len(v) != len(s.daemons) {
-			err = fmt.Errorf("%d of %d daemons up", len(v), len(s.daemons))
+		v, err := s.prom.query(`up == 1`)
+		if want := len(s.daemons) + len(s.servers); err == nil && len(v) != want {
+			err = fmt.Errorf("%d of %d daemons up", len(v), want)
 		}
 		return err == nil, err
 	})
@@ -1228,6 +1290,7 @@ func (s *alertStack) waitScrapingAndEvaluating(t *testing.T) {
 // amAlert is an alert as Alertmanager's API v2 shows it.
 type amAlert struct {
 	Labels      map[string]string `json:"labels"`
+	Annotations map[string]string `json:"annotations"`
 	Fingerprint string            `json:"fingerprint"`
 	Status      struct {
 		State       string   `json:"state"`
