@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/plateau-exporter/plateau_exporter/internal/mfscluster"
+	"github.com/plateau-exporter/plateau_exporter/internal/probetest"
 	"github.com/plateau-exporter/plateau_exporter/probe"
 	"github.com/plateau-exporter/plateau_exporter/probe/plateau"
 )
@@ -25,27 +26,32 @@ const (
 	// target (stackTarget).
 	serverTarget = "chunk-disk"
 
-	// clusterDiskRate is each chunkserver's device speed
-	// (mfscluster.Options.DiskRate), twice what the four clients' links
-	// carry together, so that no server limits the clients until a fault
-	// does. The blkio throttle sets the servers' own probes' plateau as
-	// the link sets the clients': unthrottled, a 16 MiB O_DIRECT
-	// sequential probe of this RAM-backed loop device ran at 1.6 to 3.0
-	// GB/s; throttled to 128 MB/s, at 151 to 156 MB/s over 8 runs (the
-	// throttle lets a tenth of a second's worth through at once, hence
-	// above the rate, the same in every run).
+	// clusterDiskRate is each chunkserver's device speed for the
+	// chunkserver (mfscluster.Options.DiskRate), twice what the four
+	// clients' links carry together, so that no server limits the clients
+	// until a fault does; a tenth of it (fault a) is under one client's
+	// link.
 	clusterDiskRate = 128e6
-	// serverFileSize is the servers' probe: larger than that tenth of a
-	// second (12.8 MB), or the throttle never bites (8 MiB ran at 1.2 to
-	// 3.0 GB/s).
+	// serverProbeRate is the same device's speed for the server's own
+	// probe: a blkio cgroup of its own, throttled as the chunkserver's is
+	// in fault a. The throttle sets the probe's plateau as the link sets
+	// the clients' (unthrottled, 16 MiB O_DIRECT runs of this RAM-backed
+	// loop device went at 1.6 to 3.0 GB/s, CV 19%). A cgroup of its own,
+	// because one shared with the chunkserver made the probe bimodal: the
+	// throttle lets ~20ms of I/O through at once to an idle group, and 10
+	// of 114 runs at 128 MB/s, beside the chunkserver, missed it and ran
+	// at 116-129 MB/s instead of 150-157, a fall of 18% that the low
+	// score (5% noise floor) counts as -4. Alone, at this rate, the same
+	// ~20ms (the throttle's slice, which also paces each bio's wait) are
+	// the spread: 8 MiB ops of 0.26s ran at 31 to 41 MB/s over 40 runs.
+	serverProbeRate = 32e6
+	// serverFileSize is the servers' probe, 0.52s each way: the slice is
+	// 4% of it, under the low score's noise floor.
 	serverFileSize = 16 << 20
-	// serverInterval and serverTimeout: throttled to a tenth (12.8 MB/s),
-	// a server's run moves 33.6 MB, 2.6s alone and more beside the four
-	// clients' writes (5.6 MB/s together) it then shares the disk with;
-	// every 8s keeps that disk under 80% busy and the runs inside the
-	// timeout.
-	serverInterval = 8 * time.Second
-	serverTimeout  = 7 * time.Second
+	// serverInterval and serverTimeout: throttled to a tenth (3.2 MB/s), a
+	// server's run moves 33.6 MB in 10.5s, inside the timeout.
+	serverInterval = 15 * time.Second
+	serverTimeout  = 13 * time.Second
 
 	// clusterDiskFaultFraction is fault a's disk throttle, a share of the
 	// device's rate.
@@ -55,9 +61,9 @@ const (
 // startServerDaemons deploys a plateau_exporter on every chunkserver, as
 // on a site's storage servers: each probes a directory of its own data
 // device (the chunkserver's disk) under serverTarget, which serves the
-// clients' target, from inside the chunkserver's blkio cgroup, so that it
-// shares the device's rate and faults with the chunkserver. The baseline
-// comes from characterize on the first server. Called before
+// clients' target, in a blkio cgroup of the device's own for it
+// (serverProbeRate), which fault a throttles with the chunkserver's. The
+// baseline comes from characterize on the first server. Called before
 // startMonitoring, which scrapes them as serverJob.
 func startServerDaemons(t *testing.T, s *alertStack, c *mfscluster.Cluster) {
 	t.Helper()
@@ -69,7 +75,11 @@ func startServerDaemons(t *testing.T, s *alertStack, c *mfscluster.Cluster) {
 		if err := os.Mkdir(dir, 0o755); err != nil {
 			t.Fatal(err)
 		}
-		d := &stackDaemon{host: cs.Name, cgroup: cs.DiskCgroup(), configFile: filepath.Join(s.dir, cs.Name+".yml")}
+		cg := probetest.NewIOCgroup(t, cs.Disk.DevNum)
+		if err := throttleBoth(cg, serverProbeRate); err != nil {
+			t.Fatal(err)
+		}
+		d := &stackDaemon{host: cs.Name, cgroup: cg, configFile: filepath.Join(s.dir, cs.Name+".yml")}
 		writeTargetConfig(t, d.configFile, o, exporterTarget{name: serverTarget, path: dir, serves: stackTarget}, baselines)
 		s.servers = append(s.servers, d)
 	}
@@ -86,8 +96,8 @@ func startServerDaemons(t *testing.T, s *alertStack, c *mfscluster.Cluster) {
 		}
 		// The device's rate must be what sets the plateau, or a tenth of
 		// it would not mean what the test says.
-		if e.Value < 0.8*clusterDiskRate || e.Value > 1.6*clusterDiskRate {
-			t.Fatalf("characterized the servers' %s at %.0f MB/s on devices of %.0f MB/s: the device does not set the plateau", op, e.Value/1e6, clusterDiskRate/1e6)
+		if e.Value < 0.8*serverProbeRate || e.Value > 1.3*serverProbeRate {
+			t.Fatalf("characterized the servers' %s at %.0f MB/s on devices of %.0f MB/s: the device does not set the plateau", op, e.Value/1e6, serverProbeRate/1e6)
 		}
 	}
 	for _, d := range s.servers {
@@ -100,10 +110,38 @@ func startServerDaemons(t *testing.T, s *alertStack, c *mfscluster.Cluster) {
 			t.Fatal(err)
 		}
 		if !slices.Contains(pids, d.proc.cmd.Process.Pid) {
-			t.Fatalf("server daemon %s (pid %d) is not in its chunkserver's cgroup %s (its processes: %v)", d.host, d.proc.cmd.Process.Pid, d.cgroup, pids)
+			t.Fatalf("server daemon %s (pid %d) is not in its cgroup %s (its processes: %v)", d.host, d.proc.cmd.Process.Pid, d.cgroup, pids)
 		}
 		d.runs = watchTargetRuns(t, d.url+"/metrics", serverTarget, serverInterval/10)
 		t.Logf("%s: plateau_exporter at %s probes its own disk under %s (serves %s)", d.host, d.addr, serverTarget, stackTarget)
+	}
+}
+
+// throttleBoth limits a cgroup's reads and writes of its device to bps.
+func throttleBoth(cg *probetest.IOCgroup, bps int64) error {
+	if err := cg.ThrottleRead(bps); err != nil {
+		return err
+	}
+	return cg.ThrottleWrite(bps)
+}
+
+// logServerRuns logs the spread of each server's own runs before t0: the
+// steadiness its low score is measured against.
+func logServerRuns(t *testing.T, s *alertStack, t0 time.Time) {
+	t.Helper()
+	for _, d := range s.servers {
+		runs, _ := d.runs.snapshot()
+		var w []float64
+		for _, r := range runs {
+			if r.End.Before(t0) {
+				w = append(w, r.Rate["write"]/1e6)
+			}
+		}
+		if len(w) == 0 {
+			continue
+		}
+		slices.Sort(w)
+		t.Logf("%s's own runs: %d, write %.1f to %.1f MB/s, median %.1f", d.host, len(w), w[0], w[len(w)-1], medianOf(w))
 	}
 }
 
@@ -148,9 +186,14 @@ func faultServerDiskSlow(t *testing.T, s *alertStack, c *mfscluster.Cluster, tl 
 	for _, d := range append(slices.Clone(s.daemons), s.servers...) {
 		calmWrite[d] = d.runs.medianRate("write", aStart)
 	}
+	logServerRuns(t, s, aStart)
 	limit := int64(clusterDiskFaultFraction * clusterDiskRate)
-	tl.mark(t, "fault a: THROTTLED the disk of %s to %.1f MB/s, a tenth of its %.0f MB/s", slow, float64(limit)/1e6, clusterDiskRate/1e6)
+	probeLimit := int64(clusterDiskFaultFraction * serverProbeRate)
+	tl.mark(t, "fault a: THROTTLED the disk of %s to a tenth: %.1f MB/s for the chunkserver, %.1f for its own probe", slow, float64(limit)/1e6, float64(probeLimit)/1e6)
 	if err := slow.ThrottleDisk(limit); err != nil {
+		t.Fatal(err)
+	}
+	if err := throttleBoth(slowServer.cgroup, probeLimit); err != nil {
 		t.Fatal(err)
 	}
 	lifted := false
@@ -158,6 +201,9 @@ func faultServerDiskSlow(t *testing.T, s *alertStack, c *mfscluster.Cluster, tl 
 		if !lifted {
 			lifted = true
 			if err := slow.ThrottleDisk(0); err != nil {
+				t.Error(err)
+			}
+			if err := throttleBoth(slowServer.cgroup, serverProbeRate); err != nil {
 				t.Error(err)
 			}
 		}

@@ -27,13 +27,11 @@ type Options struct {
 	// FSType is the chunkservers' file system, "ext4" (default) or "xfs".
 	FSType string
 	// DiskRate, when not 0, is each chunkserver's device speed in bytes
-	// per second each way: a blkio throttle of the cgroup holding the
-	// chunkserver, which every process started in it (DiskCgroup: a
-	// storage server's own plateau_exporter) shares. The O_DIRECT probes
-	// of such a process see it as their disk's plateau, steady on a
-	// machine whose RAM-backed loop device is not. The chunkserver's own
-	// buffered writes are not charged to it (see ThrottleDisk), so the
-	// clients' path is as without it. ThrottleDisk(0) comes back to it.
+	// per second each way, for the chunkserver: a blkio throttle of the
+	// cgroup holding it, what "a tenth of its rate" (ThrottleDisk) is a
+	// tenth of. The chunkserver's buffered writes are not charged to it
+	// while its disk is not sync (see ThrottleDisk), so the clients' path
+	// is as without it until a fault. ThrottleDisk(0) comes back to it.
 	DiskRate int64
 }
 

@@ -311,8 +311,7 @@ func (c *Cluster) ChunkServerAt(addr string) *ChunkServer {
 
 // ThrottleDisk limits the chunkserver's reads and writes of its own
 // device to bytesPerSec (blkio throttle of the cgroup holding
-// mfschunkserver, and whatever else was started in it, DiskCgroup); 0
-// lifts the limit, back to the device's own rate (Options.DiskRate, or
+// mfschunkserver); 0 lifts the limit, back to the device's own rate (Options.DiskRate, or
 // none). What it slows, as measured here:
 //
 //   - Reads that miss the page cache. ThrottleDisk evicts the

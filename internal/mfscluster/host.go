@@ -48,12 +48,6 @@ type ChunkServer struct {
 	diskRate int64
 }
 
-// DiskCgroup is the blkio cgroup holding the chunkserver: a process
-// started in it shares the chunkserver's device, its rate
-// (Options.DiskRate) and its faults (ThrottleDisk), as a process on the
-// same server would share its disk.
-func (cs *ChunkServer) DiskCgroup() *probetest.IOCgroup { return cs.io }
-
 // Client is a client host: an mfsmount of the whole file system.
 type Client struct {
 	*Host
