@@ -76,7 +76,7 @@ func startServerDaemons(t *testing.T, s *alertStack, c *mfscluster.Cluster) {
 			t.Fatal(err)
 		}
 		cg := probetest.NewIOCgroup(t, cs.Disk.DevNum)
-		if err := throttleBoth(cg, serverProbeRate); err != nil {
+		if err := cg.Throttle(serverProbeRate); err != nil {
 			t.Fatal(err)
 		}
 		d := &stackDaemon{host: cs.Name, cgroup: cg, configFile: filepath.Join(s.dir, cs.Name+".yml")}
@@ -115,14 +115,6 @@ func startServerDaemons(t *testing.T, s *alertStack, c *mfscluster.Cluster) {
 		d.runs = watchTargetRuns(t, d.url+"/metrics", serverTarget, serverInterval/10)
 		t.Logf("%s: plateau_exporter at %s probes its own disk under %s (serves %s)", d.host, d.addr, serverTarget, stackTarget)
 	}
-}
-
-// throttleBoth limits a cgroup's reads and writes of its device to bps.
-func throttleBoth(cg *probetest.IOCgroup, bps int64) error {
-	if err := cg.ThrottleRead(bps); err != nil {
-		return err
-	}
-	return cg.ThrottleWrite(bps)
 }
 
 // logServerRuns logs the spread of each server's own runs before t0: the
@@ -193,7 +185,7 @@ func faultServerDiskSlow(t *testing.T, s *alertStack, c *mfscluster.Cluster, tl 
 	if err := slow.ThrottleDisk(limit); err != nil {
 		t.Fatal(err)
 	}
-	if err := throttleBoth(slowServer.cgroup, probeLimit); err != nil {
+	if err := slowServer.cgroup.Throttle(probeLimit); err != nil {
 		t.Fatal(err)
 	}
 	lifted := false
@@ -203,7 +195,7 @@ func faultServerDiskSlow(t *testing.T, s *alertStack, c *mfscluster.Cluster, tl 
 			if err := slow.ThrottleDisk(0); err != nil {
 				t.Error(err)
 			}
-			if err := throttleBoth(slowServer.cgroup, serverProbeRate); err != nil {
+			if err := slowServer.cgroup.Throttle(serverProbeRate); err != nil {
 				t.Error(err)
 			}
 		}

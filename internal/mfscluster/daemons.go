@@ -93,10 +93,7 @@ func (c *Cluster) startChunkServer(t testing.TB, cs *ChunkServer, opts Options) 
 	chunks := filepath.Join(cs.Disk.Mount, "chunks")
 	cs.io = probetest.NewIOCgroup(t, cs.Disk.DevNum)
 	cs.diskRate = opts.DiskRate
-	if err := cs.io.ThrottleRead(cs.diskRate); err != nil {
-		t.Fatalf("chunkserver %s: %v", cs.Name, err)
-	}
-	if err := cs.io.ThrottleWrite(cs.diskRate); err != nil {
+	if err := cs.io.Throttle(cs.diskRate); err != nil {
 		t.Fatalf("chunkserver %s: %v", cs.Name, err)
 	}
 	if err := os.Mkdir(chunks, 0o755); err != nil {
@@ -332,10 +329,7 @@ func (cs *ChunkServer) ThrottleDisk(bytesPerSec int64) error {
 	if out, err := runOut("mount", "-o", "remount,"+syncOpt, cs.Disk.Mount); err != nil {
 		return fmt.Errorf("chunkserver %s: remounting its disk %s: %v: %s", cs.Name, syncOpt, err, out)
 	}
-	if err := cs.io.ThrottleRead(bytesPerSec); err != nil {
-		return fmt.Errorf("chunkserver %s: %w", cs.Name, err)
-	}
-	if err := cs.io.ThrottleWrite(bytesPerSec); err != nil {
+	if err := cs.io.Throttle(bytesPerSec); err != nil {
 		return fmt.Errorf("chunkserver %s: %w", cs.Name, err)
 	}
 	if syncOpt == "sync" {

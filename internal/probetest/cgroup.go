@@ -191,6 +191,15 @@ func (c *IOCgroup) ThrottleRead(bps int64) error { return c.throttle("read_bps",
 // bps bytes per second; 0 lifts the limit.
 func (c *IOCgroup) ThrottleWrite(bps int64) error { return c.throttle("write_bps", "wbps", bps) }
 
+// Throttle limits the group's reads and writes of the device to bps bytes
+// per second each (ThrottleRead and ThrottleWrite); 0 lifts both limits.
+func (c *IOCgroup) Throttle(bps int64) error {
+	if err := c.ThrottleRead(bps); err != nil {
+		return err
+	}
+	return c.ThrottleWrite(bps)
+}
+
 // ThrottleIOPS limits the group's reads and writes of the device to
 // riops and wiops requests per second; 0 lifts a limit. Only I/O that
 // reaches the device as one bio per request is paced request by request:
