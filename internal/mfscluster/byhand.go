@@ -34,14 +34,23 @@ func (h *Host) NetworkByHand(bytesPerSec int64) ByHand {
 }
 
 // CPUByHand is ThrottleCPU(fraction) by hand: the quota of the host's
-// cpu cgroup, which holds its daemon and nothing else.
+// cpu cgroup, which holds its daemon and nothing else (its period is set
+// when the cluster starts). A fraction ThrottleCPU refuses gives no
+// commands, and Fault says why.
 func (h *Host) CPUByHand(fraction float64) ByHand {
-	return ByHand{
+	b := ByHand{
 		Fault:  fmt.Sprintf("daemon held to %g%% of one CPU", fraction*100),
 		Method: fmt.Sprintf("ThrottleCPU(%g)", fraction),
-		On:     []string{echoTo(cfsQuota(fraction), h.cpu.quotaFile())},
-		Off:    []string{echoTo(cfsQuota(0), h.cpu.quotaFile())},
 	}
+	quota, err := cfsQuota(fraction)
+	if err != nil {
+		b.Fault = err.Error()
+		return b
+	}
+	lift, _ := cfsQuota(0)
+	b.On = []string{echoTo(quota, h.cpu.quotaFile())}
+	b.Off = []string{echoTo(lift, h.cpu.quotaFile())}
+	return b
 }
 
 // FreezeByHand is Freeze and Thaw by hand: SIGSTOP and SIGCONT to the

@@ -186,17 +186,18 @@ func TestIntegrationClusterComesUpServesAndCleansUp(t *testing.T) {
 
 		t.Run("a throttled master slows metadata", func(t *testing.T) {
 			fast := createFiles(t, filepath.Join(c0.Mount, "md-fast"), 300)
-			if err := c.Master.ThrottleCPU(0.02); err != nil {
+			if err := c.Master.ThrottleCPU(0.1); err != nil {
 				t.Fatal(err)
 			}
 			slow := createFiles(t, filepath.Join(c0.Mount, "md-slow"), 300)
 			if err := c.Master.ThrottleCPU(0); err != nil {
 				t.Fatal(err)
 			}
-			// Reported, not asserted: how much 2% of a CPU slows the master
-			// depends on how much CPU its work needs, which this test does
-			// not control.
-			t.Logf("300 creates through %s: %s; master at 2%% of a CPU: %s (%.1fx)", c0, fast, slow, slow.Seconds()/fast.Seconds())
+			// Reported, not asserted: how much a tenth of a CPU slows the
+			// master depends on how much CPU its work needs, which this test
+			// does not control (TestClusterFaults's fault c asserts what the
+			// product sees of it).
+			t.Logf("300 creates through %s: %s; master at 10%% of a CPU: %s (%.1fx)", c0, fast, slow, slow.Seconds()/fast.Seconds())
 		})
 	})
 	if c == nil {

@@ -156,7 +156,8 @@ func (h *Host) Freeze() error { return h.daemon.signal(syscall.SIGSTOP) }
 func (h *Host) Thaw() error { return h.daemon.signal(syscall.SIGCONT) }
 
 // ThrottleCPU limits the host's daemon to fraction of one CPU (cgroup v1
-// cpu.cfs_quota_us over a 100 ms period); 0 lifts the limit.
+// cpu.cfs_quota_us over a 20 ms period, so at least 0.05); 0 lifts the
+// limit.
 func (h *Host) ThrottleCPU(fraction float64) error {
 	if err := h.cpu.limit(fraction); err != nil {
 		return fmt.Errorf("%s: %w", h, err)
