@@ -170,7 +170,7 @@ func waitChangeRatio(t *testing.T, s *alertStack, timeout time.Duration) {
 	t.Helper()
 	want := 2 * len(s.daemons)
 	waitFor(t, "plateau_probe_change_ratio of every daemon's write and read in Prometheus", timeout, func() (bool, error) {
-		got, err := s.prom.query(`plateau_probe_change_ratio{job="plateau",target="` + stackTarget + `"}`)
+		got, err := s.prom.query(`plateau_probe_change_ratio{job="plateau"}`)
 		if err == nil && len(got) != want {
 			err = fmt.Errorf("%d of %d series after %d rounds of runs", len(got), want, s.rounds())
 		}

@@ -68,8 +68,7 @@ const (
 // master, three chunkservers on RAM-backed loop devices, and four client
 // hosts, each in its own network namespace with its link shaped to
 // clusterLink; one plateau_exporter per client probing its mount under one
-// target name (so the fleet rules see the clients as peers), with a
-// metadata probe under a second target for fault c, one per
+// target name (so the fleet rules see the clients as peers), one per
 // chunkserver probing its own disk (each of clusterDiskRate) under a target
 // that serves the clients' (startServerDaemons), one Prometheus with the
 // shipped rules, one Alertmanager with the shipped route and inhibitions.
@@ -78,11 +77,6 @@ const (
 //
 //   - (g) 30 rounds with no fault: no alert of any kind fires, nothing is
 //     notified.
-//   - (c) the master held to 15% of one CPU: the file system's page
-//     for the metadata target alone, the data target and the servers
-//     quiet, the nodes' metadata pages held back; resolved after the
-//     lift (faultMasterCPU). The metadata target is reloaded in for it
-//     and out after it (addMetadataTarget, dropMetadataTarget).
 //   - (b) one client's link throttled to 30% of its read rate: that node's
 //     PlateauProbeRegression page only, no PlateauFileSystemRegression,
 //     the notification naming the node (instance); resolved after the
@@ -144,17 +138,13 @@ func TestClusterFaults(t *testing.T) {
 	}
 	baselines := filepath.Join(s.dir, "baselines.yml")
 	probeDirs := map[*stackDaemon]string{}
-	metadataProbe := metadataProbeName(t, hosts, clusterInterval)
 	for i, h := range hosts {
 		cl := c.Clients[i]
 		// Each client probes a directory of its own, through its own
 		// mount, under the one target name.
-		// Its metadata target, beside it, joins for fault c only.
 		dir := filepath.Join(cl.Mount, "plateau", h)
-		for _, p := range []string{dir, metadataTargetOf(dir, metadataProbe).path} {
-			if err := os.Mkdir(p, 0o755); err != nil {
-				t.Fatal(err)
-			}
+		if err := os.Mkdir(dir, 0o755); err != nil {
+			t.Fatal(err)
 		}
 		d := &stackDaemon{host: h, configFile: filepath.Join(s.dir, h+".yml")}
 		writeExporterConfig(t, d.configFile, s.opts, dir, baselines)
@@ -214,16 +204,8 @@ func TestClusterFaults(t *testing.T) {
 	}
 	logSpace(t, c, "after fault g")
 
-	// Fault c: the metadata server's CPU, with the clients' metadata
-	// target reloaded in for it.
-	addMetadataTarget(t, s, tl, probeDirs, baselines, metadataProbe)
-	faultMasterCPU(t, s, c, tl)
-	dropMetadataTarget(t, s, tl, probeDirs, baselines)
-	logSpace(t, c, "after fault c")
-
-	// Fault b: one client's network. From calm: fault c's last alert may
-	// have resolved in the evaluation just before.
-	s.waitCalm(t, "fault b")
+	// Fault b: one client's network.
+	s.requireSteady(t)
 	victim := s.daemons[1]
 	vc := clientOf(victim)
 	limit := int64(clusterFaultFraction * medianRead[victim])
@@ -283,22 +265,6 @@ func TestClusterFaults(t *testing.T) {
 	// Fault a: one chunkserver's disk slow.
 	faultServerDiskSlow(t, s, c, tl, probeDirs)
 	logSpace(t, c, "after fault a")
-}
-
-// waitResolved waits, once a fault was lifted at lifted, until Prometheus
-// holds no alert and the webhook has had the resolved notification of the
-// fault's page, fired.
-func (s *alertStack) waitResolved(t *testing.T, tl *timeline, fired receivedAlert, lifted time.Time) {
-	t.Helper()
-	waitFor(t, "every alert to resolve after the lift", 3*time.Minute, func() (bool, error) {
-		held, err := s.prom.alerts()
-		if err != nil || len(held) > 0 {
-			return false, fmt.Errorf("Prometheus holds %d alerts (%v)", len(held), err)
-		}
-		_, ok := s.hook.first(func(a receivedAlert) bool { return a.Status == "resolved" && a.Fingerprint == fired.Fingerprint })
-		return ok, fmt.Errorf("no resolved notification of %s yet", fired.Labels["alertname"])
-	})
-	tl.mark(t, "RESOLVED: everything, %s after the lift", time.Since(lifted).Round(time.Second))
 }
 
 // checkNoAlert fails the test if an alert of selector fired at any

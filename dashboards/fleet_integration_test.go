@@ -191,7 +191,7 @@ func TestFleetAlerts(t *testing.T) {
 		return ok, nil
 	})
 	tl.mark(t, "FIRED: the webhook received %s, %s after the throttle", fsRegressionAlert, fsFired.At.Sub(bStart).Round(time.Second))
-	checkFSAlert(t, s, fsFired, stackTarget)
+	checkFSAlert(t, s, fsFired)
 	s.logEvidence(t)
 	// Every node's page reaches Alertmanager (Prometheus sends them once
 	// they fire), and every one is held back by the file system alert.
@@ -302,7 +302,7 @@ func (s *alertStack) waitEvaluatedPastRuns(t *testing.T) {
 		}
 	}
 	waitFor(t, "Prometheus to evaluate the rules past the last run of every daemon", 2*time.Minute, func() (bool, error) {
-		got, err := s.prom.query(`timestamp(instance_target:plateau_probe_regression:max{job="` + stackJob + `",target="` + stackTarget + `"})`)
+		got, err := s.prom.query(`timestamp(instance_target:plateau_probe_regression:max{job="` + stackJob + `"})`)
 		if err != nil {
 			return false, err
 		}
@@ -357,9 +357,9 @@ func (s *alertStack) checkNoneFired(t *testing.T, t0 time.Time, selector, when s
 }
 
 // checkFSAlert checks what the on-call sees of the file system page.
-func checkFSAlert(t *testing.T, s *alertStack, a receivedAlert, target string) {
+func checkFSAlert(t *testing.T, s *alertStack, a receivedAlert) {
 	t.Helper()
-	want := map[string]string{"alertname": fsRegressionAlert, "severity": "critical", "target": target, "filesystem": target, "job": stackJob}
+	want := map[string]string{"alertname": fsRegressionAlert, "severity": "critical", "target": stackTarget, "job": "plateau"}
 	for k, v := range want {
 		if a.Labels[k] != v {
 			t.Errorf("%s label %s=%q, want %q (labels %v)", fsRegressionAlert, k, a.Labels[k], v, a.Labels)
@@ -382,16 +382,10 @@ func checkFSAlert(t *testing.T, s *alertStack, a receivedAlert, target string) {
 // has it now: each node's low score and the fleet's evidence and counts.
 func (s *alertStack) logEvidence(t *testing.T) {
 	t.Helper()
-	s.logTargetEvidence(t, stackTarget)
-}
-
-// logTargetEvidence is logEvidence for target.
-func (s *alertStack) logTargetEvidence(t *testing.T, target string) {
-	t.Helper()
 	var parts []string
 	for _, q := range []string{"plateau_probe_target_low_score", "target:plateau_probe_low_score:evidence",
 		"target:plateau_probe_low_nodes:sum", "target:plateau_probe_low_score_nodes:count"} {
-		got, err := s.prom.query(q + `{target="` + target + `"}`)
+		got, err := s.prom.query(q + `{target="` + stackTarget + `"}`)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -578,18 +578,13 @@ func (p promAPI) countOverRange(selector string, since time.Time) ([]promSample,
 	return p.query(fmt.Sprintf("count_over_time(%s[%ds])", selector, secs))
 }
 
-// probeRun is one successful run of a probe (the stack's, unless a
-// watcher follows another), as a daemon exported it.
+// probeRun is one successful run of the stack's probe, as a daemon
+// exported it.
 type probeRun struct {
 	End     time.Time
 	Seconds float64
-	// Ops are the probe's ops, in the order it runs them.
-	Ops   []string
-	Ratio map[string]float64 // to the baseline, by op
-	// Rate is bytes per second by op, or operations per second for a
-	// metadata probe's.
-	Rate     map[string]float64
-	metadata bool
+	Ratio   map[string]float64 // to the baseline, by op
+	Rate    map[string]float64 // bytes per second, by op
 	// Change and Noise are plateau_probe_change_fast_ratio and
 	// plateau_probe_change_fast_noise_ratio (what the page reads) after the
 	// run, by op; empty until
@@ -605,58 +600,25 @@ func (r probeRun) Start() time.Time {
 func (r probeRun) String() string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "%.2fs", r.Seconds)
-	for _, op := range r.Ops {
-		var about []string
-		if ratio, ok := r.Ratio[op]; ok {
-			about = append(about, fmt.Sprintf("%.2f of baseline", ratio))
-		}
+	for _, op := range []string{"write", "read"} {
+		fmt.Fprintf(&b, "; %s %.0f MB/s (%.2f of baseline", op, r.Rate[op]/1e6, r.Ratio[op])
 		if c, ok := r.Change[op]; ok {
-			about = append(about, fmt.Sprintf("change %.2f noise %.3f", c, r.Noise[op]))
+			fmt.Fprintf(&b, ", change %.2f noise %.3f", c, r.Noise[op])
 		}
-		if r.metadata {
-			fmt.Fprintf(&b, "; %s %.0f/s", op, r.Rate[op])
-		} else {
-			fmt.Fprintf(&b, "; %s %.0f MB/s", op, r.Rate[op]/1e6)
-		}
-		if len(about) > 0 {
-			fmt.Fprintf(&b, " (%s)", strings.Join(about, ", "))
-		}
+		b.WriteString(")")
 	}
 	return b.String()
 }
 
 // runWatcher follows a daemon's /metrics and records every successful run
-// of one probe. The daemon keeps only the last result, so it polls well
+// of the probe. The daemon keeps only the last result, so it polls well
 // inside one probe interval.
 type runWatcher struct {
-	url   string
-	probe watchedProbe
-	mu    sync.Mutex
-	runs  []probeRun
-	err   error
-}
-
-// watchedProbe is the probe a runWatcher follows: target and name, and
-// whether it is a metadata probe (its ops and their unit).
-type watchedProbe struct {
-	target, name string
-	metadata     bool
-}
-
-// ops are the probe's ops, in the order it runs them.
-func (p watchedProbe) ops() []string {
-	if p.metadata {
-		return []string{"create", "stat", "read", "remove"}
-	}
-	return []string{"write", "read"}
-}
-
-// rateFamily is the family of the probe's rates.
-func (p watchedProbe) rateFamily() string {
-	if p.metadata {
-		return "plateau_probe_operations_per_second"
-	}
-	return "plateau_probe_throughput_bytes_per_second"
+	url    string
+	target string
+	mu     sync.Mutex
+	runs   []probeRun
+	err    error
 }
 
 func watchRuns(t *testing.T, metricsURL string, every time.Duration) *runWatcher {
@@ -665,12 +627,7 @@ func watchRuns(t *testing.T, metricsURL string, every time.Duration) *runWatcher
 
 // watchTargetRuns follows the runs of target's stackProbe.
 func watchTargetRuns(t *testing.T, metricsURL, target string, every time.Duration) *runWatcher {
-	return watchProbeRuns(t, metricsURL, watchedProbe{target: target, name: stackProbe}, every)
-}
-
-// watchProbeRuns follows the runs of p.
-func watchProbeRuns(t *testing.T, metricsURL string, p watchedProbe, every time.Duration) *runWatcher {
-	w := &runWatcher{url: metricsURL, probe: p}
+	w := &runWatcher{url: metricsURL, target: target}
 	stop, stopped := make(chan struct{}), make(chan struct{})
 	go func() {
 		defer close(stopped)
@@ -690,7 +647,7 @@ func watchProbeRuns(t *testing.T, metricsURL string, p watchedProbe, every time.
 }
 
 func (w *runWatcher) poll() {
-	run, err := scrapeRun(w.url, w.probe)
+	run, err := scrapeRun(w.url, w.target)
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	w.err = err
@@ -752,10 +709,9 @@ func (w *runWatcher) medianRate(op string, t0 time.Time) float64 {
 	return medianOf(rates)
 }
 
-// scrapeRun reads the last successful run of p from a daemon, or nil when
-// there is none yet with a ratio (with a rate, for a metadata probe,
-// which may have no baseline).
-func scrapeRun(metricsURL string, p watchedProbe) (*probeRun, error) {
+// scrapeRun reads the last successful run of target's stackProbe from a
+// daemon, or nil when there is none yet with a ratio.
+func scrapeRun(metricsURL, target string) (*probeRun, error) {
 	fams, _, err := scrapeFamilies(metricsURL)
 	if err != nil {
 		return nil, err
@@ -763,7 +719,7 @@ func scrapeRun(metricsURL string, p watchedProbe) (*probeRun, error) {
 	value := func(name string, labels map[string]string) (float64, bool) {
 		return probetest.FamilyValue(fams, name, labels)
 	}
-	id := map[string]string{"target": p.target, "probe": p.name}
+	id := map[string]string{"target": target, "probe": stackProbe}
 	lastSuccess, ok1 := value("plateau_probe_last_success_timestamp_seconds", id)
 	lastRun, ok2 := value("plateau_probe_last_run_timestamp_seconds", id)
 	seconds, ok3 := value("plateau_probe_duration_seconds", id)
@@ -773,27 +729,21 @@ func scrapeRun(metricsURL string, p watchedProbe) (*probeRun, error) {
 		return nil, nil
 	}
 	run := &probeRun{
-		End:      time.Unix(0, int64(lastSuccess*1e9)),
-		Seconds:  seconds,
-		Ops:      p.ops(),
-		Ratio:    map[string]float64{},
-		Rate:     map[string]float64{},
-		Change:   map[string]float64{},
-		Noise:    map[string]float64{},
-		metadata: p.metadata,
+		End:     time.Unix(0, int64(lastSuccess*1e9)),
+		Seconds: seconds,
+		Ratio:   map[string]float64{},
+		Rate:    map[string]float64{},
+		Change:  map[string]float64{},
+		Noise:   map[string]float64{},
 	}
-	for _, op := range run.Ops {
-		l := map[string]string{"target": p.target, "probe": p.name, "op": op}
-		if r, ok := value("plateau_probe_ratio", l); ok {
-			run.Ratio[op] = r
-		} else if !p.metadata {
-			return nil, nil
-		}
-		rate, ok := value(p.rateFamily(), l)
+	for _, op := range []string{"write", "read"} {
+		l := map[string]string{"target": target, "probe": stackProbe, "op": op}
+		r, ok := value("plateau_probe_ratio", l)
 		if !ok {
 			return nil, nil
 		}
-		run.Rate[op] = rate
+		run.Ratio[op] = r
+		run.Rate[op], _ = value("plateau_probe_throughput_bytes_per_second", l)
 		if c, ok := value("plateau_probe_change_fast_ratio", l); ok {
 			run.Change[op] = c
 			run.Noise[op], _ = value("plateau_probe_change_fast_noise_ratio", l)
@@ -858,10 +808,6 @@ type stackDaemon struct {
 	url         string
 	historyFile string
 	runs        *runWatcher
-	// metadataRuns follows the runs of the metadata target's probe, on
-	// the MooseFS cluster's clients while they have it (fault c); nil
-	// elsewhere.
-	metadataRuns *runWatcher
 }
 
 // alertStack is everything one alerting test runs.
@@ -1114,40 +1060,36 @@ func formatSize(b int64) string { return strconv.FormatInt(b>>20, 10) + "MiB" }
 // at targetPath, with one sequential probe of the stack's size.
 func writeExporterConfig(t *testing.T, path string, o stackOptions, targetPath, baselines string) {
 	t.Helper()
-	writeTargetConfig(t, path, o, baselines, exporterTarget{name: stackTarget, path: targetPath})
+	writeTargetConfig(t, path, o, exporterTarget{name: stackTarget, path: targetPath}, baselines)
 }
 
-// exporterTarget is a target of a stack daemon's config.
+// exporterTarget is the one target of a stack daemon's config.
 type exporterTarget struct {
 	name, path string
 	// serves is the target's `serves` (a storage server's own target), or
 	// "".
 	serves string
-	// metadataProbe, with metadataFiles, makes the target's one probe a
-	// metadata probe of that name and number of empty files; without it,
-	// the probe is stackProbe, sequential.
-	metadataProbe string
-	metadataFiles int
 }
 
-// writeTargetConfig writes a config of targets, each with one probe: a
-// sequential one (stackProbe) of o's size, or the target's metadata
-// probe; all at o's interval and timeout.
-func writeTargetConfig(t *testing.T, path string, o stackOptions, baselines string, targets ...exporterTarget) {
+// writeTargetConfig writes a config of one target with one sequential
+// probe (stackProbe) of o's size, interval and timeout.
+func writeTargetConfig(t *testing.T, path string, o stackOptions, target exporterTarget, baselines string) {
 	t.Helper()
-	cfg := fmt.Sprintf("defaults:\n  interval: %s\n  timeout: %s\n  splay: %t\ntargets:\n", o.interval, o.timeout, o.splay)
-	for _, target := range targets {
-		cfg += fmt.Sprintf("  - name: %s\n    path: %s\n", target.name, target.path)
-		if target.serves != "" {
-			cfg += "    serves: " + target.serves + "\n"
-		}
-		if target.metadataProbe != "" {
-			cfg += fmt.Sprintf("    probes:\n      - {name: %s, kind: metadata, workers: 1, files: %d, file_size: 0}\n", target.metadataProbe, target.metadataFiles)
-		} else {
-			cfg += fmt.Sprintf("    probes:\n      - {name: %s, kind: sequential, workers: 1, file_size: %s, block_size: %s}\n", stackProbe, formatSize(o.fileSize), formatSize(blockSize))
-		}
+	serves := ""
+	if target.serves != "" {
+		serves = "\n    serves: " + target.serves
 	}
-	cfg += "baselines_file: " + baselines + "\n"
+	cfg := fmt.Sprintf(`defaults:
+  interval: %s
+  timeout: %s
+  splay: %t
+targets:
+  - name: %s
+    path: %s%s
+    probes:
+      - {name: %s, kind: sequential, workers: 1, file_size: %s, block_size: %s}
+baselines_file: %s
+`, o.interval, o.timeout, o.splay, target.name, target.path, serves, stackProbe, formatSize(o.fileSize), formatSize(blockSize), baselines)
 	if err := os.WriteFile(path, []byte(cfg), 0o644); err != nil {
 		t.Fatal(err)
 	}
@@ -1163,24 +1105,19 @@ func (s *alertStack) characterize(t *testing.T) {
 }
 
 // characterizeOn runs characterize with a config, its command line begun
-// with prefix, and reads back the baseline it wrote. With targets, it
-// characterizes only those (--target).
-func (s *alertStack) characterizeOn(t *testing.T, prefix []string, configFile, host string, targets ...string) {
+// with prefix, and reads back the baseline it wrote.
+func (s *alertStack) characterizeOn(t *testing.T, prefix []string, configFile, host string) {
 	t.Helper()
-	s.runCharacterize(t, prefix, configFile, host, targets...)
+	s.runCharacterize(t, prefix, configFile, host)
 	s.loadBaseline(t)
 }
 
 // runCharacterize runs characterize with a config, its command line begun
-// with prefix: it writes the config's baselines_file (with targets, the
-// entries of those only, merged into the file).
-func (s *alertStack) runCharacterize(t *testing.T, prefix []string, configFile, host string, targets ...string) {
+// with prefix: it writes the config's baselines_file.
+func (s *alertStack) runCharacterize(t *testing.T, prefix []string, configFile, host string) {
 	t.Helper()
 	args := []string{s.exporter, "characterize", "--config.file=" + configFile, "--probe.hostname=" + host,
 		"--runs=3", "--run-spacing=" + s.opts.characterizeSpacing.String()}
-	for _, target := range targets {
-		args = append(args, "--target="+target)
-	}
 	argv := append(slices.Clone(prefix), args...)
 	out, err := exec.Command(argv[0], argv[1:]...).CombinedOutput()
 	if err != nil {
