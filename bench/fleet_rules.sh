@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Scale of the fleet rules (issue 16): the evaluation time and memory of the
-# shipped rules (dashboards/rules.yml + dashboards/alerts.yml) on a fleet of
+# shipped rules (dashboards/rules.yml, alerts.yml and fleet_alerts.yml) on a fleet of
 # N nodes. For each N given (default 5000), bench/fleetgen writes
 # synthetic OpenMetrics text of every series the rules read, for
 # node0001..nodeNNNN with the 7 probes (20 probe ops) of
@@ -58,7 +58,7 @@
 #   writes, so that the busy-versus-broken rules have their input; that
 #   group is reported too.
 #
-# - FLEET_REF=<git revision> measures the rules.yml and alerts.yml of that
+# - FLEET_REF=<git revision> measures the rule files of that
 #   revision too, on a copy of the same blocks, after the worktree's rules
 #   (so later after the data's end: see the comment where it runs), and
 #   adds a column per N for them, e.g.
@@ -114,13 +114,15 @@ trap 'exit 130' INT TERM
 
 go build -o "$work/fleetgen" ./bench/fleetgen
 mkdir "$work/rules"
-cp dashboards/rules.yml dashboards/alerts.yml "$work/rules/"
-echo "rules: $(cd dashboards && sha256sum rules.yml alerts.yml | awk '{printf "%s %.12s  ", $2, $1}')(git $(git rev-parse --short HEAD)$(git diff --quiet -- dashboards/rules.yml dashboards/alerts.yml || echo ', with uncommitted changes'))"
+cp dashboards/rules.yml dashboards/alerts.yml dashboards/fleet_alerts.yml "$work/rules/"
+echo "rules: $(cd dashboards && sha256sum rules.yml alerts.yml fleet_alerts.yml | awk '{printf "%s %.12s  ", $2, $1}')(git $(git rev-parse --short HEAD)$(git diff --quiet -- dashboards/rules.yml dashboards/alerts.yml dashboards/fleet_alerts.yml || echo ', with uncommitted changes'))"
 sets=rules
 if [ -n "$ref" ]; then
 	mkdir "$work/ref"
 	git show "$ref:dashboards/rules.yml" >"$work/ref/rules.yml"
 	git show "$ref:dashboards/alerts.yml" >"$work/ref/alerts.yml"
+	# Before the fleet's alerts had a file of their own, alerts.yml held them.
+	git show "$ref:dashboards/fleet_alerts.yml" >"$work/ref/fleet_alerts.yml" 2>/dev/null || echo 'groups: []' >"$work/ref/fleet_alerts.yml"
 	echo "reference rules: dashboards/rules.yml, alerts.yml of $ref ($(git rev-parse --short "$ref"))"
 	sets="rules ref"
 fi
@@ -199,6 +201,7 @@ YML
 rule_files:
   - $work/$set/rules.yml
   - $work/$set/alerts.yml
+  - $work/$set/fleet_alerts.yml
   - $work/$set/filesystem_plateau.yml
 YML
 	curl -sf -X POST "http://127.0.0.1:$port/-/reload" || { tail -30 "$run/prometheus.log"; exit 1; }

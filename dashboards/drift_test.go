@@ -28,7 +28,7 @@ type promQL struct {
 func ruleExpressions(t *testing.T) []promQL {
 	t.Helper()
 	var out []promQL
-	for _, f := range []string{rulesFile, alertsFile} {
+	for _, f := range shippedRuleFiles() {
 		for _, r := range loadRules(t, f) {
 			out = append(out, promQL{where: fmt.Sprintf("%s: %s%s", f, r.Record, r.Alert), expr: r.Expr})
 		}
@@ -210,10 +210,12 @@ func TestProseNamesExportedMetrics(t *testing.T) {
 		t.Fatal(err)
 	}
 	texts[runbookFile] = string(runbook)
-	for _, r := range loadRules(t, alertsFile) {
-		for k, v := range r.Annotations {
-			if k != "runbook_url" {
-				texts[fmt.Sprintf("%s: %s %s", alertsFile, r.Alert, k)] = v
+	for _, f := range alertFiles() {
+		for _, r := range loadRules(t, f) {
+			for k, v := range r.Annotations {
+				if k != "runbook_url" {
+					texts[fmt.Sprintf("%s: %s %s", f, r.Alert, k)] = v
+				}
 			}
 		}
 	}

@@ -19,6 +19,8 @@ import (
 const (
 	rulesFile        = "rules.yml"
 	alertsFile       = "alerts.yml"
+	fleetAlertsFile  = "fleet_alerts.yml"
+	federateFile     = "federate.yml"
 	runbookFile      = "RUNBOOK.md"
 	alertmanagerFile = "alertmanager.yml"
 	promtoolTestGlob = "tests/*.yml"
@@ -76,6 +78,25 @@ func loadRules(t *testing.T, path string) []rule {
 	}
 	if len(rules) == 0 {
 		t.Fatalf("%s: no rules", path)
+	}
+	return rules
+}
+
+// alertFiles are the shipped alerting rule files: the per-node alerts,
+// right on any Prometheus that scrapes the node, and the fleet's, which
+// must see every node of a file system.
+func alertFiles() []string { return []string{alertsFile, fleetAlertsFile} }
+
+// shippedRuleFiles are every shipped rule file, as one Prometheus for the
+// whole fleet loads them.
+func shippedRuleFiles() []string { return append([]string{rulesFile}, alertFiles()...) }
+
+// loadAlerts returns the alerting rules of every file of alertFiles.
+func loadAlerts(t *testing.T) []rule {
+	t.Helper()
+	var rules []rule
+	for _, f := range alertFiles() {
+		rules = append(rules, loadRules(t, f)...)
 	}
 	return rules
 }

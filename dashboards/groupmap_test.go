@@ -9,13 +9,13 @@ import (
 	"go.yaml.in/yaml/v3"
 )
 
-// TestGroupMapsNameEveryGroup keeps the map at the top of rules.yml and
-// alerts.yml true: it names every group of the file once, in file order,
+// TestGroupMapsNameEveryGroup keeps the map at the top of each shipped rule
+// file true: it names every group of the file once, in file order,
 // with the group's interval, so that a site tuning one rule can trust it
 // to find the rule's inputs.
 func TestGroupMapsNameEveryGroup(t *testing.T) {
 	entry := regexp.MustCompile(`^#   (plateau[\w.]*)\s+(default|\d+[smh])?`)
-	for _, file := range []string{"rules.yml", "alerts.yml"} {
+	for _, file := range shippedRuleFiles() {
 		data, err := os.ReadFile(file)
 		if err != nil {
 			t.Fatal(err)

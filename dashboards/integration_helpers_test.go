@@ -6,7 +6,7 @@ package dashboards
 // plateau_exporter daemons probing one loop-mounted ext4, each from inside
 // its own blkio cgroup, with a baseline characterized on that device; the
 // Prometheus of the Debian package scraping them all with the shipped
-// rules.yml and alerts.yml (only their `for` and keep_firing_for
+// rule files (only their `for` and keep_firing_for
 // shortened); the Alertmanager of the Debian package with the shipped route
 // and inhibitions, posting to a webhook inside the test. Everything runs on
 // free 127.0.0.1 ports with its own storage, never on a system service, and
@@ -997,8 +997,9 @@ func (s *alertStack) startMonitoring(t *testing.T, promBin, amBin string) {
 	waitReady(t, am, s.amURL+"/-/ready")
 
 	s.shortRules = map[string][]string{}
+	s.shortFor = map[string][]time.Duration{}
 	var ruleFiles []string
-	for _, f := range []string{rulesFile, alertsFile} {
+	for _, f := range shippedRuleFiles() {
 		orig, err := os.ReadFile(f)
 		if err != nil {
 			t.Fatal(err)
@@ -1014,8 +1015,8 @@ func (s *alertStack) startMonitoring(t *testing.T, promBin, amBin string) {
 		}
 		ruleFiles = append(ruleFiles, path)
 		s.shortRules[f] = changes
-		if f == alertsFile {
-			s.shortFor = alertForDurations(t, short)
+		if slices.Contains(alertFiles(), f) {
+			maps.Copy(s.shortFor, alertForDurations(t, short))
 		}
 	}
 	if len(s.shortRules[alertsFile]) == 0 {
@@ -1277,7 +1278,7 @@ func (s *alertStack) waitScrapingAndEvaluating(t *testing.T) {
 	}
 	node, fleet := s.shortFor[regressionAlert], s.shortFor[fsRegressionAlert]
 	if len(node) != 1 || len(fleet) != 1 {
-		t.Fatalf("%s has %d rules %s and %d %s, want one each", alertsFile, len(node), regressionAlert, len(fleet), fsRegressionAlert)
+		t.Fatalf("%s have %d rules %s and %d %s, want one each", alertFiles(), len(node), regressionAlert, len(fleet), fsRegressionAlert)
 	}
 	t.Logf("the regression pages wait for %s (node) and %s (file system)", node[0], fleet[0])
 	// The file system alert can only inhibit the node pages it explains

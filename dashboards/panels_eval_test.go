@@ -167,7 +167,7 @@ func TestDashboardQueriesReturnData(t *testing.T) {
 func TestRuleExpressionsMatchExportedSeries(t *testing.T) {
 	promtool := requireTool(t, "promtool", "prometheus")
 	var queries []namedQuery
-	for _, f := range []string{rulesFile, alertsFile} {
+	for _, f := range shippedRuleFiles() {
 		for _, r := range loadRules(t, f) {
 			queries = append(queries, namedQuery{where: fmt.Sprintf("%s: %s%s", f, r.Record, r.Alert), query: r.Expr})
 		}

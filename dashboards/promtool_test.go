@@ -45,11 +45,18 @@ func runTool(t *testing.T, path string, args ...string) {
 
 func TestPromtoolCheckRules(t *testing.T) {
 	promtool := requireTool(t, "promtool", "prometheus")
-	runTool(t, promtool, "check", "rules", rulesFile, alertsFile)
+	runTool(t, promtool, append([]string{"check", "rules"}, shippedRuleFiles()...)...)
+}
+
+// TestPromtoolCheckFederateConfig checks the global Prometheus's federation
+// job as the configuration file it is merged into.
+func TestPromtoolCheckFederateConfig(t *testing.T) {
+	promtool := requireTool(t, "promtool", "prometheus")
+	runTool(t, promtool, "check", "config", federateFile)
 }
 
 // TestPromtoolTestRules runs every promtool unit test file; each loads
-// rules.yml and alerts.yml itself (see TestPromtoolTestsLoadTheShippedRules).
+// every shipped rule file itself (see TestPromtoolTestsLoadTheShippedRules).
 func TestPromtoolTestRules(t *testing.T) {
 	promtool := requireTool(t, "promtool", "prometheus")
 	files, err := filepath.Glob(promtoolTestGlob)

@@ -29,7 +29,7 @@ func TestRecordingRulesFollowNamingConvention(t *testing.T) {
 	seen := map[string]bool{}
 	for _, r := range loadRules(t, rulesFile) {
 		if r.Alert != "" {
-			t.Errorf("%s: alert %s belongs in %s", rulesFile, r.Alert, alertsFile)
+			t.Errorf("%s: alert %s belongs in %s", rulesFile, r.Alert, strings.Join(alertFiles(), " or "))
 			continue
 		}
 		if !recordNameRE.MatchString(r.Record) {
@@ -50,9 +50,9 @@ var alertNameRE = regexp.MustCompile(`^Plateau[A-Z][A-Za-z0-9]*$`)
 // and a runbook_url whose anchor is a section of RUNBOOK.md.
 func TestAlertsFollowMixinConventions(t *testing.T) {
 	sections := runbookSections(t)
-	for _, r := range loadRules(t, alertsFile) {
+	for _, r := range loadAlerts(t) {
 		if r.Record != "" {
-			t.Errorf("%s: recording rule %s belongs in %s", alertsFile, r.Record, rulesFile)
+			t.Errorf("%s: recording rule %s belongs in %s", strings.Join(alertFiles(), " or "), r.Record, rulesFile)
 			continue
 		}
 		name := r.Alert
@@ -92,7 +92,7 @@ func TestAlertsFollowMixinConventions(t *testing.T) {
 // that were renamed or removed.
 func TestRunbookHasNoOrphanSections(t *testing.T) {
 	alerts := map[string]bool{}
-	for _, r := range loadRules(t, alertsFile) {
+	for _, r := range loadAlerts(t) {
 		alerts[strings.ToLower(r.Alert)] = true
 	}
 	data, err := os.ReadFile(runbookFile)
@@ -102,7 +102,7 @@ func TestRunbookHasNoOrphanSections(t *testing.T) {
 	for _, line := range strings.Split(string(data), "\n") {
 		title, ok := strings.CutPrefix(line, "## ")
 		if ok && alertNameRE.MatchString(title) && !alerts[strings.ToLower(title)] {
-			t.Errorf("%s: section %q describes no alert of %s", runbookFile, title, alertsFile)
+			t.Errorf("%s: section %q describes no alert of %s", runbookFile, title, strings.Join(alertFiles(), " or "))
 		}
 	}
 }
@@ -128,7 +128,7 @@ func runbookSections(t *testing.T) map[string]bool {
 	return out
 }
 
-// TestEveryAlertIsTested wants, for each alert of alerts.yml, a promtool
+// TestEveryAlertIsTested wants, for each shipped alert, a promtool
 // case where it fires with each of its severities and a case where it
 // must not fire (an alert_rule_test with empty exp_alerts).
 func TestEveryAlertIsTested(t *testing.T) {
@@ -154,7 +154,7 @@ func TestEveryAlertIsTested(t *testing.T) {
 		}
 	}
 	defined := map[string]bool{}
-	for _, r := range loadRules(t, alertsFile) {
+	for _, r := range loadAlerts(t) {
 		defined[r.Alert] = true
 		sev := r.Labels["severity"]
 		if !firing[r.Alert][sev] {
@@ -166,7 +166,7 @@ func TestEveryAlertIsTested(t *testing.T) {
 	}
 	for name := range firing {
 		if !defined[name] {
-			t.Errorf("promtool tests expect alert %s, which %s does not define", name, alertsFile)
+			t.Errorf("promtool tests expect alert %s, which %s does not define", name, strings.Join(alertFiles(), " nor "))
 		}
 	}
 }
@@ -176,7 +176,7 @@ func TestEveryAlertIsTested(t *testing.T) {
 func TestPromtoolTestsLoadTheShippedRules(t *testing.T) {
 	want := map[string]bool{}
 	groups := map[string]bool{}
-	for _, f := range []string{rulesFile, alertsFile} {
+	for _, f := range shippedRuleFiles() {
 		abs, err := filepath.Abs(f)
 		if err != nil {
 			t.Fatal(err)
@@ -210,7 +210,7 @@ func TestPromtoolTestsLoadTheShippedRules(t *testing.T) {
 		// silently leave the test to a random order.
 		for _, name := range f.GroupEvalOrder {
 			if !groups[name] {
-				t.Errorf("%s: group_eval_order names %s, a group neither %s nor %s has", path, name, rulesFile, alertsFile)
+				t.Errorf("%s: group_eval_order names %s, a group no file of %s has", path, name, shippedRuleFiles())
 			}
 		}
 	}
@@ -243,14 +243,14 @@ func loadAlertmanagerConfig(t *testing.T) alertmanagerConfig {
 }
 
 // TestInhibitRulesNameExistingAlerts keeps alertmanager.yml in step with
-// alerts.yml: an inhibition of a renamed alert would silently stop working.
+// the alert files: an inhibition of a renamed alert would silently stop working.
 // amtool checks the syntax (TestAmtoolCheckConfig); this checks the names.
 func TestInhibitRulesNameExistingAlerts(t *testing.T) {
 	cfg := loadAlertmanagerConfig(t)
 	if len(cfg.InhibitRules) == 0 {
 		t.Fatalf("%s has no inhibit_rules", alertmanagerFile)
 	}
-	alerts := loadRules(t, alertsFile)
+	alerts := loadAlerts(t)
 	for i, ir := range cfg.InhibitRules {
 		for _, m := range append(append([]string{}, ir.SourceMatchers...), ir.TargetMatchers...) {
 			sub := matcherRE.FindStringSubmatch(m)
@@ -267,11 +267,11 @@ func TestInhibitRulesNameExistingAlerts(t *testing.T) {
 			switch label {
 			case "alertname":
 				if !matcherMatchesAny(t, op, value, alerts, func(r rule) string { return r.Alert }) {
-					t.Errorf("inhibit rule %d: %q matches no alert of %s", i, m, alertsFile)
+					t.Errorf("inhibit rule %d: %q matches no alert of %s", i, m, alertFiles())
 				}
 			case "severity":
 				if !matcherMatchesAny(t, op, value, alerts, func(r rule) string { return r.Labels["severity"] }) {
-					t.Errorf("inhibit rule %d: %q matches no severity used in %s", i, m, alertsFile)
+					t.Errorf("inhibit rule %d: %q matches no severity used in %s", i, m, alertFiles())
 				}
 			}
 		}
@@ -390,17 +390,17 @@ func TestFileSystemPageFiresBeforeNodePages(t *testing.T) {
 	}
 }
 
-// alertNamed returns the one alerting rule of alertsFile with this name.
+// alertNamed returns the one alerting rule of alertFiles with this name.
 func alertNamed(t *testing.T, name string) rule {
 	t.Helper()
 	var found []rule
-	for _, r := range loadRules(t, alertsFile) {
+	for _, r := range loadAlerts(t) {
 		if r.Alert == name {
 			found = append(found, r)
 		}
 	}
 	if len(found) != 1 {
-		t.Fatalf("%s defines alert %s %d times, want once", alertsFile, name, len(found))
+		t.Fatalf("%s define alert %s %d times, want once", alertFiles(), name, len(found))
 	}
 	return found[0]
 }

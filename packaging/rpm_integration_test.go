@@ -211,8 +211,13 @@ func testContents(t *testing.T, repo, binRPM, srpm string) {
 			t.Errorf("rpm -qlp does not list %s", f)
 		}
 	}
-	if !have["/usr/share/plateau_exporter/rules/alerts.yml"] || !have["/usr/share/plateau_exporter/rules/rules.yml"] {
-		t.Error("the alerting and recording rules are not in /usr/share/plateau_exporter/rules/")
+	for _, f := range []string{"rules.yml", "alerts.yml", "fleet_alerts.yml"} {
+		if !have["/usr/share/plateau_exporter/rules/"+f] {
+			t.Errorf("the rule file %s is not in /usr/share/plateau_exporter/rules/", f)
+		}
+	}
+	if !have["/usr/share/plateau_exporter/federate.yml"] {
+		t.Error("the global Prometheus's federation job federate.yml is not in /usr/share/plateau_exporter/")
 	}
 	licenses := 0
 	for f := range have {

@@ -1,6 +1,6 @@
 // Command fleetgen writes synthetic OpenMetrics text for a fleet of
 // plateau_exporter nodes, for bench/fleet_rules.sh: every series that the
-// rules of dashboards/rules.yml and dashboards/alerts.yml read, with the
+// rules of dashboards/rules.yml, alerts.yml and fleet_alerts.yml read, with the
 // labels the daemon and a Prometheus scrape give them (job, instance,
 // target, probe, kind, op), for nodes node0001..nodeNNNN.
 //

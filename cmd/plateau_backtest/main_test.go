@@ -33,7 +33,7 @@ func TestBacktestCommandWritesTheContractsJSON(t *testing.T) {
 	o := &backtestcli.Flags{
 		Input: csvPath, SeriesColumns: "system,file_system,app,op", TimeColumn: "start_unix", ValueColumn: "mib_per_second",
 		Unit: "bytes_per_second", Drops: "0.5", Output: "json", SVG: filepath.Join(dir, "series.svg"),
-		Rules:          []string{filepath.Join(root, "dashboards", "rules.yml"), filepath.Join(root, "dashboards", "alerts.yml")},
+		Rules:          []string{filepath.Join(root, "dashboards", "rules.yml"), filepath.Join(root, "dashboards", "alerts.yml"), filepath.Join(root, "dashboards", "fleet_alerts.yml")},
 		ReferenceRules: []string{filepath.Join(root, "dashboards", "testdata", "reference", "rules.yml"), filepath.Join(root, "dashboards", "testdata", "reference", "alerts.yml")},
 		Interval:       15 * time.Minute, EvaluationInterval: 5 * time.Minute, BaselineRuns: 10, InjectRuns: 20, Trials: 5, OnsetAfter: 30, Seed: 1, PageSeverity: "critical",
 	}

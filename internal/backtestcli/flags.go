@@ -87,7 +87,7 @@ func Declare(c flagDeclarer) *Flags {
 	c.Flag("seed", "Seed of the trials' onsets.").Default("1").Uint64Var(&f.Seed)
 	c.Flag("onset-after", "Onsets are drawn from this many runs after the baseline runs.").Default("30").IntVar(&f.OnsetAfter)
 	c.Flag("warmup-runs", "Runs replayed before each onset; 0 derives them from the rules' longest window, for and keep_firing_for.").Default("0").IntVar(&f.WarmupRuns)
-	c.Flag("rules", "Rule files of the rule set under test (repeatable).").Default("dashboards/rules.yml", "dashboards/alerts.yml").StringsVar(&f.Rules)
+	c.Flag("rules", "Rule files of the rule set under test (repeatable).").Default("dashboards/rules.yml", "dashboards/alerts.yml", "dashboards/fleet_alerts.yml").StringsVar(&f.Rules)
 	c.Flag("reference-rules", "Rule files of the reference rule set (repeatable); default: the rules shipped before the sudden-regression verdict, or with --fleet those shipped before the file-system page read the nodes' low scores (dashboards/testdata/reference-fleet/).").Default("dashboards/testdata/reference/rules.yml", "dashboards/testdata/reference/alerts.yml").IsSetByUser(&f.ReferenceSet).StringsVar(&f.ReferenceRules)
 	c.Flag("page-severity", "Severity label of the alerts that page.").Default("critical").StringVar(&f.PageSeverity)
 	c.Flag("output", "Output format: table or json.").Default("table").EnumVar(&f.Output, "table", "json")

@@ -15,7 +15,7 @@ import (
 )
 
 var (
-	shippedRules   = []string{filepath.Join("..", "..", "dashboards", "rules.yml"), filepath.Join("..", "..", "dashboards", "alerts.yml")}
+	shippedRules   = []string{filepath.Join("..", "..", "dashboards", "rules.yml"), filepath.Join("..", "..", "dashboards", "alerts.yml"), filepath.Join("..", "..", "dashboards", "fleet_alerts.yml")}
 	referenceRules = []string{filepath.Join("..", "..", "dashboards", "testdata", "reference", "rules.yml"), filepath.Join("..", "..", "dashboards", "testdata", "reference", "alerts.yml")}
 )
 

@@ -718,7 +718,7 @@ func (rep *FleetReport) PlateauRules() []byte {
 	var sb strings.Builder
 	fmt.Fprintf(&sb, "# The aggregate plateau of the file systems, written by `plateau_exporter characterize --slurm`\n")
 	fmt.Fprintf(&sb, "# on %s at %s over %d node(s): each value is the sustained aggregate of a sweep of\n", rep.Host, rep.At.Format(time.RFC3339), len(rep.Nodes))
-	fmt.Fprintf(&sb, "# 1..N workers round-robin over the nodes. Load it beside rules.yml and alerts.yml\n")
+	fmt.Fprintf(&sb, "# 1..N workers round-robin over the nodes. Load it beside rules.yml and fleet_alerts.yml\n")
 	fmt.Fprintf(&sb, "# (rule_files); add a filesystem label where the GPFS device is not named like the target.\n")
 	if len(keys) == 0 {
 		sb.WriteString("groups: []\n")
