@@ -246,7 +246,8 @@ func checkFiredAlert(t *testing.T, s *alertStack, a receivedAlert, d *stackDaemo
 	}
 	// The description's templates expanded against the real series: it
 	// names the target, gives the change and the plateau ratios as
-	// percentages, and counts the nodes in regression out of their peers.
+	// percentages, and counts the nodes in regression out of their peers:
+	// those its Prometheus scrapes (on a split stack, its rack's).
 	d0 := a.Annotations["description"]
 	if !namesOp(a, stackProbe, "read") {
 		t.Errorf("fired alert's description does not name the read op of %s: %q", stackProbe, d0)
@@ -254,8 +255,9 @@ func checkFiredAlert(t *testing.T, s *alertStack, a receivedAlert, d *stackDaemo
 	if strings.Contains(d0, "{{") || !strings.Contains(d0, stackTarget) || strings.Count(d0, "%") < 2 || strings.Contains(d0, "unknown fraction") {
 		t.Errorf("fired alert's description was not expanded with the alert's target and values: %q", d0)
 	}
-	if flat := strings.Join(strings.Fields(d0), " "); !strings.Contains(flat, fmt.Sprintf(" of %d nodes of %s", len(s.daemons), stackTarget)) {
-		t.Errorf("fired alert's description does not count the nodes in regression of the %d of %s: %q", len(s.daemons), stackTarget, d0)
+	peers := len(s.rackOf(d))
+	if flat := strings.Join(strings.Fields(d0), " "); !strings.Contains(flat, fmt.Sprintf(" of %d nodes of %s", peers, stackTarget)) {
+		t.Errorf("fired alert's description does not count the nodes in regression of the %d of %s its Prometheus scrapes: %q", peers, stackTarget, d0)
 	}
 	if !strings.HasSuffix(a.Annotations["runbook_url"], "#"+strings.ToLower(regressionAlert)) {
 		t.Errorf("fired alert's runbook_url %q does not point at its runbook section", a.Annotations["runbook_url"])

@@ -62,6 +62,14 @@ const (
 	// whole test: 6 GiB here, where 4 GiB disks held 12 of the machine's
 	// 24.
 	clusterDiskSize = 2 << 30
+
+	// clusterRacks is how many rack Prometheus servers scrape the
+	// clients, two each, and the chunkservers' daemons, dealt out in turn,
+	// under the global one that pulls federate.yml's selection from them
+	// and evaluates the fleet's alerts: every page of the faults below
+	// comes through that split, as README.md's "Prometheus for a fleet"
+	// deploys it.
+	clusterRacks = 2
 )
 
 // TestClusterFaults deploys the product on a real MooseFS cluster: a
@@ -70,8 +78,12 @@ const (
 // clusterLink; one plateau_exporter per client probing its mount under one
 // target name (so the fleet rules see the clients as peers), one per
 // chunkserver probing its own disk (each of clusterDiskRate) under a target
-// that serves the clients' (startServerDaemons), one Prometheus with the
-// shipped rules, one Alertmanager with the shipped route and inhibitions.
+// that serves the clients' (startServerDaemons); two rack Prometheus
+// servers with rules.yml and alerts.yml, each scraping two clients and
+// some of the chunkservers, and a global one that federates
+// dashboards/federate.yml's selection from them and evaluates rules.yml and
+// fleet_alerts.yml (clusterRacks); one Alertmanager with the shipped route
+// and inhibitions.
 // Each fault starts from a steady state and asserts the absence of every
 // alert it should not raise.
 //
@@ -112,6 +124,7 @@ func TestClusterFaults(t *testing.T) {
 			characterizeSpacing: time.Second,
 			promInterval:        time.Second,
 			durationScale:       clusterScale,
+			racks:               clusterRacks,
 		},
 		dir: t.TempDir(),
 	}
@@ -265,6 +278,7 @@ func TestClusterFaults(t *testing.T) {
 	// Fault a: one chunkserver's disk slow.
 	faultServerDiskSlow(t, s, c, tl, probeDirs)
 	logSpace(t, c, "after fault a")
+	s.logSeriesHeld(t)
 }
 
 // checkNoAlert fails the test if an alert of selector fired at any
@@ -320,7 +334,7 @@ func (s *alertStack) requireSteady(t *testing.T) {
 // failedRuns says why the daemons' probes fail, if any does: a full file
 // system or a hung mount shows here long before a deadline.
 func (s *alertStack) failedRuns() error {
-	got, err := s.prom.query(`sum by (instance, reason) (increase(plateau_probe_errors_total[1m])) > 0`)
+	got, err := s.prom.queryNodes(`sum by (instance, reason) (increase(plateau_probe_errors_total[1m])) > 0`)
 	if err != nil || len(got) == 0 {
 		return err
 	}

@@ -412,7 +412,7 @@ func checkPrometheusScrapedThrough(t *testing.T, s *alertStack, fault string, fr
 	if ago := int64(time.Since(to).Seconds()); ago > 0 {
 		rng += fmt.Sprintf(" offset %ds", ago)
 	}
-	up, err := s.prom.query("min_over_time(up" + rng + ")")
+	up, err := s.prom.queryNodes("min_over_time(up" + rng + ")")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -424,7 +424,7 @@ func checkPrometheusScrapedThrough(t *testing.T, s *alertStack, fault string, fr
 			t.Errorf("Prometheus could not scrape %s during the freeze (min up %g)", s.hostOf(u.Metric["instance"]), u.Value)
 		}
 	}
-	durs, err := s.prom.query("max_over_time(scrape_duration_seconds" + rng + ")")
+	durs, err := s.prom.queryNodes("max_over_time(scrape_duration_seconds" + rng + ")")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -301,21 +301,26 @@ func (s *alertStack) waitEvaluatedPastRuns(t *testing.T) {
 			last = runs[n-1].End
 		}
 	}
-	waitFor(t, "Prometheus to evaluate the rules past the last run of every daemon", 2*time.Minute, func() (bool, error) {
-		got, err := s.prom.query(`timestamp(instance_target:plateau_probe_regression:max{job="` + stackJob + `"})`)
-		if err != nil {
-			return false, err
-		}
-		if len(got) != len(s.daemons) {
-			return false, fmt.Errorf("%d of %d nodes have a regression verdict", len(got), len(s.daemons))
-		}
-		for _, g := range got {
-			if g.Value <= float64(last.Unix())+2 {
-				return false, nil
+	// Where the nodes are scraped, and where the fleet's alerts read the
+	// verdicts (the same server, or the global one's copies of them).
+	q := `timestamp(instance_target:plateau_probe_regression:max{job="` + stackJob + `"})`
+	for _, where := range []func(string) ([]promSample, error){s.prom.queryNodes, s.prom.fleet.query} {
+		waitFor(t, "Prometheus to evaluate the rules past the last run of every daemon", 2*time.Minute, func() (bool, error) {
+			got, err := where(q)
+			if err != nil {
+				return false, err
 			}
-		}
-		return true, nil
-	})
+			if len(got) != len(s.daemons) {
+				return false, fmt.Errorf("%d of %d nodes have a regression verdict", len(got), len(s.daemons))
+			}
+			for _, g := range got {
+				if g.Value <= float64(last.Unix())+2 {
+					return false, nil
+				}
+			}
+			return true, nil
+		})
+	}
 }
 
 // checkThrottleBites fails the test unless d's first run that started
@@ -385,7 +390,7 @@ func (s *alertStack) logEvidence(t *testing.T) {
 	var parts []string
 	for _, q := range []string{"plateau_probe_target_low_score", "target:plateau_probe_low_score:evidence",
 		"target:plateau_probe_low_nodes:sum", "target:plateau_probe_low_score_nodes:count"} {
-		got, err := s.prom.query(q + `{target="` + stackTarget + `"}`)
+		got, err := s.prom.fleet.query(q + `{target="` + stackTarget + `"}`)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -578,6 +578,83 @@ func (p promAPI) countOverRange(selector string, since time.Time) ([]promSample,
 	return p.query(fmt.Sprintf("count_over_time(%s[%ds])", selector, secs))
 }
 
+// stackProm is every Prometheus of a stack: the one that evaluates the
+// fleet's alerts, and the racks' that scrape the nodes when the stack is
+// split as README.md's "Prometheus for a fleet" (stackOptions.racks); with
+// no racks, fleet is the one Prometheus that does everything. Its queries
+// ask every server and put the answers together: an alert is evaluated on
+// one of them (the node alerts on a rack, the fleet's at the top), and a
+// node's own series are on its rack only.
+type stackProm struct {
+	fleet promAPI
+	racks []promAPI
+}
+
+// all are the racks' servers and the fleet's.
+func (p stackProm) all() []promAPI { return append(slices.Clone(p.racks), p.fleet) }
+
+// nodes are the servers that scrape the nodes.
+func (p stackProm) nodes() []promAPI {
+	if len(p.racks) > 0 {
+		return p.racks
+	}
+	return []promAPI{p.fleet}
+}
+
+func concatQuery(servers []promAPI, query func(promAPI) ([]promSample, error)) ([]promSample, error) {
+	var out []promSample
+	for _, srv := range servers {
+		got, err := query(srv)
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", srv.url, err)
+		}
+		out = append(out, got...)
+	}
+	return out, nil
+}
+
+// query evaluates q on every server.
+func (p stackProm) query(q string) ([]promSample, error) {
+	return concatQuery(p.all(), func(srv promAPI) ([]promSample, error) { return srv.query(q) })
+}
+
+// queryNodes evaluates q on the servers that scrape the nodes, for the
+// nodes' own series and records (the top one holds copies of some).
+func (p stackProm) queryNodes(q string) ([]promSample, error) {
+	return concatQuery(p.nodes(), func(srv promAPI) ([]promSample, error) { return srv.query(q) })
+}
+
+// queryOne evaluates an expression that must give exactly one sample,
+// over every server.
+func (p stackProm) queryOne(q string) (float64, error) {
+	s, err := p.query(q)
+	if err != nil {
+		return 0, err
+	}
+	if len(s) != 1 {
+		return 0, fmt.Errorf("query %s: %d samples, want 1: %v", q, len(s), s)
+	}
+	return s[0].Value, nil
+}
+
+// countOverRange is promAPI.countOverRange on every server.
+func (p stackProm) countOverRange(selector string, since time.Time) ([]promSample, error) {
+	return concatQuery(p.all(), func(srv promAPI) ([]promSample, error) { return srv.countOverRange(selector, since) })
+}
+
+// alerts are the pending and firing alerts of every server.
+func (p stackProm) alerts() ([]promAlert, error) {
+	var out []promAlert
+	for _, srv := range p.all() {
+		got, err := srv.alerts()
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", srv.url, err)
+		}
+		out = append(out, got...)
+	}
+	return out, nil
+}
+
 // probeRun is one successful run of the stack's probe, as a daemon
 // exported it.
 type probeRun struct {
@@ -771,6 +848,14 @@ type stackOptions struct {
 	// durationScale divides the rules' `for`, keep_firing_for and group
 	// intervals (0: durationScale, for a 5s probe interval).
 	durationScale int
+	// racks splits the monitoring as README.md's "Prometheus for a
+	// fleet" does: this many rack Prometheus servers scrape the daemons
+	// and the storage servers' daemons (dealt out in turn) and evaluate
+	// rules.yml and alerts.yml, and a global one pulls federate.yml's
+	// selection from them and evaluates rules.yml and fleet_alerts.yml;
+	// all send to the one Alertmanager. 0: one Prometheus with every rule
+	// file.
+	racks int
 }
 
 // scale is what the stack divides the rules' durations by.
@@ -826,7 +911,7 @@ type alertStack struct {
 	// nodes of the fleet: rounds, overlaps and the per-node checks read
 	// daemons only.
 	servers    []*stackDaemon
-	prom       promAPI
+	prom       stackProm
 	amURL      string
 	hook       *webhook
 	shortRules map[string][]string
@@ -998,53 +1083,162 @@ func (s *alertStack) startMonitoring(t *testing.T, promBin, amBin string) {
 
 	s.shortRules = map[string][]string{}
 	s.shortFor = map[string][]time.Duration{}
-	var ruleFiles []string
+	short := map[string]string{} // a shipped rule file: its shortened copy
 	for _, f := range shippedRuleFiles() {
 		orig, err := os.ReadFile(f)
 		if err != nil {
 			t.Fatal(err)
 		}
-		short, changes, err := shortenRuleFile(orig, o.scale())
+		shortened, changes, err := shortenRuleFile(orig, o.scale())
 		if err != nil {
 			t.Fatalf("%s: %v", f, err)
 		}
-		checkOnlyDurationsChanged(t, f, orig, short)
+		checkOnlyDurationsChanged(t, f, orig, shortened)
 		path := filepath.Join(s.dir, f)
-		if err := os.WriteFile(path, short, 0o644); err != nil {
+		if err := os.WriteFile(path, shortened, 0o644); err != nil {
 			t.Fatal(err)
 		}
-		ruleFiles = append(ruleFiles, path)
+		short[f] = path
 		s.shortRules[f] = changes
 		if slices.Contains(alertFiles(), f) {
-			maps.Copy(s.shortFor, alertForDurations(t, short))
+			maps.Copy(s.shortFor, alertForDurations(t, shortened))
 		}
 	}
 	if len(s.shortRules[alertsFile]) == 0 {
 		t.Fatalf("%s: no `for` to shorten; the test's timing assumes them", alertsFile)
 	}
-	promAddr := probetest.FreeAddr(t)
-	promConfig := filepath.Join(s.dir, "prometheus.yml")
-	jobs := map[string][]string{}
-	for _, d := range s.daemons {
-		jobs[stackJob] = append(jobs[stackJob], d.addr)
+	shortened := func(files ...string) []string {
+		var out []string
+		for _, f := range files {
+			out = append(out, short[f])
+		}
+		return out
 	}
-	for _, d := range s.servers {
-		jobs[serverJob] = append(jobs[serverJob], d.addr)
+	jobsOf := func(daemons, servers []*stackDaemon) map[string][]string {
+		jobs := map[string][]string{}
+		for _, d := range daemons {
+			jobs[stackJob] = append(jobs[stackJob], d.addr)
+		}
+		for _, d := range servers {
+			jobs[serverJob] = append(jobs[serverJob], d.addr)
+		}
+		return jobs
 	}
-	writePrometheusConfig(t, promConfig, o.promInterval, jobs, amAddr, ruleFiles)
-	promData := filepath.Join(s.dir, "prometheus-data")
-	if err := os.Mkdir(promData, 0o700); err != nil {
+	var servers []promServer
+	if o.racks == 0 {
+		servers = append(servers, s.startPrometheus(t, promBin, promServer{
+			name:  "prometheus",
+			files: shippedRuleFiles(),
+			up:    len(s.daemons) + len(s.servers),
+		}, prometheusConfig(o.promInterval, jobsOf(s.daemons, s.servers), amAddr, shortened(shippedRuleFiles()...))))
+		s.prom = stackProm{fleet: servers[0].api}
+	} else {
+		// Each rack a share of the clients and of the storage servers,
+		// dealt out in turn, so that the fleet's rules must put together
+		// what no rack has alone.
+		var rackAddrs []string
+		for r := range o.racks {
+			daemons, storage := dealt(s.daemons, r, o.racks), dealt(s.servers, r, o.racks)
+			rack := s.startPrometheus(t, promBin, promServer{
+				name:  fmt.Sprintf("prometheus-rack%d", r+1),
+				files: []string{rulesFile, alertsFile},
+				up:    len(daemons) + len(storage),
+			}, prometheusConfig(o.promInterval, jobsOf(daemons, storage), amAddr, shortened(rulesFile, alertsFile)))
+			servers = append(servers, rack)
+			s.prom.racks = append(s.prom.racks, rack.api)
+			rackAddrs = append(rackAddrs, strings.TrimPrefix(rack.api.url, "http://"))
+		}
+		cfg := prometheusConfig(o.promInterval, nil, amAddr, shortened(rulesFile, fleetAlertsFile))
+		cfg["scrape_configs"] = []any{shippedFederateJob(t, rackAddrs)}
+		global := s.startPrometheus(t, promBin, promServer{
+			name:  "prometheus-global",
+			files: []string{rulesFile, fleetAlertsFile},
+			up:    o.racks,
+		}, cfg)
+		servers = append(servers, global)
+		s.prom.fleet = global.api
+	}
+	for _, srv := range servers {
+		s.waitScrapingAndEvaluating(t, srv)
+	}
+	s.checkPageOrder(t)
+	t.Logf("%s: daemons, Alertmanager and %d Prometheus up; rules shortened by %d: %s", s.since(time.Now()), len(servers), o.scale(), strings.Join(s.shortRules[alertsFile][:min(4, len(s.shortRules[alertsFile]))], "; "))
+}
+
+// dealt is the share of the daemons that rack r of n scrapes: every n-th,
+// from the r-th.
+func dealt(daemons []*stackDaemon, r, n int) []*stackDaemon {
+	var out []*stackDaemon
+	for i, d := range daemons {
+		if i%n == r {
+			out = append(out, d)
+		}
+	}
+	return out
+}
+
+// rackOf is the fleet's nodes that the Prometheus scraping d scrapes: d
+// and its rack's other nodes, or every node on a stack of one Prometheus.
+func (s *alertStack) rackOf(d *stackDaemon) []*stackDaemon {
+	if s.opts.racks == 0 {
+		return s.daemons
+	}
+	i := slices.Index(s.daemons, d)
+	return dealt(s.daemons, i%s.opts.racks, s.opts.racks)
+}
+
+// promServer is one Prometheus of a stack: its name (its config and data
+// directory), the shipped rule files it evaluates (their shortened
+// copies), and how many scrape targets it has.
+type promServer struct {
+	name  string
+	files []string
+	up    int
+	api   promAPI
+}
+
+// startPrometheus starts one Prometheus of the stack with cfg, and
+// returns p with its API.
+func (s *alertStack) startPrometheus(t *testing.T, promBin string, p promServer, cfg map[string]any) promServer {
+	t.Helper()
+	addr := probetest.FreeAddr(t)
+	config := filepath.Join(s.dir, p.name+".yml")
+	writeYAML(t, config, cfg)
+	data := filepath.Join(s.dir, p.name+"-data")
+	if err := os.Mkdir(data, 0o700); err != nil {
 		t.Fatal(err)
 	}
 	// The resend delay shortened as the rules are (1m by default): an
 	// alert's annotations reach Alertmanager again within a second, as
 	// its description changes (the servers a file-system page names).
-	prom := startProcess(t, "prometheus", s.dir, promBin, "--config.file="+promConfig, "--storage.tsdb.path="+promData,
-		"--web.listen-address="+promAddr, "--rules.alert.resend-delay=1s")
-	s.prom = promAPI{url: "http://" + promAddr}
-	waitReady(t, prom, s.prom.url+"/-/ready")
-	s.waitScrapingAndEvaluating(t)
-	t.Logf("%s: daemons, Alertmanager and Prometheus up; rules shortened by %d: %s", s.since(time.Now()), o.scale(), strings.Join(s.shortRules[alertsFile][:min(4, len(s.shortRules[alertsFile]))], "; "))
+	proc := startProcess(t, p.name, s.dir, promBin, "--config.file="+config, "--storage.tsdb.path="+data,
+		"--web.listen-address="+addr, "--rules.alert.resend-delay=1s")
+	p.api = promAPI{url: "http://" + addr}
+	waitReady(t, proc, p.api.url+"/-/ready")
+	return p
+}
+
+// shippedFederateJob is the scrape job of the shipped federate.yml, as a
+// site merges it into its global Prometheus's config: pulling from the
+// racks at addrs.
+func shippedFederateJob(t *testing.T, addrs []string) map[string]any {
+	t.Helper()
+	data, err := os.ReadFile(federateFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var f struct {
+		ScrapeConfigs []map[string]any `yaml:"scrape_configs"`
+	}
+	if err := yaml.Unmarshal(data, &f); err != nil {
+		t.Fatalf("%s: %v", federateFile, err)
+	}
+	if len(f.ScrapeConfigs) != 1 {
+		t.Fatalf("%s: %d scrape_configs, want 1", federateFile, len(f.ScrapeConfigs))
+	}
+	job := f.ScrapeConfigs[0]
+	job["static_configs"] = []any{map[string]any{"targets": addrs}}
+	return job
 }
 
 // inCgroup is the start of a command line that moves itself into c before
@@ -1183,10 +1377,10 @@ func writeAlertmanagerConfig(t *testing.T, path, hookURL string) {
 	}
 }
 
-// writePrometheusConfig writes a Prometheus config that scrapes each job's
-// addresses (job name to addresses) every interval.
-func writePrometheusConfig(t *testing.T, path string, every time.Duration, jobs map[string][]string, amAddr string, ruleFiles []string) {
-	t.Helper()
+// prometheusConfig is a Prometheus config that scrapes each job's
+// addresses (job name to addresses) every interval, evaluates the rule
+// files and sends to the Alertmanager at amAddr.
+func prometheusConfig(every time.Duration, jobs map[string][]string, amAddr string, ruleFiles []string) map[string]any {
 	iv := model.Duration(every).String()
 	cfg := map[string]any{
 		"global": map[string]any{
@@ -1209,7 +1403,12 @@ func writePrometheusConfig(t *testing.T, path string, every time.Duration, jobs 
 		})
 	}
 	cfg["scrape_configs"] = scrape
-	out, err := yaml.Marshal(cfg)
+	return cfg
+}
+
+func writeYAML(t *testing.T, path string, v any) {
+	t.Helper()
+	out, err := yaml.Marshal(v)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -1218,15 +1417,16 @@ func writePrometheusConfig(t *testing.T, path string, every time.Duration, jobs 
 	}
 }
 
-// waitScrapingAndEvaluating waits until Prometheus scrapes every daemon and
-// has evaluated every loaded rule without error, and checks it loaded the
-// shortened `for` of the regression pages.
-func (s *alertStack) waitScrapingAndEvaluating(t *testing.T) {
+// waitScrapingAndEvaluating waits until one Prometheus of the stack
+// scrapes every target it has and has evaluated every rule it loaded
+// without error, and checks that it runs the shortened `for` of the
+// alerts of its files, and no alert of another file.
+func (s *alertStack) waitScrapingAndEvaluating(t *testing.T, p promServer) {
 	t.Helper()
-	waitFor(t, "Prometheus to scrape every daemon", 2*time.Minute, func() (bool, error) {
-		v, err := s.prom.query(`up == 1`)
-		if want := len(s.daemons) + len(s.servers); err == nil && len(v) != want {
-			err = fmt.Errorf("%d of %d daemons up", len(v), want)
+	waitFor(t, p.name+" to scrape every target", 2*time.Minute, func() (bool, error) {
+		v, err := p.api.query(`up == 1`)
+		if err == nil && len(v) != p.up {
+			err = fmt.Errorf("%d of %d targets up", len(v), p.up)
 		}
 		return err == nil, err
 	})
@@ -1243,8 +1443,8 @@ func (s *alertStack) waitScrapingAndEvaluating(t *testing.T) {
 			Rules []apiRule `json:"rules"`
 		} `json:"groups"`
 	}
-	waitFor(t, "Prometheus to evaluate every rule", 2*time.Minute, func() (bool, error) {
-		if err := s.prom.get("/api/v1/rules", nil, &groups); err != nil {
+	waitFor(t, p.name+" to evaluate every rule", 2*time.Minute, func() (bool, error) {
+		if err := p.api.get("/api/v1/rules", nil, &groups); err != nil {
 			return false, err
 		}
 		n := 0
@@ -1258,8 +1458,9 @@ func (s *alertStack) waitScrapingAndEvaluating(t *testing.T) {
 		}
 		return n > 0, nil
 	})
-	// Prometheus runs the shortened rules: every alert's `for`, by name
-	// (a name may have a rule per severity), as the shortened file has it.
+	// It runs the shortened rules of its files: every alert's `for`, by
+	// name (a name may have a rule per severity), as the shortened file
+	// has it.
 	loaded := map[string][]time.Duration{}
 	for _, g := range groups.Groups {
 		for _, r := range g.Rules {
@@ -1268,21 +1469,71 @@ func (s *alertStack) waitScrapingAndEvaluating(t *testing.T) {
 			}
 		}
 	}
-	for name, want := range s.shortFor {
-		got := loaded[name]
-		slices.Sort(got)
-		slices.Sort(want)
-		if !slices.Equal(got, want) {
-			t.Fatalf("Prometheus loaded %s with for %v, want the shortened %v", name, got, want)
+	want := map[string][]time.Duration{}
+	for _, f := range p.files {
+		if slices.Contains(alertFiles(), f) {
+			maps.Copy(want, alertForDurations(t, s.shortRulesOf(t, f)))
 		}
 	}
+	for name := range loaded {
+		if want[name] == nil {
+			t.Fatalf("%s evaluates %s, which none of its files %v has", p.name, name, p.files)
+		}
+	}
+	for name, w := range want {
+		got := loaded[name]
+		slices.Sort(got)
+		slices.Sort(w)
+		if !slices.Equal(got, w) {
+			t.Fatalf("%s loaded %s with for %v, want the shortened %v", p.name, name, got, w)
+		}
+	}
+}
+
+// logSeriesHeld logs how many series each Prometheus of the stack holds
+// in its head block: what the split costs where.
+func (s *alertStack) logSeriesHeld(t *testing.T) {
+	t.Helper()
+	var parts []string
+	for i, srv := range s.prom.all() {
+		var st struct {
+			HeadStats struct {
+				NumSeries int `json:"numSeries"`
+			} `json:"headStats"`
+		}
+		if err := srv.get("/api/v1/status/tsdb", nil, &st); err != nil {
+			t.Logf("series held: %v", err)
+			return
+		}
+		name := "fleet"
+		if i < len(s.prom.racks) {
+			name = fmt.Sprintf("rack %d", i+1)
+		}
+		parts = append(parts, fmt.Sprintf("%s %d", name, st.HeadStats.NumSeries))
+	}
+	t.Logf("series held by each Prometheus: %s", strings.Join(parts, ", "))
+}
+
+// shortRulesOf reads the shortened copy of a shipped rule file.
+func (s *alertStack) shortRulesOf(t *testing.T, file string) []byte {
+	t.Helper()
+	data, err := os.ReadFile(filepath.Join(s.dir, file))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return data
+}
+
+// checkPageOrder checks that the file-system page waits less than the
+// node page: it can only inhibit the node pages it explains if it fires
+// first.
+func (s *alertStack) checkPageOrder(t *testing.T) {
+	t.Helper()
 	node, fleet := s.shortFor[regressionAlert], s.shortFor[fsRegressionAlert]
 	if len(node) != 1 || len(fleet) != 1 {
 		t.Fatalf("%s have %d rules %s and %d %s, want one each", alertFiles(), len(node), regressionAlert, len(fleet), fsRegressionAlert)
 	}
 	t.Logf("the regression pages wait for %s (node) and %s (file system)", node[0], fleet[0])
-	// The file system alert can only inhibit the node pages it explains
-	// if it fires first.
 	if fleet[0] >= node[0] {
 		t.Fatalf("%s waits for %s and %s for %s: the file system alert must have the shorter `for` to inhibit the node pages", fsRegressionAlert, fleet[0], regressionAlert, node[0])
 	}
