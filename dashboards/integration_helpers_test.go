@@ -558,18 +558,6 @@ func (p promAPI) query(q string) ([]promSample, error) {
 	return out, nil
 }
 
-// queryOne evaluates an expression that must give exactly one sample.
-func (p promAPI) queryOne(q string) (float64, error) {
-	s, err := p.query(q)
-	if err != nil {
-		return 0, err
-	}
-	if len(s) != 1 {
-		return 0, fmt.Errorf("query %s: %d samples, want 1: %v", q, len(s), s)
-	}
-	return s[0].Value, nil
-}
-
 // countOverRange returns, per series, how many samples the selector had
 // from since until now: every sample Prometheus stored, not only those a
 // range query's steps would land on.
