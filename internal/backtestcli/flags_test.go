@@ -33,7 +33,7 @@ func TestDeclareParsesOnAnApplicationAndOnACommand(t *testing.T) {
 	}
 	for _, f := range []*Flags{onApp, onCmd} {
 		if f.Input != "runs.csv" || !f.Fleet || len(f.FSPlateau) != 2 || !f.ReferenceSet || f.Interval != time.Hour ||
-			f.EvaluationInterval != 5*time.Minute || f.Trials != 100 || f.Unit != UnitBytesPerSecond || len(f.Rules) != 2 {
+			f.EvaluationInterval != 5*time.Minute || f.Trials != 100 || f.Unit != UnitBytesPerSecond || len(f.Rules) != 3 {
 			t.Errorf("parsed %+v", *f)
 		}
 	}
