@@ -589,10 +589,11 @@ func (p stackProm) nodes() []promAPI {
 	return []promAPI{p.fleet}
 }
 
-func concatQuery(servers []promAPI, query func(promAPI) ([]promSample, error)) ([]promSample, error) {
-	var out []promSample
+// askEach asks each server and puts the answers together.
+func askEach[T any](servers []promAPI, ask func(promAPI) ([]T, error)) ([]T, error) {
+	var out []T
 	for _, srv := range servers {
-		got, err := query(srv)
+		got, err := ask(srv)
 		if err != nil {
 			return nil, fmt.Errorf("%s: %w", srv.url, err)
 		}
@@ -603,13 +604,13 @@ func concatQuery(servers []promAPI, query func(promAPI) ([]promSample, error)) (
 
 // query evaluates q on every server.
 func (p stackProm) query(q string) ([]promSample, error) {
-	return concatQuery(p.all(), func(srv promAPI) ([]promSample, error) { return srv.query(q) })
+	return askEach(p.all(), func(srv promAPI) ([]promSample, error) { return srv.query(q) })
 }
 
 // queryNodes evaluates q on the servers that scrape the nodes, for the
 // nodes' own series and records (the top one holds copies of some).
 func (p stackProm) queryNodes(q string) ([]promSample, error) {
-	return concatQuery(p.nodes(), func(srv promAPI) ([]promSample, error) { return srv.query(q) })
+	return askEach(p.nodes(), func(srv promAPI) ([]promSample, error) { return srv.query(q) })
 }
 
 // queryOne evaluates an expression that must give exactly one sample,
@@ -627,20 +628,12 @@ func (p stackProm) queryOne(q string) (float64, error) {
 
 // countOverRange is promAPI.countOverRange on every server.
 func (p stackProm) countOverRange(selector string, since time.Time) ([]promSample, error) {
-	return concatQuery(p.all(), func(srv promAPI) ([]promSample, error) { return srv.countOverRange(selector, since) })
+	return askEach(p.all(), func(srv promAPI) ([]promSample, error) { return srv.countOverRange(selector, since) })
 }
 
 // alerts are the pending and firing alerts of every server.
 func (p stackProm) alerts() ([]promAlert, error) {
-	var out []promAlert
-	for _, srv := range p.all() {
-		got, err := srv.alerts()
-		if err != nil {
-			return nil, fmt.Errorf("%s: %w", srv.url, err)
-		}
-		out = append(out, got...)
-	}
-	return out, nil
+	return askEach(p.all(), promAPI.alerts)
 }
 
 // probeRun is one successful run of the stack's probe, as a daemon
@@ -1071,7 +1064,8 @@ func (s *alertStack) startMonitoring(t *testing.T, promBin, amBin string) {
 
 	s.shortRules = map[string][]string{}
 	s.shortFor = map[string][]time.Duration{}
-	short := map[string]string{} // a shipped rule file: its shortened copy
+	short := map[string]string{}                          // a shipped rule file: its shortened copy
+	shortForOf := map[string]map[string][]time.Duration{} // an alert file: its alerts' shortened `for`
 	for _, f := range shippedRuleFiles() {
 		orig, err := os.ReadFile(f)
 		if err != nil {
@@ -1089,7 +1083,8 @@ func (s *alertStack) startMonitoring(t *testing.T, promBin, amBin string) {
 		short[f] = path
 		s.shortRules[f] = changes
 		if slices.Contains(alertFiles(), f) {
-			maps.Copy(s.shortFor, alertForDurations(t, shortened))
+			shortForOf[f] = alertForDurations(t, shortened)
+			maps.Copy(s.shortFor, shortForOf[f])
 		}
 	}
 	if len(s.shortRules[alertsFile]) == 0 {
@@ -1099,6 +1094,15 @@ func (s *alertStack) startMonitoring(t *testing.T, promBin, amBin string) {
 		var out []string
 		for _, f := range files {
 			out = append(out, short[f])
+		}
+		return out
+	}
+	// A server loading files evaluates the alerts of those files, each
+	// with the `for` of its shortened copy.
+	alertsIn := func(files ...string) map[string][]time.Duration {
+		out := map[string][]time.Duration{}
+		for _, f := range files {
+			maps.Copy(out, shortForOf[f])
 		}
 		return out
 	}
@@ -1115,9 +1119,10 @@ func (s *alertStack) startMonitoring(t *testing.T, promBin, amBin string) {
 	var servers []promServer
 	if o.racks == 0 {
 		servers = append(servers, s.startPrometheus(t, promBin, promServer{
-			name:  "prometheus",
-			files: shippedRuleFiles(),
-			up:    len(s.daemons) + len(s.servers),
+			name:   "prometheus",
+			files:  shippedRuleFiles(),
+			alerts: alertsIn(shippedRuleFiles()...),
+			up:     len(s.daemons) + len(s.servers),
 		}, prometheusConfig(o.promInterval, jobsOf(s.daemons, s.servers), amAddr, shortened(shippedRuleFiles()...))))
 		s.prom = stackProm{fleet: servers[0].api}
 	} else {
@@ -1128,9 +1133,10 @@ func (s *alertStack) startMonitoring(t *testing.T, promBin, amBin string) {
 		for r := range o.racks {
 			daemons, storage := dealt(s.daemons, r, o.racks), dealt(s.servers, r, o.racks)
 			rack := s.startPrometheus(t, promBin, promServer{
-				name:  fmt.Sprintf("prometheus-rack%d", r+1),
-				files: []string{rulesFile, alertsFile},
-				up:    len(daemons) + len(storage),
+				name:   fmt.Sprintf("prometheus-rack%d", r+1),
+				files:  []string{rulesFile, alertsFile},
+				alerts: alertsIn(rulesFile, alertsFile),
+				up:     len(daemons) + len(storage),
 			}, prometheusConfig(o.promInterval, jobsOf(daemons, storage), amAddr, shortened(rulesFile, alertsFile)))
 			servers = append(servers, rack)
 			s.prom.racks = append(s.prom.racks, rack.api)
@@ -1139,9 +1145,10 @@ func (s *alertStack) startMonitoring(t *testing.T, promBin, amBin string) {
 		cfg := prometheusConfig(o.promInterval, nil, amAddr, shortened(rulesFile, fleetAlertsFile))
 		cfg["scrape_configs"] = []any{shippedFederateJob(t, rackAddrs)}
 		global := s.startPrometheus(t, promBin, promServer{
-			name:  "prometheus-global",
-			files: []string{rulesFile, fleetAlertsFile},
-			up:    o.racks,
+			name:   "prometheus-global",
+			files:  []string{rulesFile, fleetAlertsFile},
+			alerts: alertsIn(rulesFile, fleetAlertsFile),
+			up:     o.racks,
 		}, cfg)
 		servers = append(servers, global)
 		s.prom.fleet = global.api
@@ -1177,12 +1184,14 @@ func (s *alertStack) rackOf(d *stackDaemon) []*stackDaemon {
 
 // promServer is one Prometheus of a stack: its name (its config and data
 // directory), the shipped rule files it evaluates (their shortened
-// copies), and how many scrape targets it has.
+// copies) and the alerts they hold with their shortened `for`, and how
+// many scrape targets it has.
 type promServer struct {
-	name  string
-	files []string
-	up    int
-	api   promAPI
+	name   string
+	files  []string
+	alerts map[string][]time.Duration
+	up     int
+	api    promAPI
 }
 
 // startPrometheus starts one Prometheus of the stack with cfg, and
@@ -1457,18 +1466,12 @@ func (s *alertStack) waitScrapingAndEvaluating(t *testing.T, p promServer) {
 			}
 		}
 	}
-	want := map[string][]time.Duration{}
-	for _, f := range p.files {
-		if slices.Contains(alertFiles(), f) {
-			maps.Copy(want, alertForDurations(t, s.shortRulesOf(t, f)))
-		}
-	}
 	for name := range loaded {
-		if want[name] == nil {
+		if p.alerts[name] == nil {
 			t.Fatalf("%s evaluates %s, which none of its files %v has", p.name, name, p.files)
 		}
 	}
-	for name, w := range want {
+	for name, w := range p.alerts {
 		got := loaded[name]
 		slices.Sort(got)
 		slices.Sort(w)
@@ -1500,16 +1503,6 @@ func (s *alertStack) logSeriesHeld(t *testing.T) {
 		parts = append(parts, fmt.Sprintf("%s %d", name, st.HeadStats.NumSeries))
 	}
 	t.Logf("series held by each Prometheus: %s", strings.Join(parts, ", "))
-}
-
-// shortRulesOf reads the shortened copy of a shipped rule file.
-func (s *alertStack) shortRulesOf(t *testing.T, file string) []byte {
-	t.Helper()
-	data, err := os.ReadFile(filepath.Join(s.dir, file))
-	if err != nil {
-		t.Fatal(err)
-	}
-	return data
 }
 
 // checkPageOrder checks that the file-system page waits less than the
