@@ -109,6 +109,12 @@ const (
 //     directory pinned to it: PlateauFileSystemRegression only, naming
 //     that server from its own daemon's probes; the nodes' pages held
 //     back; resolved after the lift (faultServerDiskSlow).
+//   - (f) the file system filled under the clients' min_free_ratio: the
+//     data probe skips on every node with reason min_free, a metadata
+//     probe reloaded in for the fault runs on, no probe file is left, no
+//     page (PlateauProbeNotRun, the warning that the data probe does not
+//     run, is the one alert allowed); once the space is freed every
+//     node's data probe runs again (faultFileSystemFull).
 func TestClusterFaults(t *testing.T) {
 	promBin, amBin := requireAlertingPrereqs(t)
 	c := mfscluster.Start(t, mfscluster.Options{ChunkServers: 3, Clients: clusterClients, DiskSize: clusterDiskSize, DiskRate: clusterDiskRate})
@@ -160,7 +166,7 @@ func TestClusterFaults(t *testing.T) {
 			t.Fatal(err)
 		}
 		d := &stackDaemon{host: h, configFile: filepath.Join(s.dir, h+".yml")}
-		writeExporterConfig(t, d.configFile, s.opts, dir, baselines)
+		writeClusterConfig(t, d.configFile, s.opts, dir, baselines, false)
 		if err := cl.ThrottleNetwork(clusterLink); err != nil {
 			t.Fatal(err)
 		}
@@ -280,6 +286,11 @@ func TestClusterFaults(t *testing.T) {
 	// Fault a: one chunkserver's disk slow.
 	faultServerDiskSlow(t, s, c, tl, probeDirs)
 	logSpace(t, c, "after fault a")
+
+	// Fault f: the file system full. Last, since what the cluster does
+	// once the space is back is not the fault's (faultFileSystemFull).
+	faultFileSystemFull(t, s, c, tl, probeDirs, baselines)
+	logSpace(t, c, "after fault f")
 	s.logSeriesHeld(t)
 }
 

@@ -35,9 +35,14 @@ type Options struct {
 	DiskRate int64
 }
 
+// LeaveSpace is what a chunkserver keeps unused on each of its disks
+// (HDD_LEAVE_SPACE_DEFAULT in mfschunkserver.cfg, not set here): the
+// master counts a disk's space less this, total and available alike.
+const LeaveSpace = 256 << 20
+
 const (
 	defaultDiskSize = 1 << 30
-	minDiskSize     = 512 << 20
+	minDiskSize     = 2 * LeaveSpace
 	// subnet is the cluster's /24. It exists only inside the cluster's
 	// own namespaces (its switch and its hosts), so clusters never see
 	// each other's addresses, nor the machine's.
