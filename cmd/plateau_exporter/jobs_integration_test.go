@@ -5,13 +5,13 @@ package main
 import (
 	"encoding/json"
 	"os"
-	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/plateau-exporter/plateau_exporter/internal/probetest"
+	"github.com/plateau-exporter/plateau_exporter/internal/slurmtest"
 	"github.com/plateau-exporter/plateau_exporter/internal/statuspage"
 )
 
@@ -23,12 +23,12 @@ import (
 // is cancelled the gauge falls to 0 and the next slot runs.
 func TestIntegrationSkipsBesideASlurmJob(t *testing.T) {
 	c := startSlurm(t)
-	spool := filepath.Join(filepath.Dir(c.conf), "spool-n1")
+	spool := c.Spool("n1")
 
 	// salloc holds the allocation on n1 and srun starts step 0 there: the
 	// shape of an interactive job, whose step socket is what n1's slurmd
 	// leaves in its spool (no cgroup plugins here).
-	alloc := c.command("salloc", "-w", "n1", "--job-name=plateau-jobs", "srun", "sleep", "600")
+	alloc := c.Command("salloc", "-w", "n1", "--job-name=plateau-jobs", "srun", "sleep", "600")
 	var allocOut strings.Builder
 	alloc.Stdout, alloc.Stderr = &allocOut, &allocOut
 	if err := alloc.Start(); err != nil {
@@ -36,7 +36,7 @@ func TestIntegrationSkipsBesideASlurmJob(t *testing.T) {
 	}
 	var job string
 	probetest.PollUntil(t, "salloc's job running on n1", 250*time.Millisecond, 60*time.Second, func() bool {
-		out, err := c.command("squeue", "-h", "-n", "plateau-jobs", "-t", "RUNNING", "-o", "%i").Output()
+		out, err := c.Command("squeue", "-h", "-n", "plateau-jobs", "-t", "RUNNING", "-o", "%i").Output()
 		job = strings.TrimSpace(string(out))
 		return err == nil && job != ""
 	})
@@ -46,7 +46,7 @@ func TestIntegrationSkipsBesideASlurmJob(t *testing.T) {
 			return
 		}
 		cancelled = true
-		if b, err := c.command("scancel", job).CombinedOutput(); err != nil {
+		if b, err := c.Command("scancel", job).CombinedOutput(); err != nil {
 			t.Errorf("scancel %s: %v: %s", job, err, b)
 		}
 		done := make(chan struct{})
@@ -99,7 +99,7 @@ func TestIntegrationSkipsBesideASlurmJob(t *testing.T) {
 		return successes(d.metrics()) >= 1
 	})
 	if !strings.Contains(d.stderr.String(), `msg="skipping probe: a Slurm job holds the node"`) || !strings.Contains(d.stderr.String(), "spool:"+job) {
-		t.Errorf("the log does not say which job held the node:\n%s", lastLines(d.stderr.String(), 20))
+		t.Errorf("the log does not say which job held the node:\n%s", slurmtest.LastLines(d.stderr.String(), 20))
 	}
 }
 

@@ -4,182 +4,31 @@ package main
 
 import (
 	"bytes"
-	"crypto/rand"
 	"encoding/csv"
 	"encoding/xml"
 	"fmt"
-	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
 	"github.com/plateau-exporter/plateau_exporter/internal/probetest"
+	"github.com/plateau-exporter/plateau_exporter/internal/slurmtest"
 	"github.com/plateau-exporter/plateau_exporter/probe"
 	"github.com/plateau-exporter/plateau_exporter/probe/plateau"
 )
 
-// slurmCluster is a Slurm of its own on loopback: munged with its own key
-// and socket, slurmctld and two slurmd, all started by the test from a
-// temporary directory and stopped (their process groups killed) when it
-// ends, failed or not.
-//
-// Two nodes on one host: Debian's slurm-wlm 22.05.8 runs several slurmd
-// on one host (`slurmd -N n1`, each node with its own Port and
-// NodeHostname=localhost in slurm.conf) and srun spreads tasks over them
-// (SLURMD_NODENAME is n1 or n2), so the fleet's cyclic layout, the cross-
-// node read shift and the node-class sample across nodes all run for real.
-// Both "nodes" share the host's page cache and file system, so the test
-// checks that the fleet machinery works, never that reading another
-// node's data defeats a client cache.
-type slurmCluster struct {
-	conf  string
-	nodes []string
-}
-
-func freePort(t *testing.T) int {
+// startSlurm starts a Slurm of the test's own with two nodes, n1 and n2,
+// on this host's loopback (slurmtest). Both "nodes" share the host's page
+// cache and file system, so a test checks that the fleet machinery works
+// (the cyclic layout, the cross-node read shift, the node-class sample),
+// never that reading another node's data defeats a client cache.
+func startSlurm(t *testing.T) *slurmtest.Cluster {
 	t.Helper()
-	_, p, err := net.SplitHostPort(probetest.FreeAddr(t))
-	if err != nil {
-		t.Fatal(err)
-	}
-	n, _ := strconv.Atoi(p)
-	return n
-}
-
-// startGroup starts a daemon in the foreground in its own process group
-// and kills the group at cleanup.
-func startGroup(t *testing.T, log string, name string, args ...string) {
-	t.Helper()
-	f, err := os.Create(log)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cmd := exec.Command(name, args...)
-	cmd.Stdout, cmd.Stderr = f, f
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	if err := cmd.Start(); err != nil {
-		f.Close()
-		t.Fatalf("start %s: %v", name, err)
-	}
-	done := make(chan struct{})
-	go func() { cmd.Wait(); f.Close(); close(done) }()
-	t.Cleanup(func() {
-		_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGTERM)
-		select {
-		case <-done:
-		case <-time.After(10 * time.Second):
-			_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
-			<-done
-		}
-		if t.Failed() {
-			b, _ := os.ReadFile(log)
-			t.Logf("%s log:\n%s", name, lastLines(string(b), 30))
-		}
-	})
-}
-
-func lastLines(s string, n int) string {
-	l := strings.Split(strings.TrimRight(s, "\n"), "\n")
-	if len(l) > n {
-		l = l[len(l)-n:]
-	}
-	return strings.Join(l, "\n")
-}
-
-func startSlurm(t *testing.T) *slurmCluster {
-	t.Helper()
-	probetest.RequireRoot(t)
-	for cmd, pkg := range map[string]string{"munged": "munge", "slurmctld": "slurmctld", "slurmd": "slurmd", "salloc": "slurm-client", "srun": "slurm-client", "scontrol": "slurm-client", "sinfo": "slurm-client"} {
-		probetest.RequireCommand(t, cmd, pkg)
-	}
-	// Not t.TempDir, which is under a 0700 directory: munged wants every
-	// directory above its socket searchable by all.
-	dir, err := os.MkdirTemp("", "plateau-slurm-")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { os.RemoveAll(dir) })
-	if err := os.Chmod(dir, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	key := make([]byte, 1024)
-	if _, err := rand.Read(key); err != nil {
-		t.Fatal(err)
-	}
-	keyFile := filepath.Join(dir, "munge.key")
-	if err := os.WriteFile(keyFile, key, 0o400); err != nil {
-		t.Fatal(err)
-	}
-	sock := filepath.Join(dir, "munge.sock")
-	startGroup(t, filepath.Join(dir, "munged.out"), "munged", "--foreground", "--socket="+sock, "--key-file="+keyFile,
-		"--pid-file="+filepath.Join(dir, "munged.pid"), "--log-file="+filepath.Join(dir, "munged.log"), "--seed-file="+filepath.Join(dir, "munge.seed"))
-	probetest.WaitUntil(t, "munged's socket", 20*time.Second, func() bool { _, err := os.Stat(sock); return err == nil })
-
-	c := &slurmCluster{conf: filepath.Join(dir, "slurm.conf"), nodes: []string{"n1", "n2"}}
-	var nodesConf strings.Builder
-	for _, n := range c.nodes {
-		if err := os.Mkdir(filepath.Join(dir, "spool-"+n), 0o755); err != nil {
-			t.Fatal(err)
-		}
-		fmt.Fprintf(&nodesConf, "NodeName=%s NodeHostname=localhost NodeAddr=127.0.0.1 Port=%d CPUs=2\n", n, freePort(t))
-	}
-	if err := os.Mkdir(filepath.Join(dir, "state"), 0o700); err != nil {
-		t.Fatal(err)
-	}
-	// SlurmUser=root: the test runs as root in CI, and root needs no
-	// slurm user's access to the temporary directory. No cgroup plugins
-	// (PID 1 is not systemd here, and the tests must not touch the
-	// host's cgroups): proctrack/linuxproc and task/none. config_overrides
-	// lets each node claim 2 CPUs whatever the machine has.
-	conf := fmt.Sprintf(`ClusterName=plateau-test
-SlurmctldHost=localhost
-SlurmctldPort=%d
-SlurmUser=root
-SlurmdUser=root
-AuthType=auth/munge
-CredType=cred/munge
-AuthInfo=socket=%s
-StateSaveLocation=%s/state
-SlurmdSpoolDir=%s/spool-%%n
-SlurmctldPidFile=%s/slurmctld.pid
-SlurmdPidFile=%s/slurmd-%%n.pid
-SlurmctldLogFile=%s/slurmctld.log
-SlurmdLogFile=%s/slurmd-%%n.log
-ProctrackType=proctrack/linuxproc
-TaskPlugin=task/none
-SelectType=select/cons_tres
-SelectTypeParameters=CR_CPU
-SlurmdParameters=config_overrides
-ReturnToService=2
-MpiDefault=none
-JobAcctGatherType=jobacct_gather/none
-AccountingStorageType=accounting_storage/none
-SchedulerType=sched/builtin
-%sPartitionName=test Nodes=n[1-2] Default=YES MaxTime=INFINITE State=UP
-`, freePort(t), sock, dir, dir, dir, dir, dir, dir, nodesConf.String())
-	if err := os.WriteFile(c.conf, []byte(conf), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	startGroup(t, filepath.Join(dir, "slurmctld.out"), "slurmctld", "-D", "-i", "-f", c.conf)
-	for _, n := range c.nodes {
-		startGroup(t, filepath.Join(dir, "slurmd-"+n+".out"), "slurmd", "-D", "-N", n, "-f", c.conf)
-	}
-	probetest.PollUntil(t, "both nodes idle in sinfo", 250*time.Millisecond, 60*time.Second, func() bool {
-		out, err := c.command("sinfo", "-h", "-N", "-o", "%N %T").Output()
-		return err == nil && strings.Count(string(out), "idle") == len(c.nodes)
-	})
-	return c
-}
-
-func (c *slurmCluster) command(name string, args ...string) *exec.Cmd {
-	cmd := exec.Command(name, args...)
-	cmd.Env = append(os.Environ(), "SLURM_CONF="+c.conf)
-	return cmd
+	return slurmtest.Start(t, slurmtest.Options{Nodes: []slurmtest.Node{{Name: "n1"}, {Name: "n2"}}})
 }
 
 func TestIntegrationCharacterizeSlurmOnLoopExt4(t *testing.T) {
@@ -207,7 +56,7 @@ baselines_file: %s/node-baselines.yml
 `, target, dir)), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	cmd := c.command("salloc", "--nodes=2", "--exclusive", "--time=5", "--job-name=plateau-test",
+	cmd := c.Command("salloc", "--nodes=2", "--exclusive", "--time=5", "--job-name=plateau-test",
 		binary, "--config.file="+cfg, "characterize", "--slurm", "--max-workers=4", "--sample=2", "--runs=1", "--sweep-runs=1",
 		"--slurm.start-delay=2s", "--output-dir="+out)
 	var stdout, stderr bytes.Buffer
@@ -216,7 +65,7 @@ baselines_file: %s/node-baselines.yml
 	err := runWithin(cmd, 150*time.Second)
 	t.Logf("characterize --slurm took %s", time.Since(started).Round(time.Millisecond))
 	if err != nil {
-		t.Fatalf("salloc characterize --slurm: %v\nstdout:\n%s\nstderr:\n%s", err, stdout.String(), lastLines(stderr.String(), 40))
+		t.Fatalf("salloc characterize --slurm: %v\nstdout:\n%s\nstderr:\n%s", err, stdout.String(), slurmtest.LastLines(stderr.String(), 40))
 	}
 	text := stdout.String()
 	t.Logf("stdout:\n%s", text)
