@@ -81,3 +81,20 @@ func TestConfigsNameEverythingTheDaemonsWouldOtherwiseTakeFromEtc(t *testing.T) 
 		}
 	}
 }
+
+// TestParseLinkBytes reads the counters of a veth as iproute2 6.1 prints
+// them (`ip -n NS -s -j link show dev eth0`, captured on this machine;
+// its tx count raised past 32 bits, and its qdisc the tbf of a shaped
+// link), and refuses output without them.
+func TestParseLinkBytes(t *testing.T) {
+	out := `[{"ifindex":3,"link":"p1","ifname":"eth0","flags":["BROADCAST","MULTICAST","UP","LOWER_UP"],"mtu":1500,"qdisc":"tbf","operstate":"UP","linkmode":"DEFAULT","group":"default","txqlen":1000,"link_type":"ether","address":"9a:7d:3e:55:8d:1a","broadcast":"ff:ff:ff:ff:ff:ff","stats64":{"rx":{"bytes":266,"packets":3,"errors":0,"dropped":0,"over_errors":0,"multicast":0},"tx":{"bytes":18446744073,"packets":3,"errors":0,"dropped":0,"carrier_errors":0,"collisions":0}}}]`
+	sent, received, err := parseLinkBytes([]byte(out))
+	if err != nil || sent != 18446744073 || received != 266 {
+		t.Errorf("parseLinkBytes = %d, %d, %v; want 18446744073, 266", sent, received, err)
+	}
+	for _, bad := range []string{``, `[]`, `[{"ifname":"eth0"}]`, `[{"stats64":{"rx":{"bytes":1}}}]`, out[:len(out)-1] + `,` + out[1:]} {
+		if s, r, err := parseLinkBytes([]byte(bad)); err == nil {
+			t.Errorf("parseLinkBytes(%q) = %d, %d, no error", bad, s, r)
+		}
+	}
+}

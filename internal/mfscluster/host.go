@@ -2,6 +2,7 @@ package mfscluster
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
@@ -145,6 +146,38 @@ func (e linkEnd) throttleArgs(bytesPerSec int64) []string {
 // liftArgs are tc's arguments that remove the end's shaping.
 func (e linkEnd) liftArgs() []string {
 	return []string{"-n", e.ns, "qdisc", "del", "dev", e.dev, "root"}
+}
+
+// LinkBytes is what the host has sent and received on its own link since
+// the cluster came up: the counters of its veth end, read with `ip -s`.
+func (h *Host) LinkBytes() (sent, received int64, err error) {
+	out, err := runOut("ip", "-n", h.NetNS, "-s", "-j", "link", "show", "dev", hostIf)
+	if err != nil {
+		return 0, 0, fmt.Errorf("%s: link counters: %v: %s", h, err, out)
+	}
+	sent, received, err = parseLinkBytes([]byte(out))
+	if err != nil {
+		return 0, 0, fmt.Errorf("%s: link counters: %w", h, err)
+	}
+	return sent, received, nil
+}
+
+// parseLinkBytes reads the byte counters of the one link of
+// `ip -s -j link show dev X`.
+func parseLinkBytes(b []byte) (sent, received int64, err error) {
+	var links []struct {
+		Stats struct {
+			RX struct{ Bytes *int64 } `json:"rx"`
+			TX struct{ Bytes *int64 } `json:"tx"`
+		} `json:"stats64"`
+	}
+	if err := json.Unmarshal(b, &links); err != nil {
+		return 0, 0, err
+	}
+	if len(links) != 1 || links[0].Stats.TX.Bytes == nil || links[0].Stats.RX.Bytes == nil {
+		return 0, 0, fmt.Errorf("want one link with stats64 tx and rx bytes, got %s", b)
+	}
+	return *links[0].Stats.TX.Bytes, *links[0].Stats.RX.Bytes, nil
 }
 
 // Freeze stops the host's daemon (SIGSTOP to its process group): the
