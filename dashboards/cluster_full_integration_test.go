@@ -43,25 +43,11 @@ const (
 // it.
 func writeClusterConfig(t *testing.T, path string, o stackOptions, targetPath, baselines string, withMeta bool) {
 	t.Helper()
-	meta := ""
+	target := exporterTarget{name: stackTarget, path: targetPath, minFreeRatio: clusterMinFree}
 	if withMeta {
-		meta = fmt.Sprintf("      - {name: %s, kind: metadata, workers: 1, files: 32, file_size: 0}\n", clusterMetaProbe)
+		target.moreProbes = []string{fmt.Sprintf("{name: %s, kind: metadata, workers: 1, files: 32, file_size: 0}", clusterMetaProbe)}
 	}
-	cfg := fmt.Sprintf(`defaults:
-  interval: %s
-  timeout: %s
-  splay: %t
-targets:
-  - name: %s
-    path: %s
-    min_free_ratio: %g
-    probes:
-      - {name: %s, kind: sequential, workers: 1, file_size: %s, block_size: %s}
-%sbaselines_file: %s
-`, o.interval, o.timeout, o.splay, stackTarget, targetPath, clusterMinFree, stackProbe, formatSize(o.fileSize), formatSize(blockSize), meta, baselines)
-	if err := os.WriteFile(path, []byte(cfg), 0o644); err != nil {
-		t.Fatal(err)
-	}
+	writeTargetConfig(t, path, o, target, baselines)
 }
 
 // reloadClients rewrites every client daemon's config, withMeta or not,

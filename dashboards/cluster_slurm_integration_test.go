@@ -4,7 +4,6 @@ package dashboards
 
 import (
 	"bytes"
-	"context"
 	"encoding/csv"
 	"fmt"
 	"os"
@@ -104,8 +103,6 @@ baselines_file: %s/node-baselines.yml
 	sentBefore, receivedBefore := linkCounters(t, c)
 	out := filepath.Join(s.dir, "out")
 	const sample, runs, maxWorkers = 4, 2, 8
-	ctx, cancel := context.WithTimeout(context.Background(), 6*time.Minute)
-	defer cancel()
 	cmd := sl.Command("salloc", "--nodes=4", "--exclusive", "--time=10", "--job-name=plateau-cluster",
 		s.exporter, "--config.file="+cfg, "characterize", "--slurm", "--max-workers="+strconv.Itoa(maxWorkers),
 		"--sample="+strconv.Itoa(sample), "--runs="+strconv.Itoa(runs), "--sweep-runs=1", "--run-spacing=0s",
@@ -113,7 +110,7 @@ baselines_file: %s/node-baselines.yml
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
 	started := time.Now()
-	err := runContext(ctx, cmd)
+	err := slurmtest.RunWithin(cmd, 6*time.Minute)
 	t.Logf("characterize --slurm over %d client hosts took %s", len(c.Clients), time.Since(started).Round(time.Millisecond))
 	if err != nil {
 		t.Fatalf("salloc characterize --slurm: %v\nstdout:\n%s\nstderr:\n%s", err, stdout.String(), slurmtest.LastLines(stderr.String(), 40))
@@ -311,26 +308,4 @@ func atof(t *testing.T, s string) float64 {
 		t.Fatal(err)
 	}
 	return v
-}
-
-// runContext runs cmd, interrupting it (then killing it) when ctx ends.
-func runContext(ctx context.Context, cmd *exec.Cmd) error {
-	if err := cmd.Start(); err != nil {
-		return err
-	}
-	done := make(chan error, 1)
-	go func() { done <- cmd.Wait() }()
-	select {
-	case err := <-done:
-		return err
-	case <-ctx.Done():
-		_ = cmd.Process.Signal(os.Interrupt)
-		select {
-		case err := <-done:
-			return fmt.Errorf("interrupted: %v (%w)", err, ctx.Err())
-		case <-time.After(15 * time.Second):
-			_ = cmd.Process.Kill()
-			return fmt.Errorf("killed: %v (%w)", <-done, ctx.Err())
-		}
-	}
 }

@@ -1261,15 +1261,27 @@ type exporterTarget struct {
 	// serves is the target's `serves` (a storage server's own target), or
 	// "".
 	serves string
+	// minFreeRatio is the target's min_free_ratio, when not 0.
+	minFreeRatio float64
+	// moreProbes are probes beside stackProbe, each a YAML flow mapping.
+	moreProbes []string
 }
 
 // writeTargetConfig writes a config of one target with one sequential
-// probe (stackProbe) of o's size, interval and timeout.
+// probe (stackProbe) of o's size, interval and timeout, and the target's
+// moreProbes.
 func writeTargetConfig(t *testing.T, path string, o stackOptions, target exporterTarget, baselines string) {
 	t.Helper()
-	serves := ""
+	keys := ""
 	if target.serves != "" {
-		serves = "\n    serves: " + target.serves
+		keys += "\n    serves: " + target.serves
+	}
+	if target.minFreeRatio != 0 {
+		keys += fmt.Sprintf("\n    min_free_ratio: %g", target.minFreeRatio)
+	}
+	probes := fmt.Sprintf("      - {name: %s, kind: sequential, workers: 1, file_size: %s, block_size: %s}\n", stackProbe, formatSize(o.fileSize), formatSize(blockSize))
+	for _, p := range target.moreProbes {
+		probes += "      - " + p + "\n"
 	}
 	cfg := fmt.Sprintf(`defaults:
   interval: %s
@@ -1279,9 +1291,8 @@ targets:
   - name: %s
     path: %s%s
     probes:
-      - {name: %s, kind: sequential, workers: 1, file_size: %s, block_size: %s}
-baselines_file: %s
-`, o.interval, o.timeout, o.splay, target.name, target.path, serves, stackProbe, formatSize(o.fileSize), formatSize(blockSize), baselines)
+%sbaselines_file: %s
+`, o.interval, o.timeout, o.splay, target.name, target.path, keys, probes, baselines)
 	if err := os.WriteFile(path, []byte(cfg), 0o644); err != nil {
 		t.Fatal(err)
 	}

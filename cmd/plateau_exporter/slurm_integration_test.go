@@ -62,7 +62,7 @@ baselines_file: %s/node-baselines.yml
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
 	started := time.Now()
-	err := runWithin(cmd, 150*time.Second)
+	err := slurmtest.RunWithin(cmd, 150*time.Second)
 	t.Logf("characterize --slurm took %s", time.Since(started).Round(time.Millisecond))
 	if err != nil {
 		t.Fatalf("salloc characterize --slurm: %v\nstdout:\n%s\nstderr:\n%s", err, stdout.String(), slurmtest.LastLines(stderr.String(), 40))
@@ -182,28 +182,6 @@ baselines_file: %s/node-baselines.yml
 	for _, e := range left {
 		if e.Name() != ".lock" {
 			t.Errorf("left in the probe directory: %s", e.Name())
-		}
-	}
-}
-
-// runWithin runs cmd and interrupts it (then kills it) past d.
-func runWithin(cmd *exec.Cmd, d time.Duration) error {
-	if err := cmd.Start(); err != nil {
-		return err
-	}
-	done := make(chan error, 1)
-	go func() { done <- cmd.Wait() }()
-	select {
-	case err := <-done:
-		return err
-	case <-time.After(d):
-		_ = cmd.Process.Signal(os.Interrupt)
-		select {
-		case err := <-done:
-			return fmt.Errorf("interrupted after %s: %v", d, err)
-		case <-time.After(15 * time.Second):
-			_ = cmd.Process.Kill()
-			return fmt.Errorf("killed after %s: %v", d, <-done)
 		}
 	}
 }

@@ -238,3 +238,26 @@ func LastLines(s string, n int) string {
 	}
 	return strings.Join(l, "\n")
 }
+
+// RunWithin runs cmd (a salloc, say) and interrupts it, then kills it,
+// past d.
+func RunWithin(cmd *exec.Cmd, d time.Duration) error {
+	if err := cmd.Start(); err != nil {
+		return err
+	}
+	done := make(chan error, 1)
+	go func() { done <- cmd.Wait() }()
+	select {
+	case err := <-done:
+		return err
+	case <-time.After(d):
+		_ = cmd.Process.Signal(os.Interrupt)
+		select {
+		case err := <-done:
+			return fmt.Errorf("interrupted after %s: %v", d, err)
+		case <-time.After(15 * time.Second):
+			_ = cmd.Process.Kill()
+			return fmt.Errorf("killed after %s: %v", d, <-done)
+		}
+	}
+}
