@@ -136,25 +136,7 @@ func TestClusterFaults(t *testing.T) {
 	}
 	s.buildExporter(t)
 
-	// The probes' directory: trash time 0 and one copy per chunk, set
-	// before anything is created in it so every probe directory and file
-	// inherits them.
-	root := filepath.Join(c.Clients[0].Mount, "plateau")
-	if err := os.Mkdir(root, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	for _, argv := range [][]string{{"mfssettrashtime", "-r", "0", root}, {"mfssetgoal", "-r", "1", root}} {
-		if _, err := c.Clients[0].Run(argv[0], argv[1:]...); err != nil {
-			t.Fatal(err)
-		}
-	}
-	for _, argv := range [][]string{{"mfsgettrashtime", root}, {"mfsgetgoal", root}} {
-		out, err := c.Clients[0].Run(argv[0], argv[1:]...)
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Logf("%s", out)
-	}
+	makeProbeRoot(t, c.Clients[0])
 	baselines := filepath.Join(s.dir, "baselines.yml")
 	probeDirs := map[*stackDaemon]string{}
 	for i, h := range hosts {
@@ -292,6 +274,31 @@ func TestClusterFaults(t *testing.T) {
 	faultFileSystemFull(t, s, c, tl, probeDirs, baselines)
 	logSpace(t, c, "after fault f")
 	s.logSeriesHeld(t)
+}
+
+// makeProbeRoot makes the probes' directory, "plateau" at the root of
+// the file system, through cl: trash time 0 and one copy per chunk, set
+// before anything is created in it so every probe directory and file
+// inherits them (a write then crosses its writer's link once).
+func makeProbeRoot(t *testing.T, cl *mfscluster.Client) string {
+	t.Helper()
+	root := filepath.Join(cl.Mount, "plateau")
+	if err := os.Mkdir(root, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	for _, argv := range [][]string{{"mfssettrashtime", "-r", "0", root}, {"mfssetgoal", "-r", "1", root}} {
+		if _, err := cl.Run(argv[0], argv[1:]...); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, argv := range [][]string{{"mfsgettrashtime", root}, {"mfsgetgoal", root}} {
+		out, err := cl.Run(argv[0], argv[1:]...)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Logf("%s", out)
+	}
+	return root
 }
 
 // checkNoAlert fails the test if an alert of selector fired at any

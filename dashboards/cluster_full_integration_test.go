@@ -83,25 +83,10 @@ func faultFileSystemFull(t *testing.T, s *alertStack, c *mfscluster.Cluster, tl 
 	s.waitCalm(t, "fault f")
 	fStart := tl.mark(t, "fault f: RELOADED every client's daemon with a metadata probe %s added", clusterMetaProbe)
 	reloadClients(t, s, probeDirs, baselines, true)
-	counter := func(d *stackDaemon, name string, labels map[string]string) float64 {
-		fams, _, err := scrapeFamilies(d.url + "/metrics")
-		if err != nil {
-			t.Fatal(err)
-		}
-		labels["target"] = stackTarget
-		v, _ := probetest.FamilyValue(fams, name, labels)
-		return v
-	}
-	skips := func(d *stackDaemon) float64 {
-		return counter(d, "plateau_probe_skips_total", map[string]string{"probe": stackProbe, "reason": "min_free"})
-	}
-	successes := func(d *stackDaemon, probe string) float64 {
-		return counter(d, "plateau_probe_runs_total", map[string]string{"probe": probe, "result": "success"})
-	}
 	waitFor(t, "every client's daemon to run its metadata probe, reloaded into its config", time.Minute, func() (bool, error) {
 		var none []string
 		for _, d := range s.daemons {
-			if successes(d, clusterMetaProbe) < 1 {
+			if readFullCounts(t, d).metaRuns < 1 {
 				none = append(none, d.host)
 			}
 		}
@@ -111,45 +96,37 @@ func faultFileSystemFull(t *testing.T, s *alertStack, c *mfscluster.Cluster, tl 
 
 	fillers := fillCluster(t, c, clusterFillTo)
 	filled := tl.mark(t, "fault f: FILLED the chunkservers' disks until the mounts are under %.0f%% free (min_free_ratio %.0f%%)", 100*clusterFillTo, 100*clusterMinFree)
-	skips0, md0, seq0 := map[*stackDaemon]float64{}, map[*stackDaemon]float64{}, map[*stackDaemon]float64{}
+	before := map[*stackDaemon]fullCounts{}
 	for _, d := range s.daemons {
-		skips0[d], md0[d], seq0[d] = skips(d), successes(d, clusterMetaProbe), successes(d, stackProbe)
+		before[d] = readFullCounts(t, d)
 	}
+	since := func(d *stackDaemon) fullCounts { return readFullCounts(t, d).minus(before[d]) }
 	// Three slots of each daemon under the min_free_ratio; at most one
 	// run of the data probe was in flight when the space went.
 	waitFor(t, "every client to skip its data probe 3 times for min_free and run its metadata probe 3 times", 2*time.Minute, func() (bool, error) {
 		var behind []string
 		for _, d := range s.daemons {
-			sk, md := skips(d)-skips0[d], successes(d, clusterMetaProbe)-md0[d]
-			if sk < 3 || md < 3 {
-				behind = append(behind, fmt.Sprintf("%s: %.0f skips, %.0f metadata runs", d.host, sk, md))
+			if n := since(d); n.minFreeSkips < 3 || n.metaRuns < 3 {
+				behind = append(behind, fmt.Sprintf("%s: %.0f skips, %.0f metadata runs", d.host, n.minFreeSkips, n.metaRuns))
 			}
 		}
 		return len(behind) == 0, fmt.Errorf("%s", strings.Join(behind, "; "))
 	})
 	for _, d := range s.daemons {
-		if n := successes(d, stackProbe) - seq0[d]; n > 1 {
-			t.Errorf("%s: the data probe ran %.0f times under the min_free_ratio", d.host, n)
+		n := since(d)
+		if n.dataRuns > 1 {
+			t.Errorf("%s: the data probe ran %.0f times under the min_free_ratio", d.host, n.dataRuns)
 		}
-		t.Logf("%s under min_free_ratio: %.0f min_free skips of %s, %.0f successful %s runs", d.host,
-			skips(d)-skips0[d], stackProbe, successes(d, clusterMetaProbe)-md0[d], clusterMetaProbe)
+		t.Logf("%s under min_free_ratio: %.0f min_free skips of %s, %.0f successful %s runs", d.host, n.minFreeSkips, stackProbe, n.metaRuns, clusterMetaProbe)
 	}
 	// No probe file left: each probe directory holds its lock file and,
 	// at most, the run directory of a metadata run in flight, which goes
 	// within the run.
 	for _, d := range s.daemons {
-		probeDir := filepath.Join(probeDirs[d], d.host)
 		var left []string
-		waitFor(t, "no probe file left in "+probeDir, 2*clusterInterval, func() (bool, error) {
-			left = left[:0]
-			err := filepath.WalkDir(probeDir, func(path string, e os.DirEntry, err error) error {
-				if err != nil || path == probeDir || e.Name() == ".lock" {
-					return nil
-				}
-				left = append(left, strings.TrimPrefix(path, probeDir+"/"))
-				return nil
-			})
-			return len(left) == 0, fmt.Errorf("left %v (%v)", left, err)
+		waitFor(t, "no probe file left in "+filepath.Join(probeDirs[d], d.host), 2*clusterInterval, func() (bool, error) {
+			left = probetest.HostProbeDirEntries(t, probeDirs[d], d.host)
+			return len(left) == 0, fmt.Errorf("left %v", left)
 		})
 	}
 	// The metadata probe leaves before it has a statistic (see
@@ -208,6 +185,32 @@ func faultFileSystemFull(t *testing.T, s *alertStack, c *mfscluster.Cluster, tl 
 		t.Fatal(err)
 	}
 	t.Logf("fault f: %s fired for %d of %d nodes", notRunAlert, len(notRun), len(s.daemons))
+}
+
+// fullCounts are a client daemon's counters that fault f reads, from one
+// scrape: successful runs of the data and the metadata probe, and the data
+// probe's skips for min_free.
+type fullCounts struct{ dataRuns, metaRuns, minFreeSkips float64 }
+
+func readFullCounts(t *testing.T, d *stackDaemon) fullCounts {
+	t.Helper()
+	fams, _, err := scrapeFamilies(d.url + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	value := func(name, probe, k, v string) float64 {
+		n, _ := probetest.FamilyValue(fams, name, map[string]string{"target": stackTarget, "probe": probe, k: v})
+		return n
+	}
+	return fullCounts{
+		dataRuns:     value("plateau_probe_runs_total", stackProbe, "result", "success"),
+		metaRuns:     value("plateau_probe_runs_total", clusterMetaProbe, "result", "success"),
+		minFreeSkips: value("plateau_probe_skips_total", stackProbe, "reason", "min_free"),
+	}
+}
+
+func (c fullCounts) minus(o fullCounts) fullCounts {
+	return fullCounts{c.dataRuns - o.dataRuns, c.metaRuns - o.metaRuns, c.minFreeSkips - o.minFreeSkips}
 }
 
 // fillCluster allocates a file on each chunkserver's own disk, beside its

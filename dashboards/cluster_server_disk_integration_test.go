@@ -189,7 +189,7 @@ func faultServerDiskSlow(t *testing.T, s *alertStack, c *mfscluster.Cluster, tl 
 		t.Fatal(err)
 	}
 	// A run that started while the throttles were being set ran partly
-	// unthrottled (one read 0.82 of calm in CI, its slot 20ms before the
+	// unthrottled (one wrote at 0.82 of calm in CI, its slot 20ms before the
 	// throttle landed): the bite is judged on runs that started after.
 	throttled := time.Now()
 	lifted := false

@@ -51,25 +51,14 @@ func TestClusterCharacterizeSlurm(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	s := &alertStack{dir: t.TempDir()}
-	s.buildExporter(t)
-
-	// The probes' directory: no trash and one copy, as in
-	// TestClusterFaults, so each write crosses the writer's link once.
+	dir := t.TempDir()
+	exporter := buildExporter(t, dir)
 	common := c.Clients[0].Mount
-	root := filepath.Join(common, "plateau")
-	if err := os.Mkdir(root, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	for _, argv := range [][]string{{"mfssettrashtime", "-r", "0", root}, {"mfssetgoal", "-r", "1", root}} {
-		if _, err := c.Clients[0].Run(argv[0], argv[1:]...); err != nil {
-			t.Fatal(err)
-		}
-	}
+	root := makeProbeRoot(t, c.Clients[0])
 
 	var nodes []slurmtest.Node
 	for i, cl := range c.Clients {
-		host := func(argv ...string) *exec.Cmd { return cl.Command(argv[0], argv[1:]...) }
+		host := hostCommand(cl.Host)
 		if i > 0 {
 			// A private mount namespace in which this client's mount
 			// covers client-0's mount point; it ends with slurmd and the
@@ -85,10 +74,10 @@ func TestClusterCharacterizeSlurm(t *testing.T) {
 		Nodes:          nodes,
 		ControllerName: c.Master.Name,
 		ControllerAddr: c.Master.Addr,
-		Controller:     func(argv ...string) *exec.Cmd { return c.Master.Command(argv[0], argv[1:]...) },
+		Controller:     hostCommand(c.Master),
 	})
 
-	cfg := filepath.Join(s.dir, "plateau.yml")
+	cfg := filepath.Join(dir, "plateau.yml")
 	if err := os.WriteFile(cfg, []byte(fmt.Sprintf(`defaults: {interval: 1m, timeout: 30s}
 targets:
   - name: mfs
@@ -97,14 +86,14 @@ targets:
       - {name: seq, kind: sequential, workers: 1, file_size: %s, block_size: 1MiB}
       - {name: md, kind: metadata, workers: 1, files: 64}
 baselines_file: %s/node-baselines.yml
-`, root, formatSize(slurmSeqSize), s.dir)), 0o600); err != nil {
+`, root, formatSize(slurmSeqSize), dir)), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	sentBefore, receivedBefore := linkCounters(t, c)
-	out := filepath.Join(s.dir, "out")
+	out := filepath.Join(dir, "out")
 	const sample, runs, maxWorkers = 4, 2, 8
 	cmd := sl.Command("salloc", "--nodes=4", "--exclusive", "--time=10", "--job-name=plateau-cluster",
-		s.exporter, "--config.file="+cfg, "characterize", "--slurm", "--max-workers="+strconv.Itoa(maxWorkers),
+		exporter, "--config.file="+cfg, "characterize", "--slurm", "--max-workers="+strconv.Itoa(maxWorkers),
 		"--sample="+strconv.Itoa(sample), "--runs="+strconv.Itoa(runs), "--sweep-runs=1", "--run-spacing=0s",
 		"--slurm.start-delay=3s", "--output-dir="+out)
 	var stdout, stderr bytes.Buffer
@@ -215,17 +204,17 @@ baselines_file: %s/node-baselines.yml
 		t.Fatal(err)
 	}
 	for _, d := range dirs {
-		left, err := os.ReadDir(filepath.Join(root, d.Name()))
-		if err != nil {
-			t.Fatal(err)
-		}
-		for _, e := range left {
-			if e.Name() != ".lock" {
-				t.Errorf("left in %s's probe directory: %s", d.Name(), e.Name())
-			}
+		if left := probetest.HostProbeDirEntries(t, root, d.Name()); len(left) > 0 {
+			t.Errorf("left in %s's probe directory: %v", d.Name(), left)
 		}
 	}
 	t.Logf("probe directories in the file system: %d", len(dirs))
+}
+
+// hostCommand runs a command on a cluster host (its network and UTS
+// namespaces), as slurmtest starts a daemon there.
+func hostCommand(h *mfscluster.Host) slurmtest.HostCommand {
+	return func(argv ...string) *exec.Cmd { return h.Command(argv[0], argv[1:]...) }
 }
 
 // linkCounters reads every client's link counters, in c.Clients' order.

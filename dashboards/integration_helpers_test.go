@@ -989,10 +989,17 @@ func startStack(t *testing.T, o stackOptions) *alertStack {
 // buildExporter builds the plateau_exporter the stack runs.
 func (s *alertStack) buildExporter(t *testing.T) {
 	t.Helper()
-	s.exporter = filepath.Join(s.dir, "plateau_exporter")
-	if out, err := exec.Command("go", "build", "-o", s.exporter, "../cmd/plateau_exporter").CombinedOutput(); err != nil {
+	s.exporter = buildExporter(t, s.dir)
+}
+
+// buildExporter builds plateau_exporter into dir and returns its path.
+func buildExporter(t *testing.T, dir string) string {
+	t.Helper()
+	bin := filepath.Join(dir, "plateau_exporter")
+	if out, err := exec.Command("go", "build", "-o", bin, "../cmd/plateau_exporter").CombinedOutput(); err != nil {
 		t.Fatalf("building plateau_exporter: %v\n%s", err, out)
 	}
+	return bin
 }
 
 // startDaemons starts a plateau_exporter per daemon of the stack, its
@@ -1063,7 +1070,6 @@ func (s *alertStack) startMonitoring(t *testing.T, promBin, amBin string) {
 	waitReady(t, am, s.amURL+"/-/ready")
 
 	s.shortRules = map[string][]string{}
-	s.shortFor = map[string][]time.Duration{}
 	short := map[string]string{}                          // a shipped rule file: its shortened copy
 	shortForOf := map[string]map[string][]time.Duration{} // an alert file: its alerts' shortened `for`
 	for _, f := range shippedRuleFiles() {
@@ -1084,7 +1090,6 @@ func (s *alertStack) startMonitoring(t *testing.T, promBin, amBin string) {
 		s.shortRules[f] = changes
 		if slices.Contains(alertFiles(), f) {
 			shortForOf[f] = alertForDurations(t, shortened)
-			maps.Copy(s.shortFor, shortForOf[f])
 		}
 	}
 	if len(s.shortRules[alertsFile]) == 0 {
@@ -1106,6 +1111,7 @@ func (s *alertStack) startMonitoring(t *testing.T, promBin, amBin string) {
 		}
 		return out
 	}
+	s.shortFor = alertsIn(alertFiles()...)
 	jobsOf := func(daemons, servers []*stackDaemon) map[string][]string {
 		jobs := map[string][]string{}
 		for _, d := range daemons {

@@ -10,7 +10,14 @@ import (
 // host node1, leaving out the lock file every run creates.
 func ProbeDirEntries(t *testing.T, target string) []string {
 	t.Helper()
-	entries, err := os.ReadDir(filepath.Join(target, "node1"))
+	return HostProbeDirEntries(t, target, "node1")
+}
+
+// HostProbeDirEntries lists what runs left in target's probe directory
+// for host, leaving out the lock file every run creates.
+func HostProbeDirEntries(t *testing.T, target, host string) []string {
+	t.Helper()
+	entries, err := os.ReadDir(filepath.Join(target, host))
 	if err != nil {
 		t.Fatal(err)
 	}
