@@ -33,9 +33,9 @@ func (h *Host) NetworkByHand(bytesPerSec int64) ByHand {
 	return b
 }
 
-// CPUByHand is ThrottleCPU(fraction) by hand: the quota of the host's
-// cpu cgroup, which holds its daemon and nothing else (its period is set
-// when the cluster starts). A fraction ThrottleCPU refuses gives no
+// CPUByHand is ThrottleCPU(fraction) by hand: the weight and quota of
+// the host's cpu cgroup, which holds its daemon and nothing else (its
+// period is set when the cluster starts). A fraction ThrottleCPU refuses gives no
 // commands, and Fault says why.
 func (h *Host) CPUByHand(fraction float64) ByHand {
 	b := ByHand{
@@ -48,8 +48,8 @@ func (h *Host) CPUByHand(fraction float64) ByHand {
 		return b
 	}
 	lift, _ := cfsQuota(0)
-	b.On = []string{echoTo(quota, h.cpu.quotaFile())}
-	b.Off = []string{echoTo(lift, h.cpu.quotaFile())}
+	b.On = []string{echoTo(sharesFor(fraction), h.cpu.sharesFile()), echoTo(quota, h.cpu.quotaFile())}
+	b.Off = []string{echoTo(sharesFor(0), h.cpu.sharesFile()), echoTo(lift, h.cpu.quotaFile())}
 	return b
 }
 

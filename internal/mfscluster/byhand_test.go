@@ -33,13 +33,13 @@ func TestByHand(t *testing.T) {
 		}},
 		{h.CPUByHand(0.1), ByHand{
 			Fault: "daemon held to 10% of one CPU", Method: "ThrottleCPU(0.1)",
-			On:  []string{"echo 2000 > /sys/fs/cgroup/cpu/mfsc-abc123-client-1/cpu.cfs_quota_us"},
-			Off: []string{"echo -1 > /sys/fs/cgroup/cpu/mfsc-abc123-client-1/cpu.cfs_quota_us"},
+			On:  []string{"echo 262144 > /sys/fs/cgroup/cpu/mfsc-abc123-client-1/cpu.shares", "echo 2000 > /sys/fs/cgroup/cpu/mfsc-abc123-client-1/cpu.cfs_quota_us"},
+			Off: []string{"echo 1024 > /sys/fs/cgroup/cpu/mfsc-abc123-client-1/cpu.shares", "echo -1 > /sys/fs/cgroup/cpu/mfsc-abc123-client-1/cpu.cfs_quota_us"},
 		}},
 		{h.CPUByHand(0.25), ByHand{
 			Fault: "daemon held to 25% of one CPU", Method: "ThrottleCPU(0.25)",
-			On:  []string{"echo 5000 > /sys/fs/cgroup/cpu/mfsc-abc123-client-1/cpu.cfs_quota_us"},
-			Off: []string{"echo -1 > /sys/fs/cgroup/cpu/mfsc-abc123-client-1/cpu.cfs_quota_us"},
+			On:  []string{"echo 262144 > /sys/fs/cgroup/cpu/mfsc-abc123-client-1/cpu.shares", "echo 5000 > /sys/fs/cgroup/cpu/mfsc-abc123-client-1/cpu.cfs_quota_us"},
+			Off: []string{"echo 1024 > /sys/fs/cgroup/cpu/mfsc-abc123-client-1/cpu.shares", "echo -1 > /sys/fs/cgroup/cpu/mfsc-abc123-client-1/cpu.cfs_quota_us"},
 		}},
 		// Under the kernel's least quota: no commands, and why.
 		{h.CPUByHand(0.02), ByHand{

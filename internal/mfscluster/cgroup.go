@@ -65,11 +65,27 @@ func newCPUCgroup(t testing.TB, name string) *cpuCgroup {
 
 func (g *cpuCgroup) procsFile() string { return filepath.Join(g.dir, "cgroup.procs") }
 
-// limit sets the group's quota to fraction of one CPU; 0 or less lifts it.
+// heldShares is the group's cpu.shares while it is held to a fraction:
+// the kernel's most, so that it gets its fraction whenever it asks,
+// whatever else the machine runs, as a server on a slow CPU of its own
+// would. With the default weight, a daemon held to 15% waited for its
+// share behind the other hosts' work on this two-core machine, and the
+// metadata ops through it rose and fell with their load.
+const heldShares = 262144
+
+// defaultShares is the kernel's default cpu.shares.
+const defaultShares = 1024
+
+// limit sets the group's quota to fraction of one CPU, at heldShares; 0
+// or less lifts both.
 func (g *cpuCgroup) limit(fraction float64) error {
 	quota, err := cfsQuota(fraction)
 	if err != nil {
 		return err
+	}
+	shares := sharesFor(fraction)
+	if err := os.WriteFile(g.sharesFile(), []byte(shares), 0o644); err != nil {
+		return fmt.Errorf("cpu: writing %s to %s: %w", shares, g.sharesFile(), err)
 	}
 	file := g.quotaFile()
 	if err := os.WriteFile(file, []byte(quota), 0o644); err != nil {
@@ -79,6 +95,17 @@ func (g *cpuCgroup) limit(fraction float64) error {
 }
 
 func (g *cpuCgroup) quotaFile() string { return filepath.Join(g.dir, "cpu.cfs_quota_us") }
+
+func (g *cpuCgroup) sharesFile() string { return filepath.Join(g.dir, "cpu.shares") }
+
+// sharesFor is the cpu.shares of a group held to fraction of one CPU:
+// heldShares, or the default when fraction lifts the hold.
+func sharesFor(fraction float64) string {
+	if fraction > 0 {
+		return strconv.Itoa(heldShares)
+	}
+	return strconv.Itoa(defaultShares)
+}
 
 // cfsQuota is the cpu.cfs_quota_us that limits a group to fraction of
 // one CPU: "-1" (no limit) for 0 or less. A fraction whose quota the
