@@ -88,7 +88,14 @@ const (
 // alert it should not raise.
 //
 //   - (g) 30 rounds with no fault: no alert of any kind fires, nothing is
-//     notified.
+//     notified. A metadata probe under a second target joins every client
+//     in g's last rounds, for fault c, with the master held to 15% of one
+//     CPU (addMetadataTarget).
+//   - (c) the master cut to 5% of one CPU: the file system's page
+//     for the metadata target alone, the data target and the servers
+//     quiet, the nodes' metadata pages held back; resolved after the
+//     lift (faultMasterCPU). The metadata target leaves after it
+//     (dropMetadataTarget).
 //   - (b) one client's link throttled to 30% of its read rate: that node's
 //     PlateauProbeRegression page only, no PlateauFileSystemRegression,
 //     the notification naming the node (instance); resolved after the
@@ -139,16 +146,20 @@ func TestClusterFaults(t *testing.T) {
 	makeProbeRoot(t, c.Clients[0])
 	baselines := filepath.Join(s.dir, "baselines.yml")
 	probeDirs := map[*stackDaemon]string{}
+	metadataProbe := metadataProbeName(t, hosts, clusterInterval)
 	for i, h := range hosts {
 		cl := c.Clients[i]
 		// Each client probes a directory of its own, through its own
-		// mount, under the one target name.
+		// mount, under the one target name; its metadata target, beside
+		// it, joins for fault c only.
 		dir := filepath.Join(cl.Mount, "plateau", h)
-		if err := os.Mkdir(dir, 0o755); err != nil {
-			t.Fatal(err)
+		for _, p := range []string{dir, metadataTargetOf(dir, metadataProbe).path} {
+			if err := os.Mkdir(p, 0o755); err != nil {
+				t.Fatal(err)
+			}
 		}
 		d := &stackDaemon{host: h, configFile: filepath.Join(s.dir, h+".yml")}
-		writeClusterConfig(t, d.configFile, s.opts, dir, baselines, false)
+		writeTargetConfig(t, d.configFile, s.opts, baselines, clientTarget(dir, false))
 		if err := cl.ThrottleNetwork(clusterLink); err != nil {
 			t.Fatal(err)
 		}
@@ -181,10 +192,17 @@ func TestClusterFaults(t *testing.T) {
 	t.Cleanup(func() { logSpace(t, c, "at the end") })
 
 	// Fault g: calm.
+	// Fault g: calm. Its last rounds are the metadata target's first,
+	// for fault c.
 	tl.mark(t, "fault g: %d rounds with no fault", clusterCalmRounds)
-	waitFor(t, fmt.Sprintf("%d rounds of runs", clusterCalmRounds), clusterCalmRounds*3*clusterInterval+2*time.Minute, func() (bool, error) {
-		return s.rounds() >= clusterCalmRounds, s.failedRuns()
-	})
+	waitRounds := func(n int) {
+		waitFor(t, fmt.Sprintf("%d rounds of runs", n), time.Duration(n)*3*clusterInterval+2*time.Minute, func() (bool, error) {
+			return s.rounds() >= n, s.failedRuns()
+		})
+	}
+	waitRounds(clusterCalmRounds - metadataScoreRuns)
+	addMetadataTarget(t, s, c, tl, probeDirs, baselines, metadataProbe)
+	waitRounds(clusterCalmRounds)
 	s.waitEvaluatedPastRuns(t)
 	waitChangeRatio(t, s, time.Minute)
 	calmEnd := tl.mark(t, "%d rounds done", s.rounds())
@@ -205,8 +223,15 @@ func TestClusterFaults(t *testing.T) {
 	}
 	logSpace(t, c, "after fault g")
 
-	// Fault b: one client's network.
-	s.requireSteady(t)
+	// Fault c: the metadata server's CPU.
+	waitMetadataScores(t, s, tl)
+	faultMasterCPU(t, s, c, tl)
+	dropMetadataTarget(t, s, c, tl, probeDirs, baselines)
+	logSpace(t, c, "after fault c")
+
+	// Fault b: one client's network. From calm: fault c's last alert may
+	// have resolved in the evaluation just before.
+	s.waitCalm(t, "fault b")
 	victim := s.daemons[1]
 	vc := clientOf(victim)
 	limit := int64(clusterFaultFraction * medianRead[victim])
@@ -299,6 +324,22 @@ func makeProbeRoot(t *testing.T, cl *mfscluster.Client) string {
 		t.Logf("%s", out)
 	}
 	return root
+}
+
+// waitResolved waits, once a fault was lifted at lifted, until Prometheus
+// holds no alert and the webhook has had the resolved notification of the
+// fault's page, fired.
+func (s *alertStack) waitResolved(t *testing.T, tl *timeline, fired receivedAlert, lifted time.Time) {
+	t.Helper()
+	waitFor(t, "every alert to resolve after the lift", 3*time.Minute, func() (bool, error) {
+		held, err := s.prom.alerts()
+		if err != nil || len(held) > 0 {
+			return false, fmt.Errorf("Prometheus holds %d alerts (%v)", len(held), err)
+		}
+		_, ok := s.hook.first(func(a receivedAlert) bool { return a.Status == "resolved" && a.Fingerprint == fired.Fingerprint })
+		return ok, fmt.Errorf("no resolved notification of %s yet", fired.Labels["alertname"])
+	})
+	tl.mark(t, "RESOLVED: everything, %s after the lift", time.Since(lifted).Round(time.Second))
 }
 
 // checkNoAlert fails the test if an alert of selector fired at any

@@ -38,24 +38,22 @@ const (
 	clusterMetaProbe = "md"
 )
 
-// writeClusterConfig writes a client's config: the stack's data probe on
-// one target with clusterMinFree, and, withMeta, clusterMetaProbe beside
-// it.
-func writeClusterConfig(t *testing.T, path string, o stackOptions, targetPath, baselines string, withMeta bool) {
-	t.Helper()
-	target := exporterTarget{name: stackTarget, path: targetPath, minFreeRatio: clusterMinFree}
+// clientTarget is a client's data target: the stack's probe of dir with
+// clusterMinFree, and, withMeta, clusterMetaProbe beside it.
+func clientTarget(dir string, withMeta bool) exporterTarget {
+	target := exporterTarget{name: stackTarget, path: dir, minFreeRatio: clusterMinFree}
 	if withMeta {
 		target.moreProbes = []string{fmt.Sprintf("{name: %s, kind: metadata, workers: 1, files: 32, file_size: 0}", clusterMetaProbe)}
 	}
-	writeTargetConfig(t, path, o, target, baselines)
+	return target
 }
 
-// reloadClients rewrites every client daemon's config, withMeta or not,
-// and sends it SIGHUP.
-func reloadClients(t *testing.T, s *alertStack, probeDirs map[*stackDaemon]string, baselines string, withMeta bool) {
+// reloadClients rewrites every client daemon's config with its targets
+// and sends it SIGHUP, as a site's configuration management would.
+func reloadClients(t *testing.T, s *alertStack, baselines string, targets func(*stackDaemon) []exporterTarget) {
 	t.Helper()
 	for _, d := range s.daemons {
-		writeClusterConfig(t, d.configFile, s.opts, probeDirs[d], baselines, withMeta)
+		writeTargetConfig(t, d.configFile, s.opts, baselines, targets(d)...)
 		if err := d.proc.cmd.Process.Signal(syscall.SIGHUP); err != nil {
 			t.Fatal(err)
 		}
@@ -82,7 +80,7 @@ func reloadClients(t *testing.T, s *alertStack, probeDirs map[*stackDaemon]strin
 func faultFileSystemFull(t *testing.T, s *alertStack, c *mfscluster.Cluster, tl *timeline, probeDirs map[*stackDaemon]string, baselines string) {
 	s.waitCalm(t, "fault f")
 	fStart := tl.mark(t, "fault f: RELOADED every client's daemon with a metadata probe %s added", clusterMetaProbe)
-	reloadClients(t, s, probeDirs, baselines, true)
+	reloadClients(t, s, baselines, func(d *stackDaemon) []exporterTarget { return []exporterTarget{clientTarget(probeDirs[d], true)} })
 	waitFor(t, "every client's daemon to run its metadata probe, reloaded into its config", time.Minute, func() (bool, error) {
 		var none []string
 		for _, d := range s.daemons {
@@ -140,7 +138,7 @@ func faultFileSystemFull(t *testing.T, s *alertStack, c *mfscluster.Cluster, tl 
 			t.Fatalf("%s: the metadata probe has a change ratio (%g) already: the fault lasted too long", d.host, v)
 		}
 	}
-	reloadClients(t, s, probeDirs, baselines, false)
+	reloadClients(t, s, baselines, func(d *stackDaemon) []exporterTarget { return []exporterTarget{clientTarget(probeDirs[d], false)} })
 	waitFor(t, "every client's daemon to drop its metadata probe", time.Minute, func() (bool, error) {
 		var still []string
 		for _, d := range s.daemons {

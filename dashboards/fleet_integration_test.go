@@ -137,7 +137,7 @@ func TestFleetAlerts(t *testing.T) {
 	})
 	tl.mark(t, "FIRED: the webhook received %s for %s, %s after the throttle", regressionAlert, victim.host, fired.At.Sub(aStart).Round(time.Second))
 	checkFiredAlert(t, s, fired, victim)
-	s.logEvidence(t)
+	s.logEvidence(t, stackTarget)
 	aLift := tl.mark(t, "LIFTED the throttle of %s", victim.host)
 	if err := victim.cgroup.ThrottleRead(fleetPlateau); err != nil {
 		t.Fatal(err)
@@ -191,8 +191,8 @@ func TestFleetAlerts(t *testing.T) {
 		return ok, nil
 	})
 	tl.mark(t, "FIRED: the webhook received %s, %s after the throttle", fsRegressionAlert, fsFired.At.Sub(bStart).Round(time.Second))
-	checkFSAlert(t, s, fsFired)
-	s.logEvidence(t)
+	checkFSAlert(t, s, fsFired, stackTarget)
+	s.logEvidence(t, stackTarget)
 	// Every node's page reaches Alertmanager (Prometheus sends them once
 	// they fire), and every one is held back by the file system alert.
 	var amState string
@@ -361,10 +361,11 @@ func (s *alertStack) checkNoneFired(t *testing.T, t0 time.Time, selector, when s
 	}
 }
 
-// checkFSAlert checks what the on-call sees of the file system page.
-func checkFSAlert(t *testing.T, s *alertStack, a receivedAlert) {
+// checkFSAlert checks what the on-call sees of the file system page of
+// target.
+func checkFSAlert(t *testing.T, s *alertStack, a receivedAlert, target string) {
 	t.Helper()
-	want := map[string]string{"alertname": fsRegressionAlert, "severity": "critical", "target": stackTarget, "job": "plateau"}
+	want := map[string]string{"alertname": fsRegressionAlert, "severity": "critical", "target": target, "filesystem": target, "job": "plateau"}
 	for k, v := range want {
 		if a.Labels[k] != v {
 			t.Errorf("%s label %s=%q, want %q (labels %v)", fsRegressionAlert, k, a.Labels[k], v, a.Labels)
@@ -383,14 +384,15 @@ func checkFSAlert(t *testing.T, s *alertStack, a receivedAlert) {
 	t.Logf("%s annotations: summary %q; description %q", fsRegressionAlert, a.Annotations["summary"], d)
 }
 
-// logEvidence logs what the file-system page decides on, as Prometheus
-// has it now: each node's low score and the fleet's evidence and counts.
-func (s *alertStack) logEvidence(t *testing.T) {
+// logEvidence logs what the file-system page of target decides on, as
+// Prometheus has it now: each node's low score and the fleet's evidence
+// and counts.
+func (s *alertStack) logEvidence(t *testing.T, target string) {
 	t.Helper()
 	var parts []string
 	for _, q := range []string{"plateau_probe_target_low_score", "target:plateau_probe_low_score:evidence",
 		"target:plateau_probe_low_nodes:sum", "target:plateau_probe_low_score_nodes:count"} {
-		got, err := s.prom.fleet.query(q + `{target="` + stackTarget + `"}`)
+		got, err := s.prom.fleet.query(q + `{target="` + target + `"}`)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -636,13 +636,18 @@ func (p stackProm) alerts() ([]promAlert, error) {
 	return askEach(p.all(), promAPI.alerts)
 }
 
-// probeRun is one successful run of the stack's probe, as a daemon
-// exported it.
+// probeRun is one successful run of a probe (the stack's, unless a
+// watcher follows another), as a daemon exported it.
 type probeRun struct {
 	End     time.Time
 	Seconds float64
-	Ratio   map[string]float64 // to the baseline, by op
-	Rate    map[string]float64 // bytes per second, by op
+	// Ops are the probe's ops, in the order it runs them.
+	Ops   []string
+	Ratio map[string]float64 // to the baseline, by op
+	// Rate is bytes per second by op, or operations per second for a
+	// metadata probe's.
+	Rate     map[string]float64
+	metadata bool
 	// Change and Noise are plateau_probe_change_fast_ratio and
 	// plateau_probe_change_fast_noise_ratio (what the page reads) after the
 	// run, by op; empty until
@@ -658,25 +663,58 @@ func (r probeRun) Start() time.Time {
 func (r probeRun) String() string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "%.2fs", r.Seconds)
-	for _, op := range []string{"write", "read"} {
-		fmt.Fprintf(&b, "; %s %.0f MB/s (%.2f of baseline", op, r.Rate[op]/1e6, r.Ratio[op])
-		if c, ok := r.Change[op]; ok {
-			fmt.Fprintf(&b, ", change %.2f noise %.3f", c, r.Noise[op])
+	for _, op := range r.Ops {
+		var about []string
+		if ratio, ok := r.Ratio[op]; ok {
+			about = append(about, fmt.Sprintf("%.2f of baseline", ratio))
 		}
-		b.WriteString(")")
+		if c, ok := r.Change[op]; ok {
+			about = append(about, fmt.Sprintf("change %.2f noise %.3f", c, r.Noise[op]))
+		}
+		if r.metadata {
+			fmt.Fprintf(&b, "; %s %.0f/s", op, r.Rate[op])
+		} else {
+			fmt.Fprintf(&b, "; %s %.0f MB/s", op, r.Rate[op]/1e6)
+		}
+		if len(about) > 0 {
+			fmt.Fprintf(&b, " (%s)", strings.Join(about, ", "))
+		}
 	}
 	return b.String()
 }
 
 // runWatcher follows a daemon's /metrics and records every successful run
-// of the probe. The daemon keeps only the last result, so it polls well
+// of one probe. The daemon keeps only the last result, so it polls well
 // inside one probe interval.
 type runWatcher struct {
-	url    string
-	target string
-	mu     sync.Mutex
-	runs   []probeRun
-	err    error
+	url   string
+	probe watchedProbe
+	mu    sync.Mutex
+	runs  []probeRun
+	err   error
+}
+
+// watchedProbe is the probe a runWatcher follows: target and name, and
+// whether it is a metadata probe (its ops and their unit).
+type watchedProbe struct {
+	target, name string
+	metadata     bool
+}
+
+// ops are the probe's ops, in the order it runs them.
+func (p watchedProbe) ops() []string {
+	if p.metadata {
+		return []string{"create", "stat", "read", "remove"}
+	}
+	return []string{"write", "read"}
+}
+
+// rateFamily is the family of the probe's rates.
+func (p watchedProbe) rateFamily() string {
+	if p.metadata {
+		return "plateau_probe_operations_per_second"
+	}
+	return "plateau_probe_throughput_bytes_per_second"
 }
 
 func watchRuns(t *testing.T, metricsURL string, every time.Duration) *runWatcher {
@@ -685,7 +723,12 @@ func watchRuns(t *testing.T, metricsURL string, every time.Duration) *runWatcher
 
 // watchTargetRuns follows the runs of target's stackProbe.
 func watchTargetRuns(t *testing.T, metricsURL, target string, every time.Duration) *runWatcher {
-	w := &runWatcher{url: metricsURL, target: target}
+	return watchProbeRuns(t, metricsURL, watchedProbe{target: target, name: stackProbe}, every)
+}
+
+// watchProbeRuns follows the runs of p.
+func watchProbeRuns(t *testing.T, metricsURL string, p watchedProbe, every time.Duration) *runWatcher {
+	w := &runWatcher{url: metricsURL, probe: p}
 	stop, stopped := make(chan struct{}), make(chan struct{})
 	go func() {
 		defer close(stopped)
@@ -705,7 +748,7 @@ func watchTargetRuns(t *testing.T, metricsURL, target string, every time.Duratio
 }
 
 func (w *runWatcher) poll() {
-	run, err := scrapeRun(w.url, w.target)
+	run, err := scrapeRun(w.url, w.probe)
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	w.err = err
@@ -767,9 +810,10 @@ func (w *runWatcher) medianRate(op string, t0 time.Time) float64 {
 	return medianOf(rates)
 }
 
-// scrapeRun reads the last successful run of target's stackProbe from a
-// daemon, or nil when there is none yet with a ratio.
-func scrapeRun(metricsURL, target string) (*probeRun, error) {
+// scrapeRun reads the last successful run of p from a daemon, or nil when
+// there is none yet with a ratio (with a rate, for a metadata probe,
+// which may have no baseline).
+func scrapeRun(metricsURL string, p watchedProbe) (*probeRun, error) {
 	fams, _, err := scrapeFamilies(metricsURL)
 	if err != nil {
 		return nil, err
@@ -777,7 +821,7 @@ func scrapeRun(metricsURL, target string) (*probeRun, error) {
 	value := func(name string, labels map[string]string) (float64, bool) {
 		return probetest.FamilyValue(fams, name, labels)
 	}
-	id := map[string]string{"target": target, "probe": stackProbe}
+	id := map[string]string{"target": p.target, "probe": p.name}
 	lastSuccess, ok1 := value("plateau_probe_last_success_timestamp_seconds", id)
 	lastRun, ok2 := value("plateau_probe_last_run_timestamp_seconds", id)
 	seconds, ok3 := value("plateau_probe_duration_seconds", id)
@@ -787,21 +831,27 @@ func scrapeRun(metricsURL, target string) (*probeRun, error) {
 		return nil, nil
 	}
 	run := &probeRun{
-		End:     time.Unix(0, int64(lastSuccess*1e9)),
-		Seconds: seconds,
-		Ratio:   map[string]float64{},
-		Rate:    map[string]float64{},
-		Change:  map[string]float64{},
-		Noise:   map[string]float64{},
+		End:      time.Unix(0, int64(lastSuccess*1e9)),
+		Seconds:  seconds,
+		Ops:      p.ops(),
+		Ratio:    map[string]float64{},
+		Rate:     map[string]float64{},
+		Change:   map[string]float64{},
+		Noise:    map[string]float64{},
+		metadata: p.metadata,
 	}
-	for _, op := range []string{"write", "read"} {
-		l := map[string]string{"target": target, "probe": stackProbe, "op": op}
-		r, ok := value("plateau_probe_ratio", l)
+	for _, op := range run.Ops {
+		l := map[string]string{"target": p.target, "probe": p.name, "op": op}
+		if r, ok := value("plateau_probe_ratio", l); ok {
+			run.Ratio[op] = r
+		} else if !p.metadata {
+			return nil, nil
+		}
+		rate, ok := value(p.rateFamily(), l)
 		if !ok {
 			return nil, nil
 		}
-		run.Ratio[op] = r
-		run.Rate[op], _ = value("plateau_probe_throughput_bytes_per_second", l)
+		run.Rate[op] = rate
 		if c, ok := value("plateau_probe_change_fast_ratio", l); ok {
 			run.Change[op] = c
 			run.Noise[op], _ = value("plateau_probe_change_fast_noise_ratio", l)
@@ -874,6 +924,10 @@ type stackDaemon struct {
 	url         string
 	historyFile string
 	runs        *runWatcher
+	// metadataRuns follows the runs of the metadata target's probe on
+	// the MooseFS cluster's clients while they have it (fault c); nil
+	// elsewhere.
+	metadataRuns *runWatcher
 }
 
 // alertStack is everything one alerting test runs.
@@ -1258,10 +1312,10 @@ func formatSize(b int64) string { return strconv.FormatInt(b>>20, 10) + "MiB" }
 // at targetPath, with one sequential probe of the stack's size.
 func writeExporterConfig(t *testing.T, path string, o stackOptions, targetPath, baselines string) {
 	t.Helper()
-	writeTargetConfig(t, path, o, exporterTarget{name: stackTarget, path: targetPath}, baselines)
+	writeTargetConfig(t, path, o, baselines, exporterTarget{name: stackTarget, path: targetPath})
 }
 
-// exporterTarget is the one target of a stack daemon's config.
+// exporterTarget is a target of a stack daemon's config.
 type exporterTarget struct {
 	name, path string
 	// serves is the target's `serves` (a storage server's own target), or
@@ -1271,34 +1325,37 @@ type exporterTarget struct {
 	minFreeRatio float64
 	// moreProbes are probes beside stackProbe, each a YAML flow mapping.
 	moreProbes []string
+	// metadataProbe, with metadataFiles, makes the target's one probe a
+	// metadata probe of that name and number of empty files, in place of
+	// stackProbe and moreProbes.
+	metadataProbe string
+	metadataFiles int
 }
 
-// writeTargetConfig writes a config of one target with one sequential
-// probe (stackProbe) of o's size, interval and timeout, and the target's
-// moreProbes.
-func writeTargetConfig(t *testing.T, path string, o stackOptions, target exporterTarget, baselines string) {
+// writeTargetConfig writes a config of targets at o's interval and
+// timeout, each with one sequential probe (stackProbe) of o's size and its
+// moreProbes, or with its metadata probe.
+func writeTargetConfig(t *testing.T, path string, o stackOptions, baselines string, targets ...exporterTarget) {
 	t.Helper()
-	keys := ""
-	if target.serves != "" {
-		keys += "\n    serves: " + target.serves
+	cfg := fmt.Sprintf("defaults:\n  interval: %s\n  timeout: %s\n  splay: %t\ntargets:\n", o.interval, o.timeout, o.splay)
+	for _, target := range targets {
+		cfg += fmt.Sprintf("  - name: %s\n    path: %s\n", target.name, target.path)
+		if target.serves != "" {
+			cfg += "    serves: " + target.serves + "\n"
+		}
+		if target.minFreeRatio != 0 {
+			cfg += fmt.Sprintf("    min_free_ratio: %g\n", target.minFreeRatio)
+		}
+		cfg += "    probes:\n"
+		probes := append([]string{fmt.Sprintf("{name: %s, kind: sequential, workers: 1, file_size: %s, block_size: %s}", stackProbe, formatSize(o.fileSize), formatSize(blockSize))}, target.moreProbes...)
+		if target.metadataProbe != "" {
+			probes = []string{fmt.Sprintf("{name: %s, kind: metadata, workers: 1, files: %d, file_size: 0}", target.metadataProbe, target.metadataFiles)}
+		}
+		for _, p := range probes {
+			cfg += "      - " + p + "\n"
+		}
 	}
-	if target.minFreeRatio != 0 {
-		keys += fmt.Sprintf("\n    min_free_ratio: %g", target.minFreeRatio)
-	}
-	probes := fmt.Sprintf("      - {name: %s, kind: sequential, workers: 1, file_size: %s, block_size: %s}\n", stackProbe, formatSize(o.fileSize), formatSize(blockSize))
-	for _, p := range target.moreProbes {
-		probes += "      - " + p + "\n"
-	}
-	cfg := fmt.Sprintf(`defaults:
-  interval: %s
-  timeout: %s
-  splay: %t
-targets:
-  - name: %s
-    path: %s%s
-    probes:
-%sbaselines_file: %s
-`, o.interval, o.timeout, o.splay, target.name, target.path, keys, probes, baselines)
+	cfg += "baselines_file: " + baselines + "\n"
 	if err := os.WriteFile(path, []byte(cfg), 0o644); err != nil {
 		t.Fatal(err)
 	}
