@@ -215,9 +215,7 @@ func TestClusterFaults(t *testing.T) {
 	}
 	s.logOverlaps(t, s.start, calmEnd)
 	s.checkNoAlert(t, s.start, `ALERTS`, "with no fault")
-	for _, a := range s.hook.received() {
-		t.Errorf("fault g: the webhook received %s %s at %s", a.Status, s.alertKey(a.Labels), s.since(a.At))
-	}
+	s.checkNotifiedOnly(t, "g", s.start, func(receivedAlert) bool { return false }, "")
 	if t.Failed() {
 		t.FailNow()
 	}
@@ -274,11 +272,7 @@ func TestClusterFaults(t *testing.T) {
 	s.checkNoAlert(t, bStart, `ALERTS{alertname="`+fsRegressionAlert+`"}`, "with one client's link throttled")
 	s.checkNoAlert(t, bStart, `ALERTS{alertname!="`+regressionAlert+`"}`, "with one client's link throttled")
 	s.checkNoAlert(t, bStart, `ALERTS{instance!="`+victim.addr+`"}`, "on the peers of the throttled client")
-	for _, a := range s.hook.received() {
-		if !a.At.Before(bStart) && !isVictimPage(a) {
-			t.Errorf("fault b: the webhook received %s %s at %s; only %s's page was expected", a.Status, s.alertKey(a.Labels), s.since(a.At), victim.host)
-		}
-	}
+	s.checkNotifiedOnly(t, "b", bStart, isVictimPage, victim.host+"'s page")
 	s.logOverlaps(t, bStart, time.Now())
 	logSpace(t, c, "after fault b")
 
@@ -324,6 +318,49 @@ func makeProbeRoot(t *testing.T, cl *mfscluster.Client) string {
 		t.Logf("%s", out)
 	}
 	return root
+}
+
+// checkNotifiedOnly fails the test for every notification the webhook
+// received since fault began at t0 that is not expected; want says what
+// was ("" for nothing).
+func (s *alertStack) checkNotifiedOnly(t *testing.T, fault string, t0 time.Time, expected func(receivedAlert) bool, want string) {
+	t.Helper()
+	for _, a := range s.hook.received() {
+		if a.At.Before(t0) || expected(a) {
+			continue
+		}
+		if want == "" {
+			t.Errorf("fault %s: the webhook received %s %s at %s", fault, a.Status, s.alertKey(a.Labels), s.since(a.At))
+		} else {
+			t.Errorf("fault %s: the webhook received %s %s at %s; only %s was expected", fault, a.Status, s.alertKey(a.Labels), s.since(a.At), want)
+		}
+	}
+}
+
+// isFSPageOf says whether a notification is the file-system page of
+// target.
+func isFSPageOf(target string) func(receivedAlert) bool {
+	return func(a receivedAlert) bool {
+		return a.Labels["alertname"] == fsRegressionAlert && a.Labels["target"] == target
+	}
+}
+
+// waitFSPage waits for the webhook's first firing notification of the
+// file-system page of target since the fault began at t0, marks it with
+// its delay, and checks what the on-call sees of it.
+func (s *alertStack) waitFSPage(t *testing.T, tl *timeline, target string, t0 time.Time) receivedAlert {
+	t.Helper()
+	isFSPage := isFSPageOf(target)
+	var fired receivedAlert
+	waitFor(t, "the webhook to receive "+fsRegressionAlert+" for "+target, 3*time.Minute, func() (bool, error) {
+		a, ok := s.hook.first(func(a receivedAlert) bool { return a.Status == "firing" && isFSPage(a) && a.At.After(t0) })
+		fired = a
+		return ok, s.failedRuns()
+	})
+	delay := fired.At.Sub(t0)
+	tl.mark(t, "FIRED: the webhook received %s for %s, %s after the fault (%.1f probe intervals)", fsRegressionAlert, target, delay.Round(time.Second), delay.Seconds()/clusterInterval.Seconds())
+	checkFSAlert(t, s, fired, target)
+	return fired
 }
 
 // waitResolved waits, once a fault was lifted at lifted, until Prometheus

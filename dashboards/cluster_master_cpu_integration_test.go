@@ -291,18 +291,7 @@ func faultMasterCPU(t *testing.T, s *alertStack, c *mfscluster.Cluster, tl *time
 		t.FailNow()
 	}
 
-	isFSPage := func(a receivedAlert) bool {
-		return a.Labels["alertname"] == fsRegressionAlert && a.Labels["target"] == metadataTarget
-	}
-	var fired receivedAlert
-	waitFor(t, "the webhook to receive "+fsRegressionAlert+" for "+metadataTarget, 3*time.Minute, func() (bool, error) {
-		a, ok := s.hook.first(func(a receivedAlert) bool { return a.Status == "firing" && isFSPage(a) && a.At.After(cStart) })
-		fired = a
-		return ok, s.failedRuns()
-	})
-	tl.mark(t, "FIRED: the webhook received %s for %s, %s after the throttle (%.1f probe intervals)", fsRegressionAlert, metadataTarget,
-		fired.At.Sub(cStart).Round(time.Second), fired.At.Sub(cStart).Seconds()/clusterInterval.Seconds())
-	checkFSAlert(t, s, fired, metadataTarget)
+	fired := s.waitFSPage(t, tl, metadataTarget, cStart)
 	// No server serves the metadata target: the page names none, and
 	// does not say that they hold either.
 	if d := fired.Annotations["description"]; strings.Contains(d, "Servers whose own probes") || strings.Contains(d, "servers that probe their own") {
@@ -327,11 +316,7 @@ func faultMasterCPU(t *testing.T, s *alertStack, c *mfscluster.Cluster, tl *time
 	// target, only the page and the nodes' pages it holds back.
 	s.checkNoAlert(t, cStart, `ALERTS{target!="`+metadataTarget+`"}`, "on the data target or the servers with the master throttled")
 	s.checkNoAlert(t, cStart, `ALERTS{alertname!~"`+fsRegressionAlert+`|`+regressionAlert+`"}`, "with the master throttled")
-	for _, a := range s.hook.received() {
-		if !a.At.Before(cStart) && !isFSPage(a) {
-			t.Errorf("fault c: the webhook received %s %s at %s; only the file-system page of %s was expected", a.Status, s.alertKey(a.Labels), s.since(a.At), metadataTarget)
-		}
-	}
+	s.checkNotifiedOnly(t, "c", cStart, isFSPageOf(metadataTarget), "the file-system page of "+metadataTarget)
 	s.logOverlaps(t, cStart, time.Now())
 }
 

@@ -222,18 +222,9 @@ func faultServerDiskSlow(t *testing.T, s *alertStack, c *mfscluster.Cluster, tl 
 		t.FailNow()
 	}
 
-	isFSPage := func(a receivedAlert) bool {
-		return a.Labels["alertname"] == fsRegressionAlert && a.Labels["target"] == stackTarget
-	}
-	var fired receivedAlert
-	waitFor(t, "the webhook to receive "+fsRegressionAlert, 3*time.Minute, func() (bool, error) {
-		a, ok := s.hook.first(func(a receivedAlert) bool { return a.Status == "firing" && isFSPage(a) && a.At.After(aStart) })
-		fired = a
-		return ok, s.failedRuns()
-	})
-	tl.mark(t, "FIRED: the webhook received %s, %s after the throttle", fsRegressionAlert, fired.At.Sub(aStart).Round(time.Second))
-	// Its filesystem label holds back the servers' own pages.
-	checkFSAlert(t, s, fired, stackTarget)
+	// Its filesystem label (checkFSAlert) holds back the servers' own
+	// pages.
+	fired := s.waitFSPage(t, tl, stackTarget, aStart)
 	// The page is written when the clients' runs fall; the slow server is
 	// named once its own run since the throttle has ended, which may come
 	// after the first notification (Alertmanager's group_wait, shortened
@@ -293,10 +284,6 @@ func faultServerDiskSlow(t *testing.T, s *alertStack, c *mfscluster.Cluster, tl 
 	// that holds.
 	s.checkNoAlert(t, aStart, `ALERTS{alertname!~"`+fsRegressionAlert+`|`+regressionAlert+`"}`, "with one server's disk throttled")
 	s.checkNoAlert(t, aStart, `ALERTS{job="`+serverJob+`",instance!="`+slowServer.addr+`"}`, "on the servers that hold")
-	for _, a := range s.hook.received() {
-		if !a.At.Before(aStart) && !isFSPage(a) {
-			t.Errorf("fault a: the webhook received %s %s at %s; only the file-system page was expected", a.Status, s.alertKey(a.Labels), s.since(a.At))
-		}
-	}
+	s.checkNotifiedOnly(t, "a", aStart, isFSPageOf(stackTarget), "the file-system page")
 	s.logOverlaps(t, aStart, time.Now())
 }
