@@ -121,11 +121,7 @@ func faultFileSystemFull(t *testing.T, s *alertStack, c *mfscluster.Cluster, tl 
 	// at most, the run directory of a metadata run in flight, which goes
 	// within the run.
 	for _, d := range s.daemons {
-		var left []string
-		waitFor(t, "no probe file left in "+filepath.Join(probeDirs[d], d.host), 2*clusterInterval, func() (bool, error) {
-			left = probetest.HostProbeDirEntries(t, probeDirs[d], d.host)
-			return len(left) == 0, fmt.Errorf("left %v", left)
-		})
+		waitNoProbeFiles(t, probeDirs[d], d.host)
 	}
 	// The metadata probe leaves before it has a statistic (see
 	// clusterMetaProbe).
@@ -179,6 +175,17 @@ func faultFileSystemFull(t *testing.T, s *alertStack, c *mfscluster.Cluster, tl 
 		t.Fatal(err)
 	}
 	t.Logf("fault f: %s fired for %d of %d nodes", notRunAlert, len(notRun), len(s.daemons))
+}
+
+// waitNoProbeFiles waits until host's probe directory of target holds
+// nothing but its lock file: a run in flight, which removes its own
+// files when it ends, may take two probe intervals.
+func waitNoProbeFiles(t *testing.T, target, host string) {
+	t.Helper()
+	waitFor(t, "no probe file left in "+filepath.Join(target, host), 2*clusterInterval, func() (bool, error) {
+		left := probetest.HostProbeDirEntries(t, target, host)
+		return len(left) == 0, fmt.Errorf("left %v", left)
+	})
 }
 
 // fullCounts are a client daemon's counters that fault f reads, from one
