@@ -39,7 +39,7 @@ const lustreSubsystem = "lustre"
 var (
 	lustreDebugfsPath = kingpin.Flag("collector.lustre.debugfs-path",
 		"debugfs mountpoint, where Lustre 2.12 and later keep llite stats and osc rpc_stats; empty means <path.sysfs>/kernel/debug. "+
-			"debugfs is readable by root only: a daemon not running as root reads those files with --collector.lustre.sudo instead (see the README).").
+			"debugfs is readable by root only: a daemon not running as root reads those files with --collector.lustre.sudo instead (see docs/lustre.md).").
 		Default("").String()
 	lustreSudo = kingpin.Flag("collector.lustre.sudo",
 		"Read osc rpc_stats and llite stats, which 2.12 and later keep in debugfs (root only), with one 'sudo -n lctl get_param' per round "+

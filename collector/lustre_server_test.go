@@ -66,7 +66,7 @@ func TestLustreServerNoTree(t *testing.T) {
 	}
 }
 
-// TestLustreServerSeriesCounts holds the cardinality the README states:
+// TestLustreServerSeriesCounts holds the cardinality docs/lustre.md states:
 // 14 series per OST and 16 per MDT without job_stats, and 1 + 3(N+1) more
 // per target with them, whatever the number of jobs.
 func TestLustreServerSeriesCounts(t *testing.T) {

@@ -102,7 +102,7 @@ func selectorNames(t *testing.T, where, expr string) []string {
 	return names
 }
 
-// TestGlobalRulesReadOnlyFederatedSeries keeps the split of README.md's
+// TestGlobalRulesReadOnlyFederatedSeries keeps the split of docs/fleet.md's
 // "Prometheus for a fleet" true: racks scrape the nodes and evaluate
 // rules.yml and alerts.yml; a global Prometheus pulls what federate.yml
 // selects from them and evaluates rules.yml, the site's constant rules and
