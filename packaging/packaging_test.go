@@ -195,8 +195,8 @@ func uncommentExamples(t *testing.T, text string) (string, int) {
 
 // TestDefaultConfig parses the packaged plateau.yml, and then the same file
 // with its GPFS and NFS examples switched on, with the daemon's own config
-// parser: both must be valid, and the examples must say what the README and
-// the characterizations say.
+// parser: both must be valid, and the examples must say what CONFIGURATION.md,
+// docs/ and the characterizations say.
 func TestDefaultConfig(t *testing.T) {
 	data, err := os.ReadFile("plateau.yml")
 	if err != nil {

@@ -105,8 +105,8 @@ func Execute(ctx context.Context, req probe.Request) *probe.Result {
 			return res
 		}
 	}
-	// min_free_ratio keeps data probes off a fuller file system (README:
-	// "skip data probes on a fuller file system"); a probe that writes no
+	// min_free_ratio keeps data probes off a fuller file system (CONFIGURATION.md:
+	// "skip data probes ... while the file system's free space is under this share"); a probe that writes no
 	// data (a metadata probe of empty files) runs on, so a full file
 	// system still has its metadata measured.
 	if req.MinFreeRatio > 0 && probe.BytesPerRun(&req.Probe) > 0 {
