@@ -51,7 +51,7 @@ var (
 	descConcurrent = prometheus.NewDesc(prometheus.BuildFQName(namespace, "probe", "concurrent_bytes_per_second"),
 		"Bytes per second this node moved on the probed file system during the last successful run apart from the probe's own, by op (read, write): a slow run on a node busy with its own jobs' I/O. From /proc/diskstats for a local block device (the whole partition), /proc/self/mountstats for NFS (bytes to and from the server), and for GPFS mmpmon fs_io_s as the gpfs collector last read it in the background: its resolution is --collector.gpfs.interval, coarse for runs shorter than that and absent when no new answer came during the run. Absent when no source applies (tmpfs, overlay, FUSE) or while the probe fails.", probeOpLabels, nil)
 	// One series per target instead of one per probe op, for the fleet
-	// rule that subtracts the probes' own traffic from a node's (issue 16).
+	// rule that subtracts the probes' own traffic from a node's (rules.yml).
 	descTargetIOBytes = prometheus.NewDesc(prometheus.BuildFQName(namespace, "probe", "target_io_bytes_total"),
 		"Bytes all probes of the target moved to or from the file system since the exporter started: the sum of the target's plateau_probe_io_bytes_total, counting probes a reload has since removed too.", []string{"target"}, nil)
 	descHung = prometheus.NewDesc(prometheus.BuildFQName(namespace, "probe", "hung"),
@@ -93,7 +93,7 @@ var (
 		fmt.Sprintf("Median of the op's last %d successful results divided by its baseline, the chronic shortfall's measure, which one bad evening cannot move. Absent where plateau_probe_ratio is, and until the op has %d successful runs with the probe's current parameters.",
 			plateau.LongMedianRuns, plateau.MinLongMedianRuns), probeOpLabels, nil)
 	// The fleet rules count nodes per target: reading these, a series per
-	// node and target, instead of every op's verdict (issue 16) makes them
+	// node and target, instead of every op's verdict, makes them
 	// read a twentieth of the series on the default config's fleet.
 	descTargetRegression = prometheus.NewDesc(prometheus.BuildFQName(namespace, "probe", "target_regression"),
 		"1 when any op of any probe of the target is in sudden regression (the maximum of the target's plateau_probe_regression), else 0; absent while none of them has a plateau_probe_regression.",
@@ -116,7 +116,7 @@ var (
 		"1 when any op of any probe of the target has its plateau_probe_ratio_median_24_runs under its probe's warning threshold (plateau_alert_threshold_ratio{severity=\"warning\"}), the chronic shortfall PlateauProbeBelowPlateau warns of, else 0; absent while none of them has a plateau_probe_ratio_median_24_runs.",
 		[]string{"target"}, nil)
 	// Per target, what the cause and exporter rules read instead of every
-	// probe's series (issue 16): at 5,000 nodes of packaging/plateau.yml a
+	// probe's series: at 5,000 nodes of packaging/plateau.yml a
 	// rule over a series per probe or per probe op reads 35,000 to
 	// 100,000 series at each evaluation, over one per target 10,000.
 	descTargetConcurrentBusy = prometheus.NewDesc(prometheus.BuildFQName(namespace, "probe", "target_concurrent_busy"),
