@@ -1,5 +1,7 @@
-// Package collector owns plateau_exporter's counter collectors: GPFS, InfiniBand,
-// NVMe and NFS client statistics read at scrape time. It follows
+// Package collector owns plateau_exporter's counter collectors, six of them:
+// gpfs (mmpmon, the -Y commands and the diagnosis commands), infiniband,
+// nvme, nfs (client), lustre (client) and lustre_server, read at scrape
+// time; the two Lustre ones are off by default. It follows
 // node_exporter's model: one file per collector, each registered with a
 // --collector.<name> flag, and a per-collector success and duration metric so
 // that a failing subsystem is visible without failing the whole scrape.

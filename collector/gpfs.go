@@ -216,7 +216,7 @@ type gpfsCollector struct {
 	state           typedDesc
 	health          typedDesc
 
-	// The diagnosis collectors, one file each (gpfs_waiters.go,
+	// The diagnosis commands' descriptors, one file each (gpfs_waiters.go,
 	// gpfs_verbs.go, gpfs_disks.go, gpfs_mounts.go, gpfs_qos.go).
 	waiterDescs gpfsWaiterDescs
 	verbsDescs  gpfsVerbsDescs

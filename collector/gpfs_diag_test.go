@@ -30,9 +30,9 @@ func fakeGPFSDiag(t *testing.T, timeout time.Duration) gpfsConfig {
 	return cfg
 }
 
-// The diagnosis collectors on their fakes and fixtures, compared with the
-// expected exposition; every file system mmlsfs lists or /proc/mounts has
-// is asked about, each exactly once per command.
+// The gpfs collector's diagnosis commands on their fakes and fixtures,
+// compared with the expected exposition; every file system mmlsfs lists or
+// /proc/mounts has is asked about, each exactly once per command.
 func TestGPFSDiagnosis(t *testing.T) {
 	requests := filepath.Join(t.TempDir(), "requests")
 	t.Setenv("FAKE_GPFS_REQUESTLOG", requests)

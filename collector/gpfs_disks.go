@@ -9,10 +9,10 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 )
 
-// The disks collector asks mmlsdisk about each file system the node knows:
-// a disk that is down or recovering, or suspended or being emptied, on the
-// file system a probe writes to explains a drop that looks like the
-// storage's fault.
+// The gpfs collector's disk diagnosis asks mmlsdisk about each file system
+// the node knows: a disk that is down or recovering, or suspended or being
+// emptied, on the file system a probe writes to explains a drop that looks
+// like the storage's fault.
 //
 // The file systems come from "mmlsfs all -T -Y", which prints one row per
 // file system with its default mount point (-T restricts the listing to

@@ -10,9 +10,9 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 )
 
-// The verbs collector runs "mmfsadm test verbs status", which prints one
-// line saying whether the daemon's RDMA (InfiniBand verbs) transport
-// started:
+// The gpfs collector's RDMA diagnosis runs "mmfsadm test verbs status", which
+// prints one line saying whether the daemon's RDMA (InfiniBand verbs)
+// transport started:
 //
 //	VERBS RDMA status: started
 //

@@ -9,11 +9,11 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 )
 
-// The waiters collector runs "mmdiag --waiters -Y": the threads of the GPFS
-// daemon that are waiting, how long, and on what. A long waiter is the
-// usual first sign of I/O stuck behind a failing disk, a rebuild, a token
-// or the network. Its table, as Storage Scale 5.x prints it (see
-// gpfs_exporter's collectors/waiter_test.go for a real sample):
+// The gpfs collector's waiter diagnosis runs "mmdiag --waiters -Y": the
+// threads of the GPFS daemon that are waiting, how long, and on what. A long
+// waiter is the usual first sign of I/O stuck behind a failing disk, a
+// rebuild, a token or the network. Its table, as Storage Scale 5.x prints it
+// (see gpfs_exporter's collectors/waiter_test.go for a real sample):
 //
 //	mmdiag:waiters:HEADER:version:reserved:reserved:threadId:threadAddr:threadName:waitStartTime:waitTime:isMonitored:condVarAddr:condVarName:condVarReason:mutexAddr:mutexName:auxReason:delayTime:delayReason:
 //
