@@ -60,10 +60,14 @@ var (
 		[]string{"collector"}, nil,
 	)
 	parseErrorsDesc = prometheus.NewDesc(
+		// Lines (rows, records, attribute files) of the source that the
+		// collector could not read and skipped, since the exporter
+		// started. The rest of the source is still exported; a source
+		// with nothing readable fails the collector
+		// (plateau_scrape_collector_success 0) instead. Every source
+		// parsed at least once has a series, 0 while it had no bad line.
 		prometheus.BuildFQName(namespace, "collector", "parse_errors_total"),
-		"Lines (rows, records, attribute files) of the source that the collector could not read and skipped, since the exporter started. "+
-			"The rest of the source is still exported; a source with nothing readable fails the collector (plateau_scrape_collector_success 0) instead. "+
-			"Every source parsed at least once has a series, 0 while it had no bad line.",
+		"Lines of the source that the collector could not read and skipped.",
 		[]string{"collector", "source"}, nil,
 	)
 )

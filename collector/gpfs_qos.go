@@ -111,12 +111,19 @@ type gpfsQoSDescs struct {
 func newGPFSQoSDescs() gpfsQoSDescs {
 	labels := []string{"filesystem", "pool", "class"}
 	return gpfsQoSDescs{
+		// I/O operations per second of the QoS class in the storage
+		// pool, over the newest interval mmlsqos reports.
 		iops: gpfsGauge("qos_iops",
-			"I/O operations per second of the QoS class in the storage pool, over the newest interval mmlsqos reports.", labels),
+			"I/O operations per second of the QoS class in the storage pool (mmlsqos).", labels),
+		// Bytes per second of the QoS class in the storage pool, over
+		// the newest interval mmlsqos reports (its MBs, in MiB/s).
 		bytes: gpfsGauge("qos_bytes_per_second",
-			"Bytes per second of the QoS class in the storage pool, over the newest interval mmlsqos reports (its MBs, in MiB/s).", labels),
+			"Bytes per second of the QoS class in the storage pool (mmlsqos).", labels),
+		// 1 if QoS throttling is enabled on the file system (mmlsqos
+		// status: enabled and throttling), 0 if QoS is off or only
+		// monitors.
 		enabled: gpfsGauge("qos_enabled",
-			"1 if QoS throttling is enabled on the file system (mmlsqos status: enabled and throttling), 0 if QoS is off or only monitors.",
+			"1 if QoS throttling is enabled on the file system (mmlsqos), else 0.",
 			[]string{"filesystem"}),
 	}
 }

@@ -59,9 +59,11 @@ type gpfsVerbsDescs struct {
 
 func newGPFSVerbsDescs() gpfsVerbsDescs {
 	return gpfsVerbsDescs{
+		// 1 if the GPFS daemon's RDMA (verbs) transport is started
+		// ('mmfsadm test verbs status' says started), 0 otherwise: then
+		// GPFS moves data over TCP.
 		started: gpfsGauge("verbs_rdma_started",
-			"1 if the GPFS daemon's RDMA (verbs) transport is started ('mmfsadm test verbs status' says started), 0 otherwise: "+
-				"then GPFS moves data over TCP.",
+			"1 if the GPFS daemon's RDMA (verbs) transport is started, else 0.",
 			nil),
 	}
 }

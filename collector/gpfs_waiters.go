@@ -151,14 +151,20 @@ type gpfsWaiterDescs struct {
 
 func newGPFSWaiterDescs() gpfsWaiterDescs {
 	return gpfsWaiterDescs{
+		// Threads of the GPFS daemon waiting now (mmdiag --waiters), by
+		// a class derived from the waiter's thread and reason: rebuild
+		// (rebuild, recovery, restripe), token (token and lock traffic),
+		// io (disk and NSD I/O), network (RDMA, RPC, sockets), other.
+		// Every class is exported, 0 when no waiter has it; threads that
+		// always wait (EventsExporterSenderThread,
+		// FsckClientReaperThread) are not counted.
 		waiters: gpfsGauge("waiters",
-			"Threads of the GPFS daemon waiting now (mmdiag --waiters), by a class derived from the waiter's thread and reason: "+
-				"rebuild (rebuild, recovery, restripe), token (token and lock traffic), io (disk and NSD I/O), "+
-				"network (RDMA, RPC, sockets), other. Every class is exported, 0 when no waiter has it; "+
-				"threads that always wait (EventsExporterSenderThread, FsckClientReaperThread) are not counted.",
+			"Threads of the GPFS daemon waiting now (mmdiag --waiters), by class.",
 			[]string{"reason_class"}),
+		// How long the longest-waiting counted thread of the GPFS daemon
+		// has waited (mmdiag --waiters), in seconds; 0 when none waits.
 		longest: gpfsGauge("waiter_longest_seconds",
-			"How long the longest-waiting counted thread of the GPFS daemon has waited (mmdiag --waiters), in seconds; 0 when none waits.",
+			"How long the longest-waiting counted thread of the GPFS daemon has waited, in seconds.",
 			nil),
 	}
 }
