@@ -161,8 +161,8 @@ var (
 	descTargetRegression = prometheus.NewDesc(prometheus.BuildFQName(namespace, "probe", "target_regression"),
 		"1 when any op of any probe of the target is in sudden regression, else 0.",
 		[]string{"target"}, nil)
-	// The node's evidence for the file-system page (plateau.LowScore, issue
-	// 28), one per node and target like the verdicts above: the fleet rules
+	// The node's evidence for the file-system page (plateau.LowScore), one
+	// per node and target like the verdicts above: the fleet rules
 	// add it up over a target's nodes, where one series per op would have
 	// them read twenty times as many. The ops combined as
 	// plateau.TargetScore says (sum over √k, bounded): one odd op of a node
