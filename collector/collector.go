@@ -1,5 +1,7 @@
-// Package collector owns plateau_exporter's counter collectors: GPFS, InfiniBand,
-// NVMe and NFS client statistics read at scrape time. It follows
+// Package collector owns plateau_exporter's counter collectors, six of them:
+// gpfs (mmpmon, the -Y commands and the diagnosis commands), infiniband,
+// nvme, nfs (client), lustre (client) and lustre_server, read at scrape
+// time; the two Lustre ones are off by default. It follows
 // node_exporter's model: one file per collector, each registered with a
 // --collector.<name> flag, and a per-collector success and duration metric so
 // that a failing subsystem is visible without failing the whole scrape.
@@ -58,10 +60,14 @@ var (
 		[]string{"collector"}, nil,
 	)
 	parseErrorsDesc = prometheus.NewDesc(
+		// Lines (rows, records, attribute files) of the source that the
+		// collector could not read and skipped, since the exporter
+		// started. The rest of the source is still exported; a source
+		// with nothing readable fails the collector
+		// (plateau_scrape_collector_success 0) instead. Every source
+		// parsed at least once has a series, 0 while it had no bad line.
 		prometheus.BuildFQName(namespace, "collector", "parse_errors_total"),
-		"Lines (rows, records, attribute files) of the source that the collector could not read and skipped, since the exporter started. "+
-			"The rest of the source is still exported; a source with nothing readable fails the collector (plateau_scrape_collector_success 0) instead. "+
-			"Every source parsed at least once has a series, 0 while it had no bad line.",
+		"Lines of the source that the collector could not read and skipped.",
 		[]string{"collector", "source"}, nil,
 	)
 )

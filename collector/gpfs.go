@@ -53,7 +53,7 @@ var (
 			"and the daemon's state and whether RDMA started change only when it restarts or fails.").
 		Default("60s").Duration()
 
-	// The diagnosis commands (issue 15): what explains a throughput drop.
+	// The diagnosis commands: the GPFS signals that explain a throughput drop.
 	gpfsMmdiagPath = kingpin.Flag("collector.gpfs.mmdiag-path",
 		"Path of mmdiag, run as 'mmdiag --waiters -Y' for plateau_gpfs_waiters and plateau_gpfs_waiter_longest_seconds; empty to skip.").
 		Default("/usr/lpp/mmfs/bin/mmdiag").String()
@@ -216,7 +216,7 @@ type gpfsCollector struct {
 	state           typedDesc
 	health          typedDesc
 
-	// The diagnosis collectors, one file each (gpfs_waiters.go,
+	// The diagnosis commands' descriptors, one file each (gpfs_waiters.go,
 	// gpfs_verbs.go, gpfs_disks.go, gpfs_mounts.go, gpfs_qos.go).
 	waiterDescs gpfsWaiterDescs
 	verbsDescs  gpfsVerbsDescs

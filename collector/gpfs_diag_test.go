@@ -30,9 +30,9 @@ func fakeGPFSDiag(t *testing.T, timeout time.Duration) gpfsConfig {
 	return cfg
 }
 
-// The diagnosis collectors on their fakes and fixtures, compared with the
-// expected exposition; every file system mmlsfs lists or /proc/mounts has
-// is asked about, each exactly once per command.
+// The gpfs collector's diagnosis commands on their fakes and fixtures,
+// compared with the expected exposition; every file system mmlsfs lists or
+// /proc/mounts has is asked about, each exactly once per command.
 func TestGPFSDiagnosis(t *testing.T) {
 	requests := filepath.Join(t.TempDir(), "requests")
 	t.Setenv("FAKE_GPFS_REQUESTLOG", requests)
@@ -65,7 +65,7 @@ func TestGPFSDiagnosisWithoutMmlsfs(t *testing.T) {
 	cfg.nsd = false
 	reg := newTestRegistry("gpfs", newTestGPFS(t, cfg), nil)
 	want := `
-# HELP plateau_gpfs_disks_not_up Disks of the file system whose availability is not up (mmlsdisk); absent when mmlsdisk failed for it.
+# HELP plateau_gpfs_disks_not_up Disks of the file system whose availability is not up (mmlsdisk).
 # TYPE plateau_gpfs_disks_not_up gauge
 plateau_gpfs_disks_not_up{filesystem="home"} 0
 plateau_gpfs_disks_not_up{filesystem="projects"} 0
@@ -155,7 +155,7 @@ func TestGPFSMmlsdiskFailsForOneFilesystem(t *testing.T) {
 		t.Errorf("Update error = %v, want mmlsdisk's failure on projects", err)
 	}
 	want := `
-# HELP plateau_gpfs_disks_not_up Disks of the file system whose availability is not up (mmlsdisk); absent when mmlsdisk failed for it.
+# HELP plateau_gpfs_disks_not_up Disks of the file system whose availability is not up (mmlsdisk).
 # TYPE plateau_gpfs_disks_not_up gauge
 plateau_gpfs_disks_not_up{filesystem="archive"} 0
 plateau_gpfs_disks_not_up{filesystem="home"} 0
@@ -285,7 +285,7 @@ func TestGPFSMountStateFollowsMounts(t *testing.T) {
 	cfg.nsd, cfg.mmdiagPath, cfg.mmfsadmPath, cfg.mmlsdiskPath, cfg.mmlsqosPath = false, "", "", "", ""
 	reg := newTestRegistry("gpfs", newTestGPFS(t, cfg), nil)
 	const head = `
-# HELP plateau_gpfs_filesystem_mounted Whether the GPFS file system is mounted at the mount point in this mode (/proc/mounts): each mount has a series for mode rw and one for mode ro, 1 for the mode it is mounted in. A file system mmlsfs lists but that is not mounted has both series at 0, with its default mount point from mmlsfs; so max by (filesystem) (plateau_gpfs_filesystem_mounted) == 0 means not mounted, {mode="ro"} == 1 read-only.
+# HELP plateau_gpfs_filesystem_mounted 1 if the GPFS file system is mounted at the mount point in this mode, else 0.
 # TYPE plateau_gpfs_filesystem_mounted gauge
 plateau_gpfs_filesystem_mounted{filesystem="archive",mode="ro",mountpoint="/gpfs/archive"} 0
 plateau_gpfs_filesystem_mounted{filesystem="archive",mode="rw",mountpoint="/gpfs/archive"} 0

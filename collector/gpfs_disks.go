@@ -9,10 +9,10 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 )
 
-// The disks collector asks mmlsdisk about each file system the node knows:
-// a disk that is down or recovering, or suspended or being emptied, on the
-// file system a probe writes to explains a drop that looks like the
-// storage's fault.
+// The gpfs collector's disk diagnosis asks mmlsdisk about each file system
+// the node knows: a disk that is down or recovering, or suspended or being
+// emptied, on the file system a probe writes to explains a drop that looks
+// like the storage's fault.
 //
 // The file systems come from "mmlsfs all -T -Y", which prints one row per
 // file system with its default mount point (-T restricts the listing to
@@ -130,12 +130,18 @@ func newGPFSDiskDescs() gpfsDiskDescs {
 	return gpfsDiskDescs{
 		up: gpfsGauge("disk_up",
 			"1 if the disk's availability is up (mmlsdisk), 0 if it is down, recovering or unrecovered.", labels),
+		// 1 if the disk's status is ready (mmlsdisk), 0 if it is
+		// suspended, being emptied, replacing or in another state.
 		ready: gpfsGauge("disk_ready",
-			"1 if the disk's status is ready (mmlsdisk), 0 if it is suspended, being emptied, replacing or in another state.", labels),
+			"1 if the disk's status is ready (mmlsdisk), else 0.", labels),
+		// Disks of the file system whose availability is not up
+		// (mmlsdisk); absent when mmlsdisk failed for it.
 		notUp: gpfsGauge("disks_not_up",
-			"Disks of the file system whose availability is not up (mmlsdisk); absent when mmlsdisk failed for it.", []string{"filesystem"}),
+			"Disks of the file system whose availability is not up (mmlsdisk).", []string{"filesystem"}),
+		// Disks of the file system whose status is not ready (mmlsdisk);
+		// absent when mmlsdisk failed for it.
 		notReady: gpfsGauge("disks_not_ready",
-			"Disks of the file system whose status is not ready (mmlsdisk); absent when mmlsdisk failed for it.", []string{"filesystem"}),
+			"Disks of the file system whose status is not ready (mmlsdisk).", []string{"filesystem"}),
 	}
 }
 

@@ -77,11 +77,15 @@ type gpfsMountDescs struct {
 
 func newGPFSMountDescs() gpfsMountDescs {
 	return gpfsMountDescs{
+		// Whether the GPFS file system is mounted at the mount point in
+		// this mode (/proc/mounts): each mount has a series for mode rw
+		// and one for mode ro, 1 for the mode it is mounted in. A file
+		// system mmlsfs lists but that is not mounted has both series at
+		// 0, with its default mount point from mmlsfs; so max by
+		// (filesystem) (plateau_gpfs_filesystem_mounted) == 0 means not
+		// mounted, {mode="ro"} == 1 read-only.
 		mounted: gpfsGauge("filesystem_mounted",
-			"Whether the GPFS file system is mounted at the mount point in this mode (/proc/mounts): each mount has a series "+
-				"for mode rw and one for mode ro, 1 for the mode it is mounted in. A file system mmlsfs lists but that is not "+
-				"mounted has both series at 0, with its default mount point from mmlsfs; so "+
-				"max by (filesystem) (plateau_gpfs_filesystem_mounted) == 0 means not mounted, {mode=\"ro\"} == 1 read-only.",
+			"1 if the GPFS file system is mounted at the mount point in this mode, else 0.",
 			[]string{"filesystem", "mountpoint", "mode"}),
 	}
 }

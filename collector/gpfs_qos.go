@@ -9,12 +9,13 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 )
 
-// The QoS collector runs "mmlsqos DEVICE -Y" for each file system: how many
-// IOPS and MB/s each QoS class used in each storage pool, and whether QoS
-// throttles. A maintenance class (a restripe, a backup) throttled or
-// eating a pool's I/O explains a drop that is not the storage's fault. The
-// tables, as gpfs_exporter's collectors/mmlsqos_test.go shows them from a
-// real system (numbers in the node's locale, "33,267" on a de_DE node):
+// The gpfs collector's QoS diagnosis runs "mmlsqos DEVICE -Y" for each file
+// system: how many IOPS and MB/s each QoS class used in each storage pool,
+// and whether QoS throttles. A maintenance class (a restripe, a backup)
+// throttled or eating a pool's I/O explains a drop that is not the storage's
+// fault. The tables, as gpfs_exporter's collectors/mmlsqos_test.go shows them
+// from a real system (numbers in the node's locale, "33,267" on a de_DE
+// node):
 //
 //	mmlsqos:status:HEADER:version:reserved:reserved:enabled:throttling:monitoring:fineStatsSecs:idStats:
 //	mmlsqos:stats:HEADER:version:reserved:reserved:pool:timeEpoch:class:iops:ioql:qsdl:et:MBs:
@@ -110,12 +111,19 @@ type gpfsQoSDescs struct {
 func newGPFSQoSDescs() gpfsQoSDescs {
 	labels := []string{"filesystem", "pool", "class"}
 	return gpfsQoSDescs{
+		// I/O operations per second of the QoS class in the storage
+		// pool, over the newest interval mmlsqos reports.
 		iops: gpfsGauge("qos_iops",
-			"I/O operations per second of the QoS class in the storage pool, over the newest interval mmlsqos reports.", labels),
+			"I/O operations per second of the QoS class in the storage pool (mmlsqos).", labels),
+		// Bytes per second of the QoS class in the storage pool, over
+		// the newest interval mmlsqos reports (its MBs, in MiB/s).
 		bytes: gpfsGauge("qos_bytes_per_second",
-			"Bytes per second of the QoS class in the storage pool, over the newest interval mmlsqos reports (its MBs, in MiB/s).", labels),
+			"Bytes per second of the QoS class in the storage pool (mmlsqos).", labels),
+		// 1 if QoS throttling is enabled on the file system (mmlsqos
+		// status: enabled and throttling), 0 if QoS is off or only
+		// monitors.
 		enabled: gpfsGauge("qos_enabled",
-			"1 if QoS throttling is enabled on the file system (mmlsqos status: enabled and throttling), 0 if QoS is off or only monitors.",
+			"1 if QoS throttling is enabled on the file system (mmlsqos), else 0.",
 			[]string{"filesystem"}),
 	}
 }

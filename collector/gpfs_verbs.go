@@ -10,9 +10,9 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 )
 
-// The verbs collector runs "mmfsadm test verbs status", which prints one
-// line saying whether the daemon's RDMA (InfiniBand verbs) transport
-// started:
+// The gpfs collector's RDMA diagnosis runs "mmfsadm test verbs status", which
+// prints one line saying whether the daemon's RDMA (InfiniBand verbs)
+// transport started:
 //
 //	VERBS RDMA status: started
 //
@@ -59,9 +59,11 @@ type gpfsVerbsDescs struct {
 
 func newGPFSVerbsDescs() gpfsVerbsDescs {
 	return gpfsVerbsDescs{
+		// 1 if the GPFS daemon's RDMA (verbs) transport is started
+		// ('mmfsadm test verbs status' says started), 0 otherwise: then
+		// GPFS moves data over TCP.
 		started: gpfsGauge("verbs_rdma_started",
-			"1 if the GPFS daemon's RDMA (verbs) transport is started ('mmfsadm test verbs status' says started), 0 otherwise: "+
-				"then GPFS moves data over TCP.",
+			"1 if the GPFS daemon's RDMA (verbs) transport is started, else 0.",
 			nil),
 	}
 }

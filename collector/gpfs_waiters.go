@@ -9,11 +9,11 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 )
 
-// The waiters collector runs "mmdiag --waiters -Y": the threads of the GPFS
-// daemon that are waiting, how long, and on what. A long waiter is the
-// usual first sign of I/O stuck behind a failing disk, a rebuild, a token
-// or the network. Its table, as Storage Scale 5.x prints it (see
-// gpfs_exporter's collectors/waiter_test.go for a real sample):
+// The gpfs collector's waiter diagnosis runs "mmdiag --waiters -Y": the
+// threads of the GPFS daemon that are waiting, how long, and on what. A long
+// waiter is the usual first sign of I/O stuck behind a failing disk, a
+// rebuild, a token or the network. Its table, as Storage Scale 5.x prints it
+// (see gpfs_exporter's collectors/waiter_test.go for a real sample):
 //
 //	mmdiag:waiters:HEADER:version:reserved:reserved:threadId:threadAddr:threadName:waitStartTime:waitTime:isMonitored:condVarAddr:condVarName:condVarReason:mutexAddr:mutexName:auxReason:delayTime:delayReason:
 //
@@ -151,14 +151,20 @@ type gpfsWaiterDescs struct {
 
 func newGPFSWaiterDescs() gpfsWaiterDescs {
 	return gpfsWaiterDescs{
+		// Threads of the GPFS daemon waiting now (mmdiag --waiters), by
+		// a class derived from the waiter's thread and reason: rebuild
+		// (rebuild, recovery, restripe), token (token and lock traffic),
+		// io (disk and NSD I/O), network (RDMA, RPC, sockets), other.
+		// Every class is exported, 0 when no waiter has it; threads that
+		// always wait (EventsExporterSenderThread,
+		// FsckClientReaperThread) are not counted.
 		waiters: gpfsGauge("waiters",
-			"Threads of the GPFS daemon waiting now (mmdiag --waiters), by a class derived from the waiter's thread and reason: "+
-				"rebuild (rebuild, recovery, restripe), token (token and lock traffic), io (disk and NSD I/O), "+
-				"network (RDMA, RPC, sockets), other. Every class is exported, 0 when no waiter has it; "+
-				"threads that always wait (EventsExporterSenderThread, FsckClientReaperThread) are not counted.",
+			"Threads of the GPFS daemon waiting now (mmdiag --waiters), by class.",
 			[]string{"reason_class"}),
+		// How long the longest-waiting counted thread of the GPFS daemon
+		// has waited (mmdiag --waiters), in seconds; 0 when none waits.
 		longest: gpfsGauge("waiter_longest_seconds",
-			"How long the longest-waiting counted thread of the GPFS daemon has waited (mmdiag --waiters), in seconds; 0 when none waits.",
+			"How long the longest-waiting counted thread of the GPFS daemon has waited, in seconds.",
 			nil),
 	}
 }

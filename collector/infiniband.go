@@ -94,8 +94,11 @@ func newInfiniBandCollector(sysRoot string, logger log.Logger) (*infinibandColle
 	c.rate = gauge("port_rate_bytes_per_second", "Signalling rate the port trained to, in bytes per second; a drop means the link trained down.", portLabels)
 	c.state = gauge("port_state_id", "Logical state of the port: 1 down, 2 init, 3 armed, 4 active, 5 active defer.", portLabels)
 	c.physState = gauge("port_physical_state_id", "Physical state of the port: 2 polling, 3 disabled, 4 port configuration training, 5 link up, 6 link error recovery, 7 phy test.", portLabels)
+	// 1 if a port counter of 32 bits or fewer sits at its maximum: the
+	// hardware stopped counting and its rate reads 0; reset it with
+	// perfquery -x -R. 0 otherwise.
 	c.saturatedDesc = gauge("port_counter_saturated",
-		"1 if a port counter of 32 bits or fewer sits at its maximum: the hardware stopped counting and its rate reads 0; reset it with perfquery -x -R. 0 otherwise.",
+		"1 if the port counter (32 bits or fewer) stopped at its maximum, else 0.",
 		[]string{"device", "port", "counter"})
 
 	counter := func(metric, help, file string, width uint) ibCounter {

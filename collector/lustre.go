@@ -203,17 +203,25 @@ func newLustreCollector(cfg lustreConfig, logger log.Logger) (*lustreCollector, 
 		parseErrs: newParseErrorCounter(logger),
 		runner:    newCommandRunner(cfg.sudo),
 
+		// 1 if this client's import of the OST or MDT is FULL, or IDLE:
+		// since 2.12 a client closes a connection unused for
+		// idle_timeout seconds on purpose and reconnects at the next
+		// RPC, so IDLE is not a lost server. 0 in any other state
+		// (DISCONN, CONNECTING, RECOVER, REPLAY*, EVICTED, CLOSED, NEW).
 		connected: desc("target_connected",
-			"1 if this client's import of the OST or MDT is FULL, or IDLE: since 2.12 a client closes a connection unused for "+
-				"idle_timeout seconds on purpose and reconnects at the next RPC, so IDLE is not a lost server. 0 in any other state "+
-				"(DISCONN, CONNECTING, RECOVER, REPLAY*, EVICTED, CLOSED, NEW).",
+			"1 if this client's import of the OST or MDT is FULL or IDLE, else 0.",
 			prometheus.GaugeValue, t...),
+		// The server NID this client's import of the OST or MDT is
+		// connected to (current_connection); always 1.
 		info: desc("target_info",
-			"The server NID this client's import of the OST or MDT is connected to (current_connection); always 1.",
+			"Server NID this client's import of the OST or MDT is connected to; always 1.",
 			prometheus.GaugeValue, "filesystem", "lustre_target", "nid"),
+		// Times the import started connecting again after losing its
+		// connection, counted from its state history: CONNECTING entries
+		// that follow a state other than IDLE or NEW. The kernel keeps
+		// 16 entries, so the count starts with what they show.
 		reconnects: desc("target_reconnects_total",
-			"Times the import started connecting again after losing its connection, counted from its state history: CONNECTING "+
-				"entries that follow a state other than IDLE or NEW. The kernel keeps 16 entries, so the count starts with what they show.",
+			"Times the import started connecting again after losing its connection.",
 			prometheus.CounterValue, t...),
 		evictions: desc("target_evictions_total",
 			"Times the server evicted this client, counted from the import's state history (EVICTED entries).",
@@ -221,8 +229,10 @@ func newLustreCollector(cfg lustreConfig, logger log.Logger) (*lustreCollector, 
 		timeouts: desc("target_timeouts_total",
 			"RPCs to the OST or MDT that timed out (the import's rpcs.timeouts).",
 			prometheus.CounterValue, t...),
+		// Average time the RPCs to the OST or MDT waited for their reply
+		// (the import's avg_waittime), in seconds.
 		avgWait: desc("target_avg_wait_seconds",
-			"Average time the RPCs to the OST or MDT waited for their reply (the import's avg_waittime), in seconds.",
+			"Average reply wait of the RPCs to the OST or MDT (the import's avg_waittime), in seconds.",
 			prometheus.GaugeValue, t...),
 		inflight: desc("target_rpcs_in_flight",
 			"RPCs sent to the OST or MDT and not yet answered (the import's rpcs.inflight).",
@@ -236,16 +246,23 @@ func newLustreCollector(cfg lustreConfig, logger log.Logger) (*lustreCollector, 
 		active: desc("target_active",
 			"0 if the OST or MDT was deactivated on this client (lctl set_param ... active=0), 1 otherwise.",
 			prometheus.GaugeValue, t...),
+		// Bulk read or write RPCs this client sent to the file system's
+		// OSTs, from the osc rpc_stats pages-per-RPC histograms.
 		rpcs: desc("rpcs_total",
-			"Bulk read or write RPCs this client sent to the file system's OSTs, from the osc rpc_stats pages-per-RPC histograms.",
+			"Bulk read or write RPCs this client sent to the file system's OSTs (osc rpc_stats).",
 			prometheus.CounterValue, fsOp...),
+		// Pages carried by those RPCs, each counted at its histogram
+		// bucket's lower bound (a power of two);
+		// rate(plateau_lustre_rpc_pages_total) /
+		// rate(plateau_lustre_rpcs_total) is the mean pages per RPC.
 		rpcPages: desc("rpc_pages_total",
-			"Pages carried by those RPCs, each counted at its histogram bucket's lower bound (a power of two); "+
-				"rate(plateau_lustre_rpc_pages_total) / rate(plateau_lustre_rpcs_total) is the mean pages per RPC.",
+			"Pages carried by the bulk RPCs, each counted at its histogram bucket's lower bound.",
 			prometheus.CounterValue, fsOp...),
+		// Sum over those RPCs of the RPCs in flight to the same OST when
+		// each was sent (rpc_stats' RPCs-in-flight histograms); divided
+		// by plateau_lustre_rpcs_total, the mean concurrency per OST.
 		rpcInFlight: desc("rpc_in_flight_sum_total",
-			"Sum over those RPCs of the RPCs in flight to the same OST when each was sent (rpc_stats' RPCs-in-flight histograms); "+
-				"divided by plateau_lustre_rpcs_total, the mean concurrency per OST.",
+			"Sum over the bulk RPCs of the RPCs in flight to the same OST when each was sent.",
 			prometheus.CounterValue, fsOp...),
 		readBytes: desc("read_bytes_total",
 			"Bytes read through this Lustre mount (llite stats read_bytes).",
@@ -265,9 +282,12 @@ func newLustreCollector(cfg lustreConfig, logger log.Logger) (*lustreCollector, 
 		healthy: desc("healthy",
 			"1 if Lustre's health_check on this node says healthy, 0 if it reports NOT HEALTHY or LBUG.",
 			prometheus.GaugeValue),
+		// Reads of Lustre parameter files in the last round that did not
+		// return in --collector.lustre.timeout, or were not started
+		// because an earlier read of the same file still has not
+		// returned.
 		stuckReads: desc("stuck_reads",
-			"Reads of Lustre parameter files in the last round that did not return in --collector.lustre.timeout, "+
-				"or were not started because an earlier read of the same file still has not returned.",
+			"Reads of Lustre parameter files in the last round that did not return in time.",
 			prometheus.GaugeValue),
 	}
 	c.rounds = newBackgroundRounds(cfg.interval, cfg.timeout, c.round)

@@ -184,25 +184,37 @@ func newLustreServerCollector(cfg lustreServerConfig, logger log.Logger) (*lustr
 			"Bulk read requests this OST served (obdfilter stats read_bytes samples).", prometheus.CounterValue, t...),
 		writeCalls: desc("writes_total",
 			"Bulk write requests this OST served (obdfilter stats write_bytes samples).", prometheus.CounterValue, t...),
+		// Requests other than bulk reads and writes this OST or MDT
+		// served, by obdfilter stats or mdt md_stats counter.
 		ops: desc("operations_total",
-			"Requests other than bulk reads and writes this OST or MDT served, by obdfilter stats or mdt md_stats counter.",
+			"Requests other than bulk reads and writes this OST or MDT served, by counter.",
 			prometheus.CounterValue, "filesystem", "lustre_target", "op"),
+		// Jobs this OST's or MDT's job_stats lists (those not yet
+		// expired by job_cleanup_interval), exported or not.
 		jobs: desc("jobs",
-			"Jobs this OST's or MDT's job_stats lists (those not yet expired by job_cleanup_interval), exported or not.",
+			"Jobs listed in this OST's or MDT's job_stats.",
 			prometheus.GaugeValue, t...),
+		// job_id="_other" (lustreOtherJobs) adds up the jobs out of the top
+		// --collector.lustre_server.job-stats-top, and falls when a job
+		// enters the top.
 		jobReadBytes: desc("job_read_bytes_total",
-			"Bytes read by the job from this OST or MDT (job_stats read_bytes sum); job_id=\""+lustreOtherJobs+"\" adds up "+
-				"the jobs out of the top --collector.lustre_server.job-stats-top, and falls when a job enters the top.",
+			"Bytes read by the job from this OST or MDT (job_stats read_bytes sum).",
 			prometheus.CounterValue, job...),
+		// job_id="_other" as for reads.
 		jobWriteBytes: desc("job_write_bytes_total",
-			"Bytes written by the job to this OST or MDT (job_stats write_bytes sum); job_id=\""+lustreOtherJobs+"\" as for reads.",
+			"Bytes written by the job to this OST or MDT (job_stats write_bytes sum).",
 			prometheus.CounterValue, job...),
+		// Requests of the job to this OST or MDT other than reads and
+		// writes (the samples of its other job_stats counters).
 		jobOps: desc("job_operations_total",
-			"Requests of the job to this OST or MDT other than reads and writes (the samples of its other job_stats counters).",
+			"Requests of the job to this OST or MDT other than reads and writes (job_stats).",
 			prometheus.CounterValue, job...),
+		// Reads of Lustre server statistics in the last round that did
+		// not return in --collector.lustre_server.timeout, or were not
+		// started because an earlier read of the same file still has not
+		// returned.
 		stuckReads: desc("stuck_reads",
-			"Reads of Lustre server statistics in the last round that did not return in --collector.lustre_server.timeout, "+
-				"or were not started because an earlier read of the same file still has not returned.",
+			"Reads of Lustre server statistics in the last round that did not return in time.",
 			prometheus.GaugeValue),
 	}
 	c.rounds = newBackgroundRounds(cfg.interval, cfg.timeout, c.round)

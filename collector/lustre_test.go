@@ -317,7 +317,7 @@ func TestLustreBadValuesAndServerDevices(t *testing.T) {
 	// Each source has its series; the counts add up across rounds (the
 	// direct round above and the scrape's first).
 	want := `
-# HELP plateau_collector_parse_errors_total Lines (rows, records, attribute files) of the source that the collector could not read and skipped, since the exporter started. The rest of the source is still exported; a source with nothing readable fails the collector (plateau_scrape_collector_success 0) instead. Every source parsed at least once has a series, 0 while it had no bad line.
+# HELP plateau_collector_parse_errors_total Lines of the source that the collector could not read and skipped.
 # TYPE plateau_collector_parse_errors_total counter
 plateau_collector_parse_errors_total{collector="lustre",source="import"} 0
 plateau_collector_parse_errors_total{collector="lustre",source="param"} 2

@@ -422,7 +422,7 @@ plateau_nfs_mount_info{export="nfs02.example.org:/projects",mountpoint="/project
 # HELP plateau_scrape_collector_success 1 if the collector read its counters during this scrape, 0 if it failed or found no data.
 # TYPE plateau_scrape_collector_success gauge
 plateau_scrape_collector_success{collector="nfs"} 1
-# HELP plateau_collector_parse_errors_total Lines (rows, records, attribute files) of the source that the collector could not read and skipped, since the exporter started. The rest of the source is still exported; a source with nothing readable fails the collector (plateau_scrape_collector_success 0) instead. Every source parsed at least once has a series, 0 while it had no bad line.
+# HELP plateau_collector_parse_errors_total Lines of the source that the collector could not read and skipped.
 # TYPE plateau_collector_parse_errors_total counter
 plateau_collector_parse_errors_total{collector="nfs",source="mountstats"} 1
 `

@@ -121,13 +121,21 @@ func newNVMeCollector(sysRoot, devDir string, smartTimeout time.Duration, logger
 
 		info: gauge("info", "NVMe controller of this node; the value is always 1.",
 			"model", "serial", "firmware_revision", "state", "transport"),
+		// 0 while the helper (the process that alone holds CAP_SYS_ADMIN) is
+		// being restarted or cannot be any more (its keeper exited: restart
+		// the service); absent when the daemon reads SMART logs itself.
 		smartHelperUp: typedDesc{prometheus.NewDesc(name("smart_helper_up"),
-			"1 while the SMART helper (the process that alone holds CAP_SYS_ADMIN) runs, 0 while it is being restarted or "+
-				"cannot be any more (its keeper exited: restart the service); absent when the daemon reads SMART logs itself.",
+			"1 while the SMART helper process runs, else 0.",
 			nil, nil), prometheus.GaugeValue},
-		smartAvailable: gauge("smart_available", "1 if the controller's SMART / Health log was read in this scrape, 0 if not (no CAP_SYS_ADMIN, no device node, controller not live or not answering)."),
+		// 1 if the controller's SMART / Health log was read in this
+		// scrape, 0 if not (no CAP_SYS_ADMIN, no device node, controller
+		// not live or not answering).
+		smartAvailable: gauge("smart_available", "1 if the controller's SMART / Health log was read in this scrape, else 0."),
 
-		criticalWarning:   gauge("critical_warning", "SMART critical warning bits: 1 spare below threshold, 2 temperature, 4 reliability degraded, 8 read-only, 16 volatile backup failed, 32 persistent memory read-only; 0 is healthy."),
+		// SMART critical warning bits: 1 spare below threshold, 2
+		// temperature, 4 reliability degraded, 8 read-only, 16 volatile
+		// backup failed, 32 persistent memory read-only; 0 is healthy.
+		criticalWarning:   gauge("critical_warning", "SMART critical warning bits of the controller; 0 is healthy."),
 		temperature:       gauge("temperature_celsius", "Composite temperature of the controller, in degrees Celsius."),
 		sensorTemperature: gauge("temperature_sensor_celsius", "Temperature reported by an implemented temperature sensor, in degrees Celsius.", "sensor"),
 		availableSpare:    gauge("available_spare_ratio", "Remaining spare capacity, 0 to 1."),

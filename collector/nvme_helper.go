@@ -1,6 +1,6 @@
 package collector
 
-// Privilege separation for the NVMe SMART reads (issue 17).
+// Privilege separation for the NVMe SMART reads.
 //
 // The SMART / Health log is read with the NVMe admin passthrough ioctl,
 // which needs CAP_SYS_ADMIN. The daemon does not keep that capability:

@@ -265,7 +265,7 @@ func checkFiredAlert(t *testing.T, s *alertStack, a receivedAlert, d *stackDaemo
 	t.Logf("fired alert annotations: summary %q; description %q; runbook_url %q", a.Annotations["summary"], d0, a.Annotations["runbook_url"])
 }
 
-// TestNoFalseAlerts is acceptance 3 of issue 6, a benchmark-style soak run
+// TestNoFalseAlerts is the alert stack's no-false-alerts acceptance, a soak run
 // by bench/no_false_alerts.sh: the same stack, never throttled, for 30
 // successful probe runs (the page has a verdict from the 17th on), must
 // never have a regression page or a below-plateau warning, even pending.

@@ -308,7 +308,7 @@ func TestOverviewAndProbeDashboardsShowWhatTheIssueAsks(t *testing.T) {
 			{"timeseries", "plateau_baseline_operations_per_second"},
 			{"timeseries", "plateau_probe_operations_per_second"},
 			{"timeseries", "histogram_quantile(0.99, sum by (le, target, probe, op) (rate(plateau_probe_latency_seconds_bucket"},
-			// The two verdicts of issue 14: the change ratio beside its
+			// The two verdicts of the page rules: the change ratio beside its
 			// page threshold, the 24-run median beside the warning threshold.
 			{"timeseries", "plateau_probe_change_fast_ratio"},
 			{"timeseries", "plateau_probe_change_fast_noise_ratio"},

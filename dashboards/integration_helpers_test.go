@@ -94,7 +94,7 @@ const (
 	fileSize      = 256 << 20
 	loopSize      = 1 << 30
 
-	// throttleFraction is the 40% of the measured read rate.
+	// throttleFraction throttles the device to 40% of its measured read rate.
 	throttleFraction = 0.4
 
 	// waitPoll is how often the tests look at Prometheus, Alertmanager and

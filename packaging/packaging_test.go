@@ -262,7 +262,7 @@ func TestDefaultConfig(t *testing.T) {
 
 // TestUnitCapabilities pins the unit's privileges: the daemon runs as
 // plateau and receives CAP_SYS_ADMIN, and nothing else, only to hand it to
-// the SMART helper before it drops every capability (issue 17); no new
+// the SMART helper before it drops every capability (internal/privsep); no new
 // privileges can be gained.
 func TestUnitCapabilities(t *testing.T) {
 	data, err := os.ReadFile("plateau_exporter.service")

@@ -18,7 +18,7 @@ import (
 	"testing"
 )
 
-// The acceptance tests of the RPM packaging (issue 7): the package builds
+// The acceptance tests of the RPM packaging: the package builds
 // from the tree, rebuilds from its SRPM with the network cut off, passes
 // rpmlint, installs into a scratch root with the right owners and modes,
 // systemd accepts the unit, and the sudoers snippet allows exactly the GPFS

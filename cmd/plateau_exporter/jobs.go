@@ -48,8 +48,11 @@ type jobWatcher struct {
 
 var _ schedule.JobWatcher = (*jobWatcher)(nil)
 
+// 1 while a Slurm job holds this node (seen in slurmd's cgroup tree or spool
+// directory, read at the scrape), else 0. Probes of targets with
+// when_job_running: skip are skipped (reason="job_running") while it is 1.
 var descNodeJobRunning = prometheus.NewDesc("plateau_node_job_running",
-	"1 while a Slurm job holds this node (seen in slurmd's cgroup tree or spool directory, read at the scrape), else 0. Probes of targets with when_job_running: skip are skipped (reason=\"job_running\") while it is 1.",
+	"1 while a Slurm job holds this node, else 0.",
 	nil, nil)
 
 // look reads the node and logs a read error when it changes.

@@ -88,16 +88,21 @@ func serve(logger log.Logger, o serveOptions) error {
 	scheduler := schedule.New(schedule.Options{Logger: logger, Hostname: o.hostname, Runner: runner, Reporter: results, IOCounters: ioCounters, Jobs: jobs})
 
 	reloadSuccess := prometheus.NewGauge(prometheus.GaugeOpts{
+		// 1 if the last attempt to load the configuration succeeded, 0
+		// if it failed and the previous one is still running.
 		Name: "plateau_config_last_reload_successful",
-		Help: "1 if the last attempt to load the configuration succeeded, 0 if it failed and the previous one is still running.",
+		Help: "1 if the last attempt to load the configuration succeeded, else 0.",
 	})
 	reloadTime := prometheus.NewGauge(prometheus.GaugeOpts{
 		Name: "plateau_config_last_reload_success_timestamp_seconds",
 		Help: "Unix time of the last successful configuration load.",
 	})
 	baselinesLoaded := prometheus.NewGauge(prometheus.GaugeOpts{
+		// 1 if the baselines file named by the config was loaded (or
+		// none is configured), 0 if it is missing or invalid and no
+		// ratios are exported.
 		Name: "plateau_baselines_last_load_successful",
-		Help: "1 if the baselines file named by the config was loaded (or none is configured), 0 if it is missing or invalid and no ratios are exported.",
+		Help: "1 if the baselines file was loaded or none is configured, 0 if it is missing or invalid.",
 	})
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(versioncollector.NewCollector("plateau_exporter"), results, tracked, reloadSuccess, reloadTime, baselinesLoaded, jobs)

@@ -1,5 +1,5 @@
 // Package privsep reads and drops the Linux capabilities of the running
-// process, for the privilege separation of the NVMe SMART reads (issue 17):
+// process, for the privilege separation of the NVMe SMART reads:
 // the daemon hands CAP_SYS_ADMIN to a small helper and keeps no capability
 // at all, and the helper keeps CAP_SYS_ADMIN alone, effective and
 // permitted, with nothing inheritable or ambient.

@@ -24,7 +24,7 @@ import (
 // 1 GB/s for tens of seconds at a time when the host is busy; throttled
 // to a few hundred MB/s in both directions, the same device measured
 // within ±2% run after run (seq write 421-429 MB/s, read 431-437 MB/s
-// at 400 MB/s; issue 12).
+// at 400 MB/s).
 type IOCgroup struct {
 	v2     bool
 	dir    string

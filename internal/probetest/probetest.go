@@ -171,7 +171,7 @@ func MountLoopIn(t testing.TB, dir, fstype string, size int64, mountOpts ...stri
 // each block pays the host file system's allocation (tmpfs: a page), so a
 // baseline characterized on a fresh device ran at a fraction of the rate
 // the same device reached a minute later (seq write 2.4x faster in the
-// daemon than in characterize, issue 12). fallocate is not enough either:
+// daemon than in characterize on a fresh CI machine). fallocate is not enough either:
 // on ext4 it leaves unwritten extents that the first write converts.
 func writeImage(path string, size int64) error {
 	f, err := os.OpenFile(path, os.O_CREATE|os.O_EXCL|os.O_WRONLY, 0o600)

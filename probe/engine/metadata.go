@@ -38,7 +38,7 @@ type metadataWorker struct {
 // new one: names of 2 to 5 bytes ("f0" ... "f4095", as this probe had)
 // pack about 256 entries into a 4 KiB block instead of mdtest's 146, so every
 // create scanned almost twice as many entries, and the probe created 12%
-// fewer files per second than mdtest on the same ext4 (issue 17). With
+// fewer files per second than mdtest on the same ext4. With
 // mdtest's lengths the directories have the same size and shape as
 // mdtest's. The names stay "f" and digits, as the safety rules' list of
 // generated names has them.
@@ -145,7 +145,7 @@ func runMetadata(ctx context.Context, rc *runContext) error {
 					// over. Those handoffs (futex wake-ups, thread switches)
 					// cost about 10% more CPU per create than a C loop such
 					// as mdtest's pays (2x the context switches; measured
-					// on ext4, issue 17). Yielding now and then, outside
+					// on ext4 against mdtest). Yielding now and then, outside
 					// the timed op, keeps the scheduler ticking; the
 					// syscalls stay ordinary ones, so a hung mount still
 					// releases the P and other workers run.

@@ -117,7 +117,7 @@ func median(v []float64) float64 {
 // as mdtest's), alternating which goes first, and reports the creates per
 // second of each and their ratio. On a file system that scans directory
 // blocks entry by entry (ext4, xfs) the short names create fewer files per
-// second, which made the probe read 0.88x of mdtest on creates (issue 17);
+// second, which made the probe read 0.88x of mdtest on creates on ext4;
 // on tmpfs both are the same. Run it on the file system in question:
 // PLATEAU_BENCH_DIR=/mnt/ext4/dir go test -bench MetadataCreateNames.
 func BenchmarkMetadataCreateNames(b *testing.B) {

@@ -20,7 +20,7 @@ func TestStoreExportsRatioAgainstBaseline(t *testing.T) {
 	s.Record(&probe.Result{Target: "t", Probe: "s", Kind: probe.KindSequential, End: time.Now(), Direct: true, Engine: probe.EngineSync,
 		Ops: []probe.OpResult{{Op: "write", Bytes: 500, Operations: 2, Seconds: 1}, {Op: "read", Bytes: 3000, Operations: 2, Seconds: 1}}}, false)
 	want := `
-# HELP plateau_alert_threshold_ratio Ratio to baseline below which the probe's results are a warning or critical regression (the target's warning_ratio and critical_ratio).
+# HELP plateau_alert_threshold_ratio Ratio to baseline below which the probe's results are a warning or critical regression.
 # TYPE plateau_alert_threshold_ratio gauge
 plateau_alert_threshold_ratio{probe="s",severity="critical",target="t"} 0.5
 plateau_alert_threshold_ratio{probe="s",severity="warning",target="t"} 0.8
@@ -28,7 +28,7 @@ plateau_alert_threshold_ratio{probe="s",severity="warning",target="t"} 0.8
 # TYPE plateau_baseline_throughput_bytes_per_second gauge
 plateau_baseline_throughput_bytes_per_second{kind="sequential",op="read",probe="s",target="t"} 2000
 plateau_baseline_throughput_bytes_per_second{kind="sequential",op="write",probe="s",target="t"} 1000
-# HELP plateau_probe_ratio Last successful result of the op divided by its baseline (1 = at plateau); absent without a baseline, while the probe fails, or while its I/O mode differs from the baseline's.
+# HELP plateau_probe_ratio Last successful result of the op divided by its baseline (1 = at plateau).
 # TYPE plateau_probe_ratio gauge
 plateau_probe_ratio{kind="sequential",op="read",probe="s",target="t"} 1.5
 plateau_probe_ratio{kind="sequential",op="write",probe="s",target="t"} 0.5
@@ -75,7 +75,7 @@ func TestStoreComparesOnlyRunsOfTheBaselinesIOMode(t *testing.T) {
 	} {
 		record(tc.direct, tc.engine)
 		want := `
-# HELP plateau_baseline_io_mode_mismatch 1 when the last successful run did its I/O differently (direct, engine of plateau_probe_info) from the runs its baseline was measured with; its ratio is then not exported. Present once a probe with a baseline has succeeded.
+# HELP plateau_baseline_io_mode_mismatch 1 when the last successful run did its I/O differently from its baseline's runs, else 0.
 # TYPE plateau_baseline_io_mode_mismatch gauge
 plateau_baseline_io_mode_mismatch{kind="random",probe="r",target="t"} ` + tc.mismatch + "\n"
 		if err := testutil.CollectAndCompare(s, strings.NewReader(want), "plateau_baseline_io_mode_mismatch"); err != nil {

@@ -19,9 +19,9 @@ import (
 	"github.com/plateau-exporter/plateau_exporter/probe/plateau"
 )
 
-const changeHelp = `# HELP plateau_probe_change_noise_ratio How much that 4-run mean moves on its own: 1.4826 x the median absolute deviation of its natural log over the same 30 runs, about its relative standard deviation.
+const changeHelp = `# HELP plateau_probe_change_noise_ratio Robust relative spread of the op's 4-run mean over the 30 runs before it.
 # TYPE plateau_probe_change_noise_ratio gauge
-# HELP plateau_probe_change_ratio Geometric mean of the op's last 4 results divided by the probe's recent normal, the median of that 4-run mean over the 30 runs before them (1 = as usual, 0.5 = half). Absent until the probe has 17 successful runs.
+# HELP plateau_probe_change_ratio Geometric mean of the op's last 4 results divided by the probe's recent normal.
 # TYPE plateau_probe_change_ratio gauge
 `
 

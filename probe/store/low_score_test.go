@@ -97,7 +97,7 @@ func TestStoreTargetLowScoreCombinesOps(t *testing.T) {
 		t.Errorf("%s{u} = %g, want its one op's score %g", name, got, want)
 	}
 	// The help says what the value is, for whoever reads /metrics.
-	help := `# HELP plateau_probe_target_low_score The low scores of the target's ops (every probe of it) added up over the square root of their number, bounded to ±4: each how far below its own normal the latest run of the op is, in that op's own run-to-run robust deviations (1.4826 x the median absolute deviation of the 30 runs before it), bounded to ±4; negative is below normal. The fleet rules add them up across the target's nodes (target:plateau_probe_low_score:evidence). Absent while no op of the target has one (until 11 successful runs).
+	help := `# HELP plateau_probe_target_low_score Combined low score of the target's ops in robust deviations from normal, bounded to ±4.
 # TYPE plateau_probe_target_low_score gauge
 `
 	var exposition strings.Builder

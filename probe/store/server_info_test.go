@@ -31,7 +31,7 @@ func TestTargetServerInfo(t *testing.T) {
 	s := New()
 	s.Configure(cfg, nil)
 	const head = `
-# HELP plateau_target_server_info 1 for each target made by a target's servers list (its directory pinned to one data server: an OST, NSD server, chunkserver or storage target): server is that server, server_group the name of the configured target. Absent for other targets.
+# HELP plateau_target_server_info The data server and server group of a target made by a servers list; always 1.
 # TYPE plateau_target_server_info gauge
 `
 	want := head + `plateau_target_server_info{server="0",server_group="scratch",target="scratch-0"} 1

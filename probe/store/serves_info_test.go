@@ -31,7 +31,7 @@ func TestTargetServesInfo(t *testing.T) {
 	s := New()
 	s.Configure(cfg, nil)
 	want := `
-# HELP plateau_target_serves_info 1 for each target with ` + "`serves`" + `: a storage server's own target (its data device), and serves the clients' target of the file system it serves. Absent for other targets.
+# HELP plateau_target_serves_info The clients' target of the file system this storage server's own target serves; always 1.
 # TYPE plateau_target_serves_info gauge
 plateau_target_serves_info{serves="scratch",target="ost0-disk"} 1
 `

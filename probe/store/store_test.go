@@ -27,13 +27,13 @@ func TestStoreDropsRatesOfAFailingProbe(t *testing.T) {
 	s.Record(ok, false)
 	const names = "plateau_probe_success plateau_probe_throughput_bytes_per_second plateau_probe_info"
 	want := `
-# HELP plateau_probe_info How the last successful run did its I/O: direct is true when O_DIRECT was used, engine names how requests were issued.
+# HELP plateau_probe_info How the last successful run of the probe did its I/O: direct (O_DIRECT) and engine.
 # TYPE plateau_probe_info gauge
 plateau_probe_info{direct="true",engine="sync",kind="sequential",probe="s",target="t"} 1
 # HELP plateau_probe_success 1 if the last run of the probe completed and measured, 0 if it failed or timed out.
 # TYPE plateau_probe_success gauge
 plateau_probe_success{kind="sequential",probe="s",target="t"} 1
-# HELP plateau_probe_throughput_bytes_per_second Data moved per second by the op in the last successful run, in bytes per second (close and fsync included).
+# HELP plateau_probe_throughput_bytes_per_second Bytes per second the op moved in the last successful run, close and fsync included.
 # TYPE plateau_probe_throughput_bytes_per_second gauge
 plateau_probe_throughput_bytes_per_second{kind="sequential",op="write",probe="s",target="t"} 500
 `
@@ -43,7 +43,7 @@ plateau_probe_throughput_bytes_per_second{kind="sequential",op="write",probe="s"
 	bad := &probe.Result{Target: "t", Probe: "s", Kind: probe.KindSequential, Start: end, End: end.Add(time.Second), Reason: probe.ReasonEIO, Error: "read: input/output error"}
 	s.Record(bad, false)
 	want = `
-# HELP plateau_probe_info How the last successful run did its I/O: direct is true when O_DIRECT was used, engine names how requests were issued.
+# HELP plateau_probe_info How the last successful run of the probe did its I/O: direct (O_DIRECT) and engine.
 # TYPE plateau_probe_info gauge
 plateau_probe_info{direct="true",engine="sync",kind="sequential",probe="s",target="t"} 1
 # HELP plateau_probe_success 1 if the last run of the probe completed and measured, 0 if it failed or timed out.

@@ -16,9 +16,9 @@ import (
 	"github.com/plateau-exporter/plateau_exporter/probe/plateau"
 )
 
-const targetVerdictHelp = `# HELP plateau_probe_target_below_warning 1 when any op of any probe of the target has its plateau_probe_ratio_median_3_runs under its probe's warning threshold (plateau_alert_threshold_ratio{severity="warning"}), else 0; absent while none of them has a plateau_probe_ratio_median_3_runs.
+const targetVerdictHelp = `# HELP plateau_probe_target_below_warning 1 when any op of the target has its 3-run median ratio under the warning threshold, else 0.
 # TYPE plateau_probe_target_below_warning gauge
-# HELP plateau_probe_target_regression 1 when any op of any probe of the target is in sudden regression (the maximum of the target's plateau_probe_regression), else 0; absent while none of them has a plateau_probe_regression.
+# HELP plateau_probe_target_regression 1 when any op of any probe of the target is in sudden regression, else 0.
 # TYPE plateau_probe_target_regression gauge
 `
 
@@ -87,7 +87,7 @@ func TestStoreTargetIOBytesSumTheProbesAndSurviveReloads(t *testing.T) {
 	}}
 	s := New()
 	s.Configure(both, nil)
-	const help = "# HELP plateau_probe_target_io_bytes_total Bytes all probes of the target moved to or from the file system since the exporter started: the sum of the target's plateau_probe_io_bytes_total, counting probes a reload has since removed too.\n# TYPE plateau_probe_target_io_bytes_total counter\n"
+	const help = "# HELP plateau_probe_target_io_bytes_total Bytes all probes of the target moved to or from the file system.\n# TYPE plateau_probe_target_io_bytes_total counter\n"
 	check := func(when, t1, u1 string) {
 		t.Helper()
 		want := help + `plateau_probe_target_io_bytes_total{target="t"} ` + t1 + "\n" + `plateau_probe_target_io_bytes_total{target="u"} ` + u1 + "\n"
@@ -124,7 +124,7 @@ func TestStoreTargetIOBytesSumTheProbesAndSurviveReloads(t *testing.T) {
 // absent for a target without baselines.
 func TestStoreTargetBelowPlateauIsTheLongMedianUnderWarning(t *testing.T) {
 	s, run := twoTargetStore(t)
-	const help = "# HELP plateau_probe_target_below_plateau 1 when any op of any probe of the target has its plateau_probe_ratio_median_24_runs under its probe's warning threshold (plateau_alert_threshold_ratio{severity=\"warning\"}), the chronic shortfall PlateauProbeBelowPlateau warns of, else 0; absent while none of them has a plateau_probe_ratio_median_24_runs.\n# TYPE plateau_probe_target_below_plateau gauge\n"
+	const help = "# HELP plateau_probe_target_below_plateau 1 when any op of the target has its 24-run median ratio under the warning threshold, else 0.\n# TYPE plateau_probe_target_below_plateau gauge\n"
 	check := func(when, want string) {
 		t.Helper()
 		if want != "" {

@@ -1,19 +1,5 @@
 package probe
 
-// kindSpec is the schema of one probe kind: which config keys it takes, the
-// ops it reports, its defaults and checks, and how much I/O a run moves
-// (for budgets). How a kind runs is probe/engine's.
-type kindSpec struct {
-	keys []string
-	ops  []string
-	// ioOnlyOps are phases that move bytes but are no measurement (the
-	// random probe's preallocation); they appear only in io_bytes_total.
-	ioOnlyOps   []string
-	setDefaults func(*ProbeConfig)
-	validate    func(*ProbeConfig) []fieldError
-	bytesPerRun func(*ProbeConfig) int64
-}
-
 // Limits of the config, which a sweep must not exceed either.
 const (
 	// MaxWorkers bounds the workers of one probe (goroutines, open files).
