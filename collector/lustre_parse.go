@@ -51,7 +51,18 @@ func parseLustreImport(data []byte) (imp lustreImport, bad int) {
 			}
 			imp.state = value
 		case "current_connection":
-			if value == "" || strings.ContainsAny(value, " \t") {
+			// 2.16 quotes the NID ("10.0.0.1@tcp", "<none>"); earlier
+			// releases print it bare.
+			if v, ok := strings.CutPrefix(value, `"`); ok {
+				if value, ok = strings.CutSuffix(v, `"`); !ok {
+					bad++
+					continue
+				}
+			} else if strings.HasSuffix(value, `"`) {
+				bad++
+				continue
+			}
+			if value == "" || strings.ContainsAny(value, " \t\"") {
 				bad++
 				continue
 			}
@@ -74,9 +85,10 @@ func parseLustreImport(data []byte) (imp lustreImport, bad int) {
 			}
 			imp.timeouts, imp.hasTimeouts = n, true
 		case "avg_waittime":
-			// "avg_waittime: 1487 usec"
+			// "avg_waittime: 1487 usec" up to 2.15.6; 2.15.7 and 2.16
+			// print the counter type's unit name, "usecs".
 			f := strings.Fields(value)
-			if len(f) != 2 || f[1] != "usec" {
+			if len(f) != 2 || (f[1] != "usec" && f[1] != "usecs") {
 				bad++
 				continue
 			}

@@ -62,6 +62,35 @@ func TestParseLustreImport(t *testing.T) {
 	}
 }
 
+// TestParseLustreImportVersions reads the lines that changed across
+// releases as each one prints them: 2.15.7 and 2.16 print the wait unit
+// as "usecs" (the counter's units now come from its type), and 2.16 quotes
+// current_connection, as failover_nids always was.
+func TestParseLustreImportVersions(t *testing.T) {
+	for _, tc := range []struct {
+		name, text string
+		want       lustreImport
+	}{
+		{"2.12 usec", "    state: FULL\n       current_connection: 10.0.0.1@tcp\n       avg_waittime: 1284 usec\n",
+			lustreImport{state: "FULL", nid: "10.0.0.1@tcp", avgWaitMicros: 1284, hasAvgWt: true}},
+		{"2.15.7 usecs", "    state: FULL\n       current_connection: 10.0.0.1@tcp\n       avg_waittime: 1284 usecs\n",
+			lustreImport{state: "FULL", nid: "10.0.0.1@tcp", avgWaitMicros: 1284, hasAvgWt: true}},
+		{"2.16 quoted", "    state: FULL\n       current_connection: \"10.0.0.1@tcp\"\n       avg_waittime: 1284 usecs\n",
+			lustreImport{state: "FULL", nid: "10.0.0.1@tcp", avgWaitMicros: 1284, hasAvgWt: true}},
+		{"2.16 none", "    state: IDLE\n       current_connection: \"<none>\"\n",
+			lustreImport{state: "IDLE"}},
+	} {
+		imp, bad := parseLustreImport([]byte(tc.text))
+		if bad != 0 || imp != tc.want {
+			t.Errorf("%s: got %+v with %d bad lines, want %+v", tc.name, imp, bad, tc.want)
+		}
+	}
+	// Half a quote is not a NID.
+	if imp, bad := parseLustreImport([]byte("current_connection: \"10.0.0.1@tcp\n")); bad != 1 || imp.nid != "" {
+		t.Errorf("half-quoted NID: got %+v with %d bad lines", imp, bad)
+	}
+}
+
 func TestParseLustreState(t *testing.T) {
 	cur, hist, bad := parseLustreState(readLustreFixture(t, "lustre", "2.12", "proc", "fs", "lustre", "osc", "scratch-OST0001-osc-ffff9c0e7a3e1000", "state"))
 	if bad != 0 || cur != "IDLE" || len(hist) != 6 || hist[5] != (lustreStateEntry{1716321761, "IDLE"}) {
