@@ -166,6 +166,10 @@ type lustreCollector struct {
 	// run at once in the daemon, but a test may call round directly.
 	histMu  sync.Mutex
 	history map[string]*lustreTargetHistory
+	// unknownLogged are the rpc_stats sections a newer Lustre prints
+	// that were logged (at debug) already: once each, not every round.
+	// Guarded by histMu.
+	unknownLogged map[string]bool
 	// lctlErr is the last lctl failure logged, so that a sudo refused
 	// every round is logged when it starts and when it changes, not 240
 	// times an hour. Guarded by histMu.
@@ -197,11 +201,12 @@ func newLustreCollector(cfg lustreConfig, logger log.Logger) (*lustreCollector, 
 	t := []string{"filesystem", "lustre_target"}
 	fsOp := []string{"filesystem", "op"}
 	c := &lustreCollector{
-		cfg:       cfg,
-		logger:    logger,
-		history:   map[string]*lustreTargetHistory{},
-		parseErrs: newParseErrorCounter(logger),
-		runner:    newCommandRunner(cfg.sudo),
+		cfg:           cfg,
+		logger:        logger,
+		history:       map[string]*lustreTargetHistory{},
+		unknownLogged: map[string]bool{},
+		parseErrs:     newParseErrorCounter(logger),
+		runner:        newCommandRunner(cfg.sudo),
 
 		connected: desc("target_connected",
 			"1 if this client's import of the OST or MDT is FULL, or IDLE: since 2.12 a client closes a connection unused for "+
@@ -443,8 +448,11 @@ type lustreTargetRead struct {
 	hasGrant, hasDirty, hasAct bool
 	rpc                        lustreRPCStats
 	hasRPC                     bool
-	stuck                      int
-	bad                        map[string]int
+	// unknown names the rpc_stats values and histograms that this
+	// release of the collector does not read (a newer Lustre's).
+	unknown []string
+	stuck   int
+	bad     map[string]int
 }
 
 // readTarget reads one osc or mdc device's files. Once a read is blocked
@@ -489,7 +497,7 @@ func (c *lustreCollector) readTarget(ctx context.Context, t *lustreTargetRead) {
 			t.dirty, t.hasDirty = parseLustreUint(r.data)
 		case "rpc_stats":
 			var bad int
-			t.rpc, bad = parseLustreRPCStats(r.data)
+			t.rpc, bad, t.unknown = parseLustreRPCStats(r.data)
 			t.hasRPC = true
 			t.bad[lustreSourceRPCStats] += bad
 		}
@@ -580,7 +588,7 @@ func (c *lustreCollector) round() *lustreRound {
 		for _, t := range targets {
 			if data, ok := run.params["osc."+t.device+".rpc_stats"]; ok && t.kind == "osc" {
 				var bad int
-				t.rpc, bad = parseLustreRPCStats(data)
+				t.rpc, bad, t.unknown = parseLustreRPCStats(data)
 				t.hasRPC = true
 				res.badLines[lustreSourceRPCStats] += bad
 			}
@@ -608,6 +616,12 @@ func (c *lustreCollector) round() *lustreRound {
 		stuck += t.stuck
 		for src, n := range t.bad {
 			res.badLines[src] += n
+		}
+		for _, u := range t.unknown {
+			if !c.unknownLogged[u] {
+				c.unknownLogged[u] = true
+				level.Debug(c.logger).Log("msg", "skipping a section of rpc_stats this collector does not read", "section", u, "device", t.device)
+			}
 		}
 		key := [2]string{labelValue(t.fsname), labelValue(t.name)}
 		if seen[key] {

@@ -103,7 +103,7 @@ func TestParseLustreState(t *testing.T) {
 }
 
 func TestParseLustreRPCStats(t *testing.T) {
-	st, bad := parseLustreRPCStats(readLustreFixture(t, "sys", "kernel", "debug", "lustre", "osc", "scratch-OST0003-osc-ffff8f2a3b4c5000", "rpc_stats"))
+	st, bad, _ := parseLustreRPCStats(readLustreFixture(t, "sys", "kernel", "debug", "lustre", "osc", "scratch-OST0003-osc-ffff8f2a3b4c5000", "rpc_stats"))
 	// Fixture OST0003: read pages 600×1 + 40×2 + 25×4 + 15×8 + 10×16 + 5×32 + 10×64 + 45×128 + 20305×256.
 	want := lustreRPCStats{
 		read:  lustreRPCHist{rpcs: 21055, pages: 600 + 80 + 100 + 120 + 160 + 160 + 640 + 5760 + 20305*256, inFlight: 16005 + 2*3510 + 3*1005 + 4*485},
@@ -111,6 +111,42 @@ func TestParseLustreRPCStats(t *testing.T) {
 	}
 	if bad != 0 || st != want {
 		t.Fatalf("got %+v with %d bad lines, want %+v", st, bad, want)
+	}
+}
+
+// TestParseLustreRPCStatsNewSections reads an rpc_stats laid out as
+// osc_rpc_stats_seq_show prints it from 2.17 (v2_16_55 on master): a
+// "DIO RPCs in flight" value in the header and an "RPC latency (us)"
+// histogram after the offset one. Both are valid output: skipped and
+// named, never counted as bad, and the latency rows do not leak into the
+// histograms that are read.
+func TestParseLustreRPCStatsNewSections(t *testing.T) {
+	text := "snapshot_time:         1733212800.123456789 secs.nsecs\n" +
+		"start_time:            1733200000.000000000 secs.nsecs\n" +
+		"elapsed_time:          12800.123456789 secs.nsecs\n" +
+		"read RPCs in flight:  0\nwrite RPCs in flight: 1\nDIO RPCs in flight: 2\n" +
+		"pending write pages:  0\npending read pages:   0\n" +
+		"\n\t\t\tread\t\t\twrite\npages per rpc         rpcs   % cum % |       rpcs   % cum %\n" +
+		"1:\t\t        10  50  50   |          4  40  40\n" +
+		"256:\t\t        10  50 100   |          6  60 100\n" +
+		"\n\t\t\tread\t\t\twrite\nrpcs in flight        rpcs   % cum % |       rpcs   % cum %\n" +
+		"1:\t\t        20 100 100   |          8  80  80\n" +
+		"2:\t\t         0   0 100   |          2  20 100\n" +
+		"\n\t\t\tread\t\t\twrite\noffset                rpcs   % cum % |       rpcs   % cum %\n" +
+		"0:\t\t        20 100 100   |         10 100 100\n" +
+		"\n\t\t\tread\t\t\twrite\nRPC latency (us)       count   % cum % |       count   % cum %\n" +
+		"0:\t\t         0   0   0   |          0   0   0\n" +
+		"512:\t\t        20 100 100   |         10 100 100\n"
+	st, bad, unknown := parseLustreRPCStats([]byte(text))
+	want := lustreRPCStats{
+		read:  lustreRPCHist{rpcs: 20, pages: 10 + 10*256, inFlight: 20},
+		write: lustreRPCHist{rpcs: 10, pages: 4 + 6*256, inFlight: 8 + 2*2},
+	}
+	if bad != 0 || st != want {
+		t.Fatalf("got %+v with %d bad lines, want %+v and none", st, bad, want)
+	}
+	if !reflect.DeepEqual(unknown, []string{"DIO RPCs in flight", "RPC latency (us)"}) {
+		t.Fatalf("unknown sections %q", unknown)
 	}
 }
 
@@ -177,7 +213,10 @@ func FuzzParseLustreState(f *testing.F) {
 }
 
 func FuzzParseLustreRPCStats(f *testing.F) {
-	fuzzJunkLine(f, lustreFixtureFiles(f, "rpc_stats"), parseLustreRPCStats)
+	fuzzJunkLine(f, lustreFixtureFiles(f, "rpc_stats"), func(data []byte) (lustreRPCStats, int) {
+		st, bad, _ := parseLustreRPCStats(data)
+		return st, bad
+	})
 }
 
 func FuzzParseLustreStats(f *testing.F) {
