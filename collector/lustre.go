@@ -140,7 +140,12 @@ type lustreRound struct {
 // round, so that changes are counted once although the kernel keeps only
 // the last 16.
 type lustreTargetHistory struct {
-	prev                  []lustreStateEntry
+	prev []lustreStateEntry
+	// connected is whether the import has been FULL since the history
+	// began (the mount, or the first entry the first round saw); lost
+	// whether it then lost its connection (DISCONN, EVICTED) and has
+	// not been FULL since.
+	connected, lost       bool
 	reconnects, evictions uint64
 }
 
@@ -217,8 +222,9 @@ func newLustreCollector(cfg lustreConfig, logger log.Logger) (*lustreCollector, 
 			"The server NID this client's import of the OST or MDT is connected to (current_connection); always 1.",
 			prometheus.GaugeValue, "filesystem", "lustre_target", "nid"),
 		reconnects: desc("target_reconnects_total",
-			"Times the import started connecting again after losing its connection, counted from its state history: CONNECTING "+
-				"entries that follow a state other than IDLE or NEW. The kernel keeps 16 entries, so the count starts with what they show.",
+			"Times the import was FULL again after losing its connection (DISCONN or EVICTED in its state history), however many "+
+				"attempts it took. A connection closed and reopened because it was idle (CONNECTING, IDLE, CONNECTING, FULL) is not "+
+				"one, nor is the mount's first connection. The kernel keeps 16 entries, so the count starts with what they show.",
 			prometheus.CounterValue, t...),
 		evictions: desc("target_evictions_total",
 			"Times the server evicted this client, counted from the import's state history (EVICTED entries).",
@@ -722,11 +728,30 @@ func (c *lustreCollector) targetMetrics(t *lustreTargetRead, key [2]string) []pr
 	return ms
 }
 
-// count adds the entries of cur that the previous round had not seen.
-// The history is a ring the kernel appends to, so what is left of the
-// previous round's history is a prefix of cur: the longest suffix of prev
-// that cur starts with. More than 16 changes between two rounds lose the
-// oldest of them.
+// count reads the entries of cur that the previous round had not seen
+// through the import's state machine, as lustre/ptlrpc/import.c and
+// pinger.c drive it:
+//
+//   - a connection the client closes because it was idle (osc_idle_timeout,
+//     ptlrpc_disconnect_and_idle_import) writes FULL -> CONNECTING -> IDLE,
+//     or CONNECTING -> NEW -> CONNECTING -> FULL when requests came in
+//     meanwhile; the next request reconnects it, IDLE -> CONNECTING -> FULL.
+//     Nothing was lost: none of this is a reconnect;
+//   - a lost connection is DISCONN (ptlrpc_set_import_discon, only from
+//     FULL) or EVICTED; the import's next FULL is the reconnect, however
+//     many CONNECTING/DISCONN attempts, RECOVER or REPLAY states it took;
+//   - the mount's first connection is not a reconnect, however many
+//     attempts it takes: a DISCONN before the import was ever FULL loses
+//     nothing;
+//   - every EVICTED entry is an eviction.
+//
+// The history is a ring of the last 16 changes (IMP_STATE_HIST_LEN) that
+// the kernel appends to, so what is left of the previous round's history
+// is a prefix of cur: the longest suffix of prev that cur starts with.
+// More than 16 changes between two rounds lose the oldest of them; the
+// machine goes on from the state it was in. The first round takes the
+// start of what it sees as the mount: a history that has already wrapped
+// may show a reconnect's end without its start, which is not counted.
 func (h *lustreTargetHistory) count(cur []lustreStateEntry) {
 	k := min(len(h.prev), len(cur))
 	for ; k > 0; k-- {
@@ -734,17 +759,24 @@ func (h *lustreTargetHistory) count(cur []lustreStateEntry) {
 			break
 		}
 	}
-	for i := k; i < len(cur); i++ {
-		switch cur[i].state {
-		case "EVICTED":
-			h.evictions++
-		case "CONNECTING":
-			// The first connection of a mount has no predecessor (or
-			// NEW), and an idle import's reconnection is on purpose.
-			if i > 0 && cur[i-1].state != "IDLE" && cur[i-1].state != "NEW" {
+	for _, e := range cur[k:] {
+		switch e.state {
+		case "FULL":
+			if h.lost {
 				h.reconnects++
 			}
+			h.lost, h.connected = false, true
+		case "EVICTED":
+			h.evictions++
+			h.lost, h.connected = true, true
+		case "DISCONN":
+			if h.connected {
+				h.lost = true
+			}
 		}
+		// CONNECTING, IDLE and NEW are a connection's attempts and the
+		// idle cycle's steps; RECOVER, REPLAY* and CLOSED change
+		// nothing that is counted.
 	}
 	h.prev = append(h.prev[:0], cur...)
 }

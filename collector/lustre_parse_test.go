@@ -93,7 +93,7 @@ func TestParseLustreImportVersions(t *testing.T) {
 
 func TestParseLustreState(t *testing.T) {
 	cur, hist, bad := parseLustreState(readLustreFixture(t, "lustre", "2.12", "proc", "fs", "lustre", "osc", "scratch-OST0001-osc-ffff9c0e7a3e1000", "state"))
-	if bad != 0 || cur != "IDLE" || len(hist) != 6 || hist[5] != (lustreStateEntry{1716321761, "IDLE"}) {
+	if bad != 0 || cur != "IDLE" || len(hist) != 8 || hist[7] != (lustreStateEntry{1716321761, "IDLE"}) {
 		t.Fatalf("current %q, history %v, %d bad lines", cur, hist, bad)
 	}
 	_, hist, bad = parseLustreState([]byte("current_state: FULL\nstate_history:\n - [ 12, FULL ]\n - [ x, FULL ]\n - [ 13, SLEEPING ]\n - [ 14 FULL ]\n"))
