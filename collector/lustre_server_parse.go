@@ -225,10 +225,15 @@ func (p *lustreJobParser) line(line []byte) {
 			p.bad.add(p.lineNo, "empty job_id", string(line))
 			return
 		}
+		jobID, ok := unquoteLustreJobID(id)
+		if !ok {
+			p.bad.add(p.lineNo, "bad quoted job_id", string(line))
+			return
+		}
 		if p.inJob {
 			p.top.add(p.cur)
 		}
-		p.cur, p.inJob = lustreJob{id: string(id)}, true
+		p.cur, p.inJob = lustreJob{id: jobID}, true
 		return
 	}
 	key, value, ok := bytes.Cut(t, []byte(":"))
@@ -259,6 +264,40 @@ func (p *lustreJobParser) line(line []byte) {
 	default:
 		p.cur.ops += samples
 	}
+}
+
+// unquoteLustreJobID returns the job id that a job_stats line names. Since
+// 2.15.2 lprocfs_jobstats_seq_show quotes an id with characters other than
+// letters, digits and ".@-_" and writes each of those as \xHH (2.15 so
+// writes ':' as \x3A); 2.16 leaves ':' and '/' as they are but still
+// quotes an id that has one, or that starts with '@'. The id is decoded
+// as the kernel's own job_stats write handler decodes it, so that the same
+// job has the same job_id label whichever release printed it.
+func unquoteLustreJobID(id []byte) (string, bool) {
+	inner, ok := bytes.CutPrefix(id, []byte(`"`))
+	if !ok {
+		return string(id), !bytes.HasSuffix(id, []byte(`"`))
+	}
+	if inner, ok = bytes.CutSuffix(inner, []byte(`"`)); !ok || len(inner) == 0 {
+		return "", false
+	}
+	out := make([]byte, 0, len(inner))
+	for i := 0; i < len(inner); i++ {
+		if inner[i] != '\\' {
+			out = append(out, inner[i])
+			continue
+		}
+		if i+3 >= len(inner) || inner[i+1] != 'x' {
+			return "", false
+		}
+		b, err := strconv.ParseUint(string(inner[i+2:i+4]), 16, 8)
+		if err != nil {
+			return "", false
+		}
+		out = append(out, byte(b))
+		i += 3
+	}
+	return string(out), true
 }
 
 func (p *lustreJobParser) finish() lustreJobStats {

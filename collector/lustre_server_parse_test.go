@@ -179,3 +179,31 @@ func BenchmarkParseLustreJobStats(b *testing.B) {
 		}
 	}
 }
+
+// TestLustreJobIDAcrossVersions reads one job's id as each release prints
+// it (lprocfs_jobstats_seq_show): bare up to 2.15.1; quoted, with ':'
+// escaped as \x3A, from 2.15.2; quoted with ':' as is in 2.16. All three
+// are the same job and must give the same job_id label.
+func TestLustreJobIDAcrossVersions(t *testing.T) {
+	counter := "  read_bytes:      { samples:           1, unit: bytes, min:     4096, max:     4096, sum:             4096, sumsq:           16777216 }\n"
+	for _, tc := range []struct{ version, line, want string }{
+		{"2.14", `- job_id:          SLURM_JOB10.0`, "SLURM_JOB10.0"},
+		{"2.15.2", `- job_id:          "SLURM_JOB10\x3A0\x3Anode12"`, "SLURM_JOB10:0:node12"},
+		{"2.16", `- job_id:          "SLURM_JOB10:0:node12"`, "SLURM_JOB10:0:node12"},
+		{"2.16 at sign", `- job_id:          "@sbatch.1234"`, "@sbatch.1234"},
+		{"2.15 space", `- job_id:          "cp\x20a.4854"`, "cp a.4854"},
+	} {
+		st, bad, err := parseLustreJobStats(strings.NewReader("job_stats:\n"+tc.line+"\n"+counter), 5)
+		if err != nil || bad.count != 0 || len(st.top) != 1 || st.top[0].id != tc.want {
+			t.Errorf("%s: got %+v, %d bad lines (%v), want job %q", tc.version, st.top, bad.count, err, tc.want)
+		}
+	}
+	// Malformed quoting or escapes cost their line (and the job's
+	// counters, which then precede any job_id of their own).
+	for _, line := range []string{`- job_id: "abc`, `- job_id: abc"`, `- job_id: "a\x3"`, `- job_id: "a\y41"`, `- job_id: ""`} {
+		_, bad, err := parseLustreJobStats(strings.NewReader("job_stats:\n"+line+"\n"), 5)
+		if err != nil || bad.count != 1 {
+			t.Errorf("%s: %d bad lines (%v), want 1", line, bad.count, err)
+		}
+	}
+}
