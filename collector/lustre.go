@@ -8,10 +8,10 @@ package collector
 //
 // Where the files are depends on the release: up to 2.10 everything is
 // under /proc/fs/lustre; from 2.12 the single-value attributes (active,
-// cur_dirty_bytes) are in /sys/fs/lustre and the counter files (llite
-// stats, osc rpc_stats in later releases) in debugfs, under
-// /sys/kernel/debug/lustre, while the import and state files stay in
-// /proc/fs/lustre. Like `lctl get_param`, the collector looks for each file
+// cur_dirty_bytes) are in /sys/fs/lustre and llite stats in debugfs, under
+// /sys/kernel/debug/lustre, while the import, state and osc rpc_stats
+// files stay in /proc/fs/lustre through 2.16; 2.17 moves those to debugfs
+// too (docs/lustre-versions.md has the table). Like `lctl get_param`, the collector looks for each file
 // under the sysfs, procfs and debugfs trees in that order and takes the
 // first it finds, so one code path reads every layout.
 
@@ -38,11 +38,11 @@ const lustreSubsystem = "lustre"
 
 var (
 	lustreDebugfsPath = kingpin.Flag("collector.lustre.debugfs-path",
-		"debugfs mountpoint, where Lustre 2.12 and later keep llite stats and osc rpc_stats; empty means <path.sysfs>/kernel/debug. "+
+		"debugfs mountpoint, where Lustre 2.12 and later keep llite stats (and 2.17 osc and mdc import, state and rpc_stats); empty means <path.sysfs>/kernel/debug. "+
 			"debugfs is readable by root only: a daemon not running as root reads those files with --collector.lustre.sudo instead (see the README).").
 		Default("").String()
 	lustreSudo = kingpin.Flag("collector.lustre.sudo",
-		"Read osc rpc_stats and llite stats, which 2.12 and later keep in debugfs (root only), with one 'sudo -n lctl get_param' per round "+
+		"Read llite stats, which 2.12 and later keep in debugfs (root only), and osc rpc_stats (debugfs from 2.17) with one 'sudo -n lctl get_param' per round "+
 			"instead of from the files; the packaged sudoers file allows exactly that command line.").
 		Bool()
 	lustreLctlPath = kingpin.Flag("collector.lustre.lctl-path",
@@ -92,7 +92,8 @@ type lustreConfig struct {
 	procRoot, sysRoot, debugRoot string
 	interval, timeout            time.Duration
 	// lctlPath, when set, is the lctl that reads the counter files that
-	// 2.12 and later keep in debugfs (rpc_stats, llite stats): one run of
+	// are, or may be, in debugfs (llite stats from 2.12, rpc_stats from
+	// 2.17): one run of
 	// lustreLctlArgs per round, through sudo -n when sudo is set, because
 	// the daemon holds no capability and debugfs is root's alone. The
 	// other files are still read directly.
