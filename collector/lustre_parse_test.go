@@ -103,7 +103,7 @@ func TestParseLustreState(t *testing.T) {
 }
 
 func TestParseLustreRPCStats(t *testing.T) {
-	st, bad, _ := parseLustreRPCStats(readLustreFixture(t, "sys", "kernel", "debug", "lustre", "osc", "scratch-OST0003-osc-ffff8f2a3b4c5000", "rpc_stats"))
+	st, bad, _ := parseLustreRPCStats(readLustreFixture(t, "proc", "fs", "lustre", "osc", "scratch-OST0003-osc-ffff8f2a3b4c5000", "rpc_stats"))
 	// Fixture OST0003: read pages 600×1 + 40×2 + 25×4 + 15×8 + 10×16 + 5×32 + 10×64 + 45×128 + 20305×256.
 	want := lustreRPCStats{
 		read:  lustreRPCHist{rpcs: 21055, pages: 600 + 80 + 100 + 120 + 160 + 160 + 640 + 5760 + 20305*256, inFlight: 16005 + 2*3510 + 3*1005 + 4*485},

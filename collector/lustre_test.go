@@ -35,7 +35,8 @@ func newTestLustre(t testing.TB, root string, timeout time.Duration) *lustreColl
 
 // TestLustreLayouts reads the three layouts: 2.10 with everything in
 // /proc/fs/lustre, 2.12 with the attributes in sysfs and llite stats in
-// debugfs, 2.15 (the golden tree) with rpc_stats in debugfs too.
+// debugfs, 2.15 (the golden tree) the same (rpc_stats stays in procfs
+// through 2.16).
 func TestLustreLayouts(t *testing.T) {
 	for _, tc := range []struct{ version, root string }{
 		{"2.10", fixturePath(t, "lustre", "2.10")},
@@ -94,7 +95,7 @@ func genLustre(t testing.TB, root string, osts int) []string {
 		for _, f := range []string{"active", "cur_dirty_bytes", "max_rpcs_in_flight"} {
 			copyAs(filepath.Join(fixSys, "osc", fixtureDev, f), filepath.Join(sys, "osc", dev, f), r...)
 		}
-		copyAs(filepath.Join(fixDebug, "osc", fixtureDev, "rpc_stats"), filepath.Join(debug, "osc", dev, "rpc_stats"), r...)
+		copyAs(filepath.Join(fixProc, "osc", fixtureDev, "rpc_stats"), filepath.Join(proc, "osc", dev, "rpc_stats"), r...)
 	}
 	const mdc = "scratch-MDT0000-mdc-ffff8f2a3b4c5000"
 	copyAs(filepath.Join(fixProc, "mdc", mdc, "import"), filepath.Join(proc, "mdc", mdc, "import"))
@@ -380,16 +381,19 @@ plateau_collector_parse_errors_total{collector="lustre",source="stats"} 0
 // lctlOutput is what `lctl get_param osc.*.rpc_stats llite.*.stats` prints
 // for a debugfs tree: each parameter's name and '=' on a line of its own,
 // then its value.
-func lctlOutput(t *testing.T, debugRoot string) string {
+func lctlOutput(t *testing.T, root string) string {
 	t.Helper()
 	var b strings.Builder
-	for _, p := range []struct{ kind, file string }{{"osc", "rpc_stats"}, {"llite", "stats"}} {
-		entries, err := os.ReadDir(filepath.Join(debugRoot, p.kind))
+	for _, p := range []struct{ dir, kind, file string }{
+		{filepath.Join(root, "proc", "fs", "lustre"), "osc", "rpc_stats"},
+		{filepath.Join(root, "sys", "kernel", "debug", "lustre"), "llite", "stats"},
+	} {
+		entries, err := os.ReadDir(filepath.Join(p.dir, p.kind))
 		if err != nil {
 			t.Fatal(err)
 		}
 		for _, e := range entries {
-			data, err := os.ReadFile(filepath.Join(debugRoot, p.kind, e.Name(), p.file))
+			data, err := os.ReadFile(filepath.Join(p.dir, p.kind, e.Name(), p.file))
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -417,7 +421,7 @@ func fakeLctl(t *testing.T, body string) string {
 func TestLustreLctl(t *testing.T) {
 	root := fixturePath(t)
 	out := filepath.Join(t.TempDir(), "lctl.out")
-	benchWrite(t, out, lctlOutput(t, fixturePath(t, "sys", "kernel", "debug", "lustre")))
+	benchWrite(t, out, lctlOutput(t, fixturePath(t)))
 	c, err := newLustreCollector(lustreConfig{
 		procRoot:  filepath.Join(root, "proc", "fs", "lustre"),
 		sysRoot:   filepath.Join(root, "sys", "fs", "lustre"),
@@ -517,8 +521,8 @@ func TestParseLctlGetParam(t *testing.T) {
 // names one of the parameters asked for, each comes back whole under its
 // name, and nothing is bad.
 func FuzzParseLctlGetParam(f *testing.F) {
-	for _, p := range []string{"osc/scratch-OST0000-osc-ffff8f2a3b4c5000/rpc_stats", "llite/scratch-ffff8f2a3b4c5000/stats"} {
-		data, err := os.ReadFile(fixturePath(f, "sys", "kernel", "debug", "lustre", p))
+	for _, p := range []string{"proc/fs/lustre/osc/scratch-OST0000-osc-ffff8f2a3b4c5000/rpc_stats", "sys/kernel/debug/lustre/llite/scratch-ffff8f2a3b4c5000/stats"} {
+		data, err := os.ReadFile(fixturePath(f, strings.Split(p, "/")...))
 		if err != nil {
 			f.Fatal(err)
 		}
