@@ -207,3 +207,43 @@ func TestLustreJobIDAcrossVersions(t *testing.T) {
 		}
 	}
 }
+
+// TestParseLustreRecoveryStatus reads real recovery_status captures
+// (fixtures: the golden tree's OSTs and MDT, and the 2.14 server's; see
+// collector/fixtures/lustre/SOURCES) and the values they print.
+func TestParseLustreRecoveryStatus(t *testing.T) {
+	for _, tc := range []struct {
+		file []string
+		want lustreRecovery
+	}{
+		{[]string{"proc", "fs", "lustre", "obdfilter", "scratch-OST0000", "recovery_status"},
+			lustreRecovery{status: "COMPLETE", connected: 8, total: 8, hasClients: true}},
+		{[]string{"proc", "fs", "lustre", "obdfilter", "scratch-OST0003", "recovery_status"},
+			lustreRecovery{status: "RECOVERING", connected: 3, total: 7, hasClients: true, remaining: 119, hasRemaining: true}},
+		{[]string{"proc", "fs", "lustre", "mdt", "scratch-MDT0000", "recovery_status"},
+			lustreRecovery{status: "COMPLETE", connected: 3, total: 7, hasClients: true}},
+		{[]string{"lustre_server", "2.14", "proc", "fs", "lustre", "obdfilter", "fs-OST0000", "recovery_status"},
+			lustreRecovery{status: "INACTIVE"}},
+		{[]string{"lustre_server", "2.14", "proc", "fs", "lustre", "mdt", "fs-MDT0000", "recovery_status"},
+			lustreRecovery{status: "COMPLETE", connected: 1, total: 1, hasClients: true}},
+	} {
+		got, bad := parseLustreRecoveryStatus(readLustreFixture(t, tc.file...))
+		if bad.count != 0 || got != tc.want {
+			t.Errorf("%s: got %+v with %d bad lines, want %+v", filepath.Join(tc.file...), got, bad.count, tc.want)
+		}
+	}
+	// What does not read costs its line and nothing else.
+	got, bad := parseLustreRecoveryStatus([]byte("status: RESTARTING\nstatus: WAITING_FOR_CLIENTS\nconnected_clients: x/7\ntime_remaining: soon\nnoise\n"))
+	if bad.count != 4 || got != (lustreRecovery{status: "WAITING_FOR_CLIENTS"}) || !got.recovering() {
+		t.Errorf("got %+v with %d bad lines, want WAITING_FOR_CLIENTS and 4", got, bad.count)
+	}
+}
+
+func FuzzParseLustreRecoveryStatus(f *testing.F) {
+	seeds := lustreServerFixtures(f, "recovery_status")
+	seeds = append(seeds, readLustreFixture(f, "lustre_server", "2.14", "proc", "fs", "lustre", "mdt", "fs-MDT0000", "recovery_status"))
+	fuzzJunkLine(f, seeds, func(data []byte) (lustreRecovery, int) {
+		r, bad := parseLustreRecoveryStatus(data)
+		return r, bad.count
+	})
+}
