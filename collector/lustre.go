@@ -8,10 +8,10 @@ package collector
 //
 // Where the files are depends on the release: up to 2.10 everything is
 // under /proc/fs/lustre; from 2.12 the single-value attributes (active,
-// cur_dirty_bytes) are in /sys/fs/lustre and the counter files (llite
-// stats, osc rpc_stats in later releases) in debugfs, under
-// /sys/kernel/debug/lustre, while the import and state files stay in
-// /proc/fs/lustre. Like `lctl get_param`, the collector looks for each file
+// cur_dirty_bytes) are in /sys/fs/lustre and llite stats in debugfs, under
+// /sys/kernel/debug/lustre, while the import, state and osc rpc_stats
+// files stay in /proc/fs/lustre through 2.16; 2.17 moves those to debugfs
+// too (docs/lustre-versions.md has the table). Like `lctl get_param`, the collector looks for each file
 // under the sysfs, procfs and debugfs trees in that order and takes the
 // first it finds, so one code path reads every layout.
 
@@ -38,11 +38,11 @@ const lustreSubsystem = "lustre"
 
 var (
 	lustreDebugfsPath = kingpin.Flag("collector.lustre.debugfs-path",
-		"debugfs mountpoint, where Lustre 2.12 and later keep llite stats and osc rpc_stats; empty means <path.sysfs>/kernel/debug. "+
+		"debugfs mountpoint, where Lustre 2.12 and later keep llite stats (and 2.17 osc and mdc import, state and rpc_stats); empty means <path.sysfs>/kernel/debug. "+
 			"debugfs is readable by root only: a daemon not running as root reads those files with --collector.lustre.sudo instead (see docs/lustre.md).").
 		Default("").String()
 	lustreSudo = kingpin.Flag("collector.lustre.sudo",
-		"Read osc rpc_stats and llite stats, which 2.12 and later keep in debugfs (root only), with one 'sudo -n lctl get_param' per round "+
+		"Read llite stats, which 2.12 and later keep in debugfs (root only), and osc rpc_stats (debugfs from 2.17) with one 'sudo -n lctl get_param' per round "+
 			"instead of from the files; the packaged sudoers file allows exactly that command line.").
 		Bool()
 	lustreLctlPath = kingpin.Flag("collector.lustre.lctl-path",
@@ -92,7 +92,8 @@ type lustreConfig struct {
 	procRoot, sysRoot, debugRoot string
 	interval, timeout            time.Duration
 	// lctlPath, when set, is the lctl that reads the counter files that
-	// 2.12 and later keep in debugfs (rpc_stats, llite stats): one run of
+	// are, or may be, in debugfs (llite stats from 2.12, rpc_stats from
+	// 2.17): one run of
 	// lustreLctlArgs per round, through sudo -n when sudo is set, because
 	// the daemon holds no capability and debugfs is root's alone. The
 	// other files are still read directly.
@@ -140,7 +141,12 @@ type lustreRound struct {
 // round, so that changes are counted once although the kernel keeps only
 // the last 16.
 type lustreTargetHistory struct {
-	prev                  []lustreStateEntry
+	prev []lustreStateEntry
+	// connected is whether the import has been FULL since the history
+	// began (the mount, or the first entry the first round saw); lost
+	// whether it then lost its connection (DISCONN, EVICTED) and has
+	// not been FULL since.
+	connected, lost       bool
 	reconnects, evictions uint64
 }
 
@@ -166,6 +172,10 @@ type lustreCollector struct {
 	// run at once in the daemon, but a test may call round directly.
 	histMu  sync.Mutex
 	history map[string]*lustreTargetHistory
+	// unknownLogged are the rpc_stats sections a newer Lustre prints
+	// that were logged (at debug) already: once each, not every round.
+	// Guarded by histMu.
+	unknownLogged map[string]bool
 	// lctlErr is the last lctl failure logged, so that a sudo refused
 	// every round is logged when it starts and when it changes, not 240
 	// times an hour. Guarded by histMu.
@@ -197,11 +207,12 @@ func newLustreCollector(cfg lustreConfig, logger log.Logger) (*lustreCollector, 
 	t := []string{"filesystem", "lustre_target"}
 	fsOp := []string{"filesystem", "op"}
 	c := &lustreCollector{
-		cfg:       cfg,
-		logger:    logger,
-		history:   map[string]*lustreTargetHistory{},
-		parseErrs: newParseErrorCounter(logger),
-		runner:    newCommandRunner(cfg.sudo),
+		cfg:           cfg,
+		logger:        logger,
+		history:       map[string]*lustreTargetHistory{},
+		unknownLogged: map[string]bool{},
+		parseErrs:     newParseErrorCounter(logger),
+		runner:        newCommandRunner(cfg.sudo),
 
 		// 1 if this client's import of the OST or MDT is FULL, or IDLE:
 		// since 2.12 a client closes a connection unused for
@@ -216,12 +227,13 @@ func newLustreCollector(cfg lustreConfig, logger log.Logger) (*lustreCollector, 
 		info: desc("target_info",
 			"Server NID this client's import of the OST or MDT is connected to; always 1.",
 			prometheus.GaugeValue, "filesystem", "lustre_target", "nid"),
-		// Times the import started connecting again after losing its
-		// connection, counted from its state history: CONNECTING entries
-		// that follow a state other than IDLE or NEW. The kernel keeps
+		// Counted from the import's state history: FULL again after DISCONN
+		// or EVICTED, however many attempts it took. A connection closed and
+		// reopened because it was idle (CONNECTING, IDLE, CONNECTING, FULL)
+		// is not one, nor is the mount's first connection. The kernel keeps
 		// 16 entries, so the count starts with what they show.
 		reconnects: desc("target_reconnects_total",
-			"Times the import started connecting again after losing its connection.",
+			"Times the import was FULL again after losing its connection.",
 			prometheus.CounterValue, t...),
 		evictions: desc("target_evictions_total",
 			"Times the server evicted this client, counted from the import's state history (EVICTED entries).",
@@ -463,8 +475,11 @@ type lustreTargetRead struct {
 	hasGrant, hasDirty, hasAct bool
 	rpc                        lustreRPCStats
 	hasRPC                     bool
-	stuck                      int
-	bad                        map[string]int
+	// unknown names the rpc_stats values and histograms that this
+	// release of the collector does not read (a newer Lustre's).
+	unknown []string
+	stuck   int
+	bad     map[string]int
 }
 
 // readTarget reads one osc or mdc device's files. Once a read is blocked
@@ -509,7 +524,7 @@ func (c *lustreCollector) readTarget(ctx context.Context, t *lustreTargetRead) {
 			t.dirty, t.hasDirty = parseLustreUint(r.data)
 		case "rpc_stats":
 			var bad int
-			t.rpc, bad = parseLustreRPCStats(r.data)
+			t.rpc, bad, t.unknown = parseLustreRPCStats(r.data)
 			t.hasRPC = true
 			t.bad[lustreSourceRPCStats] += bad
 		}
@@ -600,7 +615,7 @@ func (c *lustreCollector) round() *lustreRound {
 		for _, t := range targets {
 			if data, ok := run.params["osc."+t.device+".rpc_stats"]; ok && t.kind == "osc" {
 				var bad int
-				t.rpc, bad = parseLustreRPCStats(data)
+				t.rpc, bad, t.unknown = parseLustreRPCStats(data)
 				t.hasRPC = true
 				res.badLines[lustreSourceRPCStats] += bad
 			}
@@ -628,6 +643,12 @@ func (c *lustreCollector) round() *lustreRound {
 		stuck += t.stuck
 		for src, n := range t.bad {
 			res.badLines[src] += n
+		}
+		for _, u := range t.unknown {
+			if !c.unknownLogged[u] {
+				c.unknownLogged[u] = true
+				level.Debug(c.logger).Log("msg", "skipping a section of rpc_stats this collector does not read", "section", u, "device", t.device)
+			}
 		}
 		key := [2]string{labelValue(t.fsname), labelValue(t.name)}
 		if seen[key] {
@@ -728,11 +749,30 @@ func (c *lustreCollector) targetMetrics(t *lustreTargetRead, key [2]string) []pr
 	return ms
 }
 
-// count adds the entries of cur that the previous round had not seen.
-// The history is a ring the kernel appends to, so what is left of the
-// previous round's history is a prefix of cur: the longest suffix of prev
-// that cur starts with. More than 16 changes between two rounds lose the
-// oldest of them.
+// count reads the entries of cur that the previous round had not seen
+// through the import's state machine, as lustre/ptlrpc/import.c and
+// pinger.c drive it:
+//
+//   - a connection the client closes because it was idle (osc_idle_timeout,
+//     ptlrpc_disconnect_and_idle_import) writes FULL -> CONNECTING -> IDLE,
+//     or CONNECTING -> NEW -> CONNECTING -> FULL when requests came in
+//     meanwhile; the next request reconnects it, IDLE -> CONNECTING -> FULL.
+//     Nothing was lost: none of this is a reconnect;
+//   - a lost connection is DISCONN (ptlrpc_set_import_discon, only from
+//     FULL) or EVICTED; the import's next FULL is the reconnect, however
+//     many CONNECTING/DISCONN attempts, RECOVER or REPLAY states it took;
+//   - the mount's first connection is not a reconnect, however many
+//     attempts it takes: a DISCONN before the import was ever FULL loses
+//     nothing;
+//   - every EVICTED entry is an eviction.
+//
+// The history is a ring of the last 16 changes (IMP_STATE_HIST_LEN) that
+// the kernel appends to, so what is left of the previous round's history
+// is a prefix of cur: the longest suffix of prev that cur starts with.
+// More than 16 changes between two rounds lose the oldest of them; the
+// machine goes on from the state it was in. The first round takes the
+// start of what it sees as the mount: a history that has already wrapped
+// may show a reconnect's end without its start, which is not counted.
 func (h *lustreTargetHistory) count(cur []lustreStateEntry) {
 	k := min(len(h.prev), len(cur))
 	for ; k > 0; k-- {
@@ -740,17 +780,24 @@ func (h *lustreTargetHistory) count(cur []lustreStateEntry) {
 			break
 		}
 	}
-	for i := k; i < len(cur); i++ {
-		switch cur[i].state {
-		case "EVICTED":
-			h.evictions++
-		case "CONNECTING":
-			// The first connection of a mount has no predecessor (or
-			// NEW), and an idle import's reconnection is on purpose.
-			if i > 0 && cur[i-1].state != "IDLE" && cur[i-1].state != "NEW" {
+	for _, e := range cur[k:] {
+		switch e.state {
+		case "FULL":
+			if h.lost {
 				h.reconnects++
 			}
+			h.lost, h.connected = false, true
+		case "EVICTED":
+			h.evictions++
+			h.lost, h.connected = true, true
+		case "DISCONN":
+			if h.connected {
+				h.lost = true
+			}
 		}
+		// CONNECTING, IDLE and NEW are a connection's attempts and the
+		// idle cycle's steps; RECOVER, REPLAY* and CLOSED change
+		// nothing that is counted.
 	}
 	h.prev = append(h.prev[:0], cur...)
 }

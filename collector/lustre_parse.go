@@ -14,6 +14,7 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
+	"unicode"
 )
 
 // lustreImport is what the collector reads of an OSC's or MDC's import file.
@@ -51,7 +52,18 @@ func parseLustreImport(data []byte) (imp lustreImport, bad int) {
 			}
 			imp.state = value
 		case "current_connection":
-			if value == "" || strings.ContainsAny(value, " \t") {
+			// 2.16 quotes the NID ("10.0.0.1@tcp", "<none>"); earlier
+			// releases print it bare.
+			if v, ok := strings.CutPrefix(value, `"`); ok {
+				if value, ok = strings.CutSuffix(v, `"`); !ok {
+					bad++
+					continue
+				}
+			} else if strings.HasSuffix(value, `"`) {
+				bad++
+				continue
+			}
+			if value == "" || strings.ContainsAny(value, " \t\"") {
 				bad++
 				continue
 			}
@@ -74,9 +86,10 @@ func parseLustreImport(data []byte) (imp lustreImport, bad int) {
 			}
 			imp.timeouts, imp.hasTimeouts = n, true
 		case "avg_waittime":
-			// "avg_waittime: 1487 usec"
+			// "avg_waittime: 1487 usec" up to 2.15.6; 2.15.7 and 2.16
+			// print the counter type's unit name, "usecs".
 			f := strings.Fields(value)
-			if len(f) != 2 || f[1] != "usec" {
+			if len(f) != 2 || (f[1] != "usec" && f[1] != "usecs") {
 				bad++
 				continue
 			}
@@ -167,8 +180,12 @@ type lustreRPCStats struct {
 // parseLustreRPCStats reads an osc rpc_stats file: a header of current
 // values, then histograms each introduced by a title line and rows of
 // "bucket: read-rpcs pct cum | write-rpcs pct cum". Only the pages per
-// RPC and RPCs in flight histograms are kept; the offset one is skipped.
-func parseLustreRPCStats(data []byte) (st lustreRPCStats, bad int) {
+// RPC and RPCs in flight histograms are kept. What a newer Lustre adds is
+// skipped, not counted as bad, and named in unknown so that the caller can
+// log it: a header value ("DIO RPCs in flight: 0", 2.17) and a whole
+// histogram under a title of its own ("RPC latency (us)", 2.17), like the
+// offset one that is skipped on purpose.
+func parseLustreRPCStats(data []byte) (st lustreRPCStats, bad int, unknown []string) {
 	const (
 		none = iota
 		pages
@@ -185,7 +202,7 @@ func parseLustreRPCStats(data []byte) (st lustreRPCStats, bad int) {
 			strings.HasPrefix(t, "read RPCs in flight:"), strings.HasPrefix(t, "write RPCs in flight:"),
 			strings.HasPrefix(t, "pending write pages:"), strings.HasPrefix(t, "pending read pages:"):
 			continue
-		case t == "read\t\t\twrite" || strings.Join(strings.Fields(t), " ") == "read write":
+		case strings.Join(strings.Fields(t), " ") == "read write":
 			continue
 		case strings.HasPrefix(t, "pages per rpc"):
 			section = pages
@@ -199,6 +216,16 @@ func parseLustreRPCStats(data []byte) (st lustreRPCStats, bad int) {
 		}
 		bucketField, rest, ok := strings.Cut(t, ":")
 		bucket, err := strconv.ParseUint(bucketField, 10, 64)
+		if ok && err != nil && section == none && isRPCStatsHeaderValue(bucketField, rest) {
+			unknown = append(unknown, bucketField)
+			continue
+		}
+		if !ok && isRPCStatsTitle(t) {
+			title := strings.TrimSpace(t[:strings.Index(t, "  ")])
+			unknown = append(unknown, title)
+			section = other
+			continue
+		}
 		if !ok || err != nil {
 			bad++
 			continue
@@ -229,7 +256,34 @@ func parseLustreRPCStats(data []byte) (st lustreRPCStats, bad int) {
 			bad++
 		}
 	}
-	return st, bad
+	return st, bad, unknown
+}
+
+// isRPCStatsHeaderValue reports whether name and value are a current
+// value of rpc_stats' header that this parser does not know: words, then
+// a count (osc_rpc_stats_seq_show prints each with "%s: %d").
+func isRPCStatsHeaderValue(name, value string) bool {
+	if name == "" || strings.ContainsAny(name, "|") || !unicode.IsLetter(rune(name[0])) {
+		return false
+	}
+	_, err := strconv.ParseInt(strings.TrimSpace(value), 10, 64)
+	return err == nil
+}
+
+// isRPCStatsTitle reports whether t is the title line of a histogram:
+// its name, then the columns of both halves, "rpcs % cum % | rpcs % cum %"
+// (or "count" for the latency one).
+func isRPCStatsTitle(t string) bool {
+	left, right, ok := strings.Cut(t, "|")
+	if !ok || !strings.Contains(t, "  ") || !unicode.IsLetter(rune(t[0])) {
+		return false
+	}
+	l, r := strings.Fields(left), strings.Fields(right)
+	if len(l) < 5 || len(r) != 4 {
+		return false
+	}
+	cols := l[len(l)-4:]
+	return strings.Join(cols, " ") == strings.Join(r, " ") && r[1] == "%" && r[2] == "cum" && r[3] == "%"
 }
 
 // lustreCounter is one line of a Lustre stats file.

@@ -62,9 +62,38 @@ func TestParseLustreImport(t *testing.T) {
 	}
 }
 
+// TestParseLustreImportVersions reads the lines that changed across
+// releases as each one prints them: 2.15.7 and 2.16 print the wait unit
+// as "usecs" (the counter's units now come from its type), and 2.16 quotes
+// current_connection, as failover_nids always was.
+func TestParseLustreImportVersions(t *testing.T) {
+	for _, tc := range []struct {
+		name, text string
+		want       lustreImport
+	}{
+		{"2.12 usec", "    state: FULL\n       current_connection: 10.0.0.1@tcp\n       avg_waittime: 1284 usec\n",
+			lustreImport{state: "FULL", nid: "10.0.0.1@tcp", avgWaitMicros: 1284, hasAvgWt: true}},
+		{"2.15.7 usecs", "    state: FULL\n       current_connection: 10.0.0.1@tcp\n       avg_waittime: 1284 usecs\n",
+			lustreImport{state: "FULL", nid: "10.0.0.1@tcp", avgWaitMicros: 1284, hasAvgWt: true}},
+		{"2.16 quoted", "    state: FULL\n       current_connection: \"10.0.0.1@tcp\"\n       avg_waittime: 1284 usecs\n",
+			lustreImport{state: "FULL", nid: "10.0.0.1@tcp", avgWaitMicros: 1284, hasAvgWt: true}},
+		{"2.16 none", "    state: IDLE\n       current_connection: \"<none>\"\n",
+			lustreImport{state: "IDLE"}},
+	} {
+		imp, bad := parseLustreImport([]byte(tc.text))
+		if bad != 0 || imp != tc.want {
+			t.Errorf("%s: got %+v with %d bad lines, want %+v", tc.name, imp, bad, tc.want)
+		}
+	}
+	// Half a quote is not a NID.
+	if imp, bad := parseLustreImport([]byte("current_connection: \"10.0.0.1@tcp\n")); bad != 1 || imp.nid != "" {
+		t.Errorf("half-quoted NID: got %+v with %d bad lines", imp, bad)
+	}
+}
+
 func TestParseLustreState(t *testing.T) {
 	cur, hist, bad := parseLustreState(readLustreFixture(t, "lustre", "2.12", "proc", "fs", "lustre", "osc", "scratch-OST0001-osc-ffff9c0e7a3e1000", "state"))
-	if bad != 0 || cur != "IDLE" || len(hist) != 6 || hist[5] != (lustreStateEntry{1716321761, "IDLE"}) {
+	if bad != 0 || cur != "IDLE" || len(hist) != 8 || hist[7] != (lustreStateEntry{1716321761, "IDLE"}) {
 		t.Fatalf("current %q, history %v, %d bad lines", cur, hist, bad)
 	}
 	_, hist, bad = parseLustreState([]byte("current_state: FULL\nstate_history:\n - [ 12, FULL ]\n - [ x, FULL ]\n - [ 13, SLEEPING ]\n - [ 14 FULL ]\n"))
@@ -74,7 +103,7 @@ func TestParseLustreState(t *testing.T) {
 }
 
 func TestParseLustreRPCStats(t *testing.T) {
-	st, bad := parseLustreRPCStats(readLustreFixture(t, "sys", "kernel", "debug", "lustre", "osc", "scratch-OST0003-osc-ffff8f2a3b4c5000", "rpc_stats"))
+	st, bad, _ := parseLustreRPCStats(readLustreFixture(t, "proc", "fs", "lustre", "osc", "scratch-OST0003-osc-ffff8f2a3b4c5000", "rpc_stats"))
 	// Fixture OST0003: read pages 600×1 + 40×2 + 25×4 + 15×8 + 10×16 + 5×32 + 10×64 + 45×128 + 20305×256.
 	want := lustreRPCStats{
 		read:  lustreRPCHist{rpcs: 21055, pages: 600 + 80 + 100 + 120 + 160 + 160 + 640 + 5760 + 20305*256, inFlight: 16005 + 2*3510 + 3*1005 + 4*485},
@@ -82,6 +111,42 @@ func TestParseLustreRPCStats(t *testing.T) {
 	}
 	if bad != 0 || st != want {
 		t.Fatalf("got %+v with %d bad lines, want %+v", st, bad, want)
+	}
+}
+
+// TestParseLustreRPCStatsNewSections reads an rpc_stats laid out as
+// osc_rpc_stats_seq_show prints it from 2.17 (v2_16_55 on master): a
+// "DIO RPCs in flight" value in the header and an "RPC latency (us)"
+// histogram after the offset one. Both are valid output: skipped and
+// named, never counted as bad, and the latency rows do not leak into the
+// histograms that are read.
+func TestParseLustreRPCStatsNewSections(t *testing.T) {
+	text := "snapshot_time:         1733212800.123456789 secs.nsecs\n" +
+		"start_time:            1733200000.000000000 secs.nsecs\n" +
+		"elapsed_time:          12800.123456789 secs.nsecs\n" +
+		"read RPCs in flight:  0\nwrite RPCs in flight: 1\nDIO RPCs in flight: 2\n" +
+		"pending write pages:  0\npending read pages:   0\n" +
+		"\n\t\t\tread\t\t\twrite\npages per rpc         rpcs   % cum % |       rpcs   % cum %\n" +
+		"1:\t\t        10  50  50   |          4  40  40\n" +
+		"256:\t\t        10  50 100   |          6  60 100\n" +
+		"\n\t\t\tread\t\t\twrite\nrpcs in flight        rpcs   % cum % |       rpcs   % cum %\n" +
+		"1:\t\t        20 100 100   |          8  80  80\n" +
+		"2:\t\t         0   0 100   |          2  20 100\n" +
+		"\n\t\t\tread\t\t\twrite\noffset                rpcs   % cum % |       rpcs   % cum %\n" +
+		"0:\t\t        20 100 100   |         10 100 100\n" +
+		"\n\t\t\tread\t\t\twrite\nRPC latency (us)       count   % cum % |       count   % cum %\n" +
+		"0:\t\t         0   0   0   |          0   0   0\n" +
+		"512:\t\t        20 100 100   |         10 100 100\n"
+	st, bad, unknown := parseLustreRPCStats([]byte(text))
+	want := lustreRPCStats{
+		read:  lustreRPCHist{rpcs: 20, pages: 10 + 10*256, inFlight: 20},
+		write: lustreRPCHist{rpcs: 10, pages: 4 + 6*256, inFlight: 8 + 2*2},
+	}
+	if bad != 0 || st != want {
+		t.Fatalf("got %+v with %d bad lines, want %+v and none", st, bad, want)
+	}
+	if !reflect.DeepEqual(unknown, []string{"DIO RPCs in flight", "RPC latency (us)"}) {
+		t.Fatalf("unknown sections %q", unknown)
 	}
 }
 
@@ -148,7 +213,10 @@ func FuzzParseLustreState(f *testing.F) {
 }
 
 func FuzzParseLustreRPCStats(f *testing.F) {
-	fuzzJunkLine(f, lustreFixtureFiles(f, "rpc_stats"), parseLustreRPCStats)
+	fuzzJunkLine(f, lustreFixtureFiles(f, "rpc_stats"), func(data []byte) (lustreRPCStats, int) {
+		st, bad, _ := parseLustreRPCStats(data)
+		return st, bad
+	})
 }
 
 func FuzzParseLustreStats(f *testing.F) {

@@ -127,6 +127,7 @@ var errLustreServerTimeout = errors.New("read did not return before the round's 
 type lustreServerRead struct {
 	counters map[string]lustreServerCounter
 	jobs     lustreJobStats
+	recovery lustreRecovery
 	names    []string
 	bad      badLines
 	err      error
@@ -140,6 +141,8 @@ type lustreServerTarget struct {
 	counters       map[string]lustreServerCounter
 	jobs           lustreJobStats
 	hasJobs, stuck bool
+	recovery       lustreRecovery
+	hasRecovery    bool
 }
 
 type lustreServerCollector struct {
@@ -150,6 +153,8 @@ type lustreServerCollector struct {
 
 	readBytes, writeBytes, readCalls, writeCalls, ops typedDesc
 	jobs, jobReadBytes, jobWriteBytes, jobOps         typedDesc
+	recovering, recoveryClients, recoveryConnected    typedDesc
+	recoveryRemaining                                 typedDesc
 	stuckReads                                        typedDesc
 
 	// rounds runs round in the background; scrapes export its last.
@@ -209,6 +214,28 @@ func newLustreServerCollector(cfg lustreServerConfig, logger log.Logger) (*lustr
 		jobOps: desc("job_operations_total",
 			"Requests of the job to this OST or MDT other than reads and writes (job_stats).",
 			prometheus.CounterValue, job...),
+		// 1 while the target is in recovery after a restart or failover
+		// (recovery_status RECOVERING, WAITING_FOR_CLIENTS or WAITING): its
+		// clients' I/O waits until they have reconnected and replayed, or
+		// time_remaining runs out. 0 once COMPLETE, or INACTIVE.
+		recovering: desc("recovering",
+			"1 while the OST or MDT is in recovery after a restart or failover, else 0.",
+			prometheus.GaugeValue, t...),
+		// The total of recovery_status connected_clients while recovering,
+		// of completed_clients once complete.
+		recoveryClients: desc("recovery_clients",
+			"Clients the OST's or MDT's recovery waits for (those it had before it restarted).",
+			prometheus.GaugeValue, t...),
+		// connected_clients while recovering, completed_clients once
+		// complete; fewer than recovery_clients after a recovery means
+		// clients were evicted.
+		recoveryConnected: desc("recovery_connected_clients",
+			"Clients that reconnected to the OST or MDT in its recovery, or completed it.",
+			prometheus.GaugeValue, t...),
+		// recovery_status time_remaining, while RECOVERING only.
+		recoveryRemaining: desc("recovery_time_remaining_seconds",
+			"Time the OST's or MDT's recovery still waits for clients before it evicts those missing.",
+			prometheus.GaugeValue, t...),
 		// Reads of Lustre server statistics in the last round that did
 		// not return in --collector.lustre_server.timeout, or were not
 		// started because an earlier read of the same file still has not
@@ -302,6 +329,27 @@ func (c *lustreServerCollector) readCounters(ctx context.Context, rel string) lu
 	})
 }
 
+// maxLustreRecoveryStatus bounds what is read of a recovery_status file,
+// a dozen short lines (a WAITING MDT lists the MDTs it waits for).
+const maxLustreRecoveryStatus = 16 << 10
+
+// readRecovery reads and parses a recovery_status file.
+func (c *lustreServerCollector) readRecovery(ctx context.Context, rel string) lustreServerRead {
+	return c.guarded(ctx, rel, func() lustreServerRead {
+		f, err := c.open(rel)
+		if err != nil {
+			return lustreServerRead{err: err}
+		}
+		defer f.Close()
+		data, err := io.ReadAll(io.LimitReader(f, maxLustreRecoveryStatus))
+		if err != nil {
+			return lustreServerRead{err: fmt.Errorf("%s: %w", rel, err)}
+		}
+		rec, bad := parseLustreRecoveryStatus(data)
+		return lustreServerRead{recovery: rec, bad: bad}
+	})
+}
+
 // readJobStats streams a job_stats file through the parser, which keeps
 // the top jobs only.
 func (c *lustreServerCollector) readJobStats(ctx context.Context, rel string) lustreServerRead {
@@ -346,6 +394,17 @@ func (c *lustreServerCollector) readTarget(ctx context.Context, t *lustreServerT
 		t.counters = r.counters
 	case !errors.Is(r.err, fs.ErrNotExist):
 		level.Debug(c.logger).Log("msg", "cannot read Lustre server stats", "target", t.dir, "err", r.err)
+	}
+	r = c.readRecovery(ctx, rel+"recovery_status")
+	switch {
+	case c.isStuck(r.err):
+		t.stuck = true
+		return 1
+	case r.err == nil:
+		c.parseErrs.record("recovery_status", r.bad)
+		t.recovery, t.hasRecovery = r.recovery, r.recovery.status != ""
+	case !errors.Is(r.err, fs.ErrNotExist):
+		level.Debug(c.logger).Log("msg", "cannot read Lustre recovery_status", "target", t.dir, "err", r.err)
 	}
 	if !c.cfg.jobStats {
 		return 0
@@ -419,7 +478,8 @@ func (c *lustreServerCollector) round() []prometheus.Metric {
 }
 
 // targetMetrics builds one target's series: on an OST 4 and one per
-// request counter (14), on an MDT one per counter (16); with job_stats,
+// request counter (14), on an MDT one per counter (16); with
+// recovery_status, at most 4 more; with job_stats,
 // one more and 3 per exported job, the top N and the others.
 func (c *lustreServerCollector) targetMetrics(t *lustreServerTarget) []prometheus.Metric {
 	var ms []prometheus.Metric
@@ -437,6 +497,21 @@ func (c *lustreServerCollector) targetMetrics(t *lustreServerTarget) []prometheu
 				n += t.counters[old].samples
 			}
 			ms = append(ms, c.ops.mustNewConstMetric(float64(n), t.fsname, t.name, op))
+		}
+	}
+	if t.hasRecovery {
+		lp := newLabelPairs(c.recovering.desc, t.fsname, t.name)
+		v := 0.0
+		if t.recovery.recovering() {
+			v = 1
+		}
+		ms = append(ms, lp.metric(&c.recovering, v))
+		if t.recovery.hasClients {
+			ms = append(ms, lp.metric(&c.recoveryClients, float64(t.recovery.total)),
+				lp.metric(&c.recoveryConnected, float64(t.recovery.connected)))
+		}
+		if t.recovery.status == "RECOVERING" && t.recovery.hasRemaining {
+			ms = append(ms, lp.metric(&c.recoveryRemaining, float64(t.recovery.remaining)))
 		}
 	}
 	if t.hasJobs {

@@ -225,10 +225,15 @@ func (p *lustreJobParser) line(line []byte) {
 			p.bad.add(p.lineNo, "empty job_id", string(line))
 			return
 		}
+		jobID, ok := unquoteLustreJobID(id)
+		if !ok {
+			p.bad.add(p.lineNo, "bad quoted job_id", string(line))
+			return
+		}
 		if p.inJob {
 			p.top.add(p.cur)
 		}
-		p.cur, p.inJob = lustreJob{id: string(id)}, true
+		p.cur, p.inJob = lustreJob{id: jobID}, true
 		return
 	}
 	key, value, ok := bytes.Cut(t, []byte(":"))
@@ -259,6 +264,40 @@ func (p *lustreJobParser) line(line []byte) {
 	default:
 		p.cur.ops += samples
 	}
+}
+
+// unquoteLustreJobID returns the job id that a job_stats line names. Since
+// 2.15.2 lprocfs_jobstats_seq_show quotes an id with characters other than
+// letters, digits and ".@-_" and writes each of those as \xHH (2.15 so
+// writes ':' as \x3A); 2.16 leaves ':' and '/' as they are but still
+// quotes an id that has one, or that starts with '@'. The id is decoded
+// as the kernel's own job_stats write handler decodes it, so that the same
+// job has the same job_id label whichever release printed it.
+func unquoteLustreJobID(id []byte) (string, bool) {
+	inner, ok := bytes.CutPrefix(id, []byte(`"`))
+	if !ok {
+		return string(id), !bytes.HasSuffix(id, []byte(`"`))
+	}
+	if inner, ok = bytes.CutSuffix(inner, []byte(`"`)); !ok || len(inner) == 0 {
+		return "", false
+	}
+	out := make([]byte, 0, len(inner))
+	for i := 0; i < len(inner); i++ {
+		if inner[i] != '\\' {
+			out = append(out, inner[i])
+			continue
+		}
+		if i+3 >= len(inner) || inner[i+1] != 'x' {
+			return "", false
+		}
+		b, err := strconv.ParseUint(string(inner[i+2:i+4]), 16, 8)
+		if err != nil {
+			return "", false
+		}
+		out = append(out, byte(b))
+		i += 3
+	}
+	return string(out), true
 }
 
 func (p *lustreJobParser) finish() lustreJobStats {
@@ -302,4 +341,94 @@ func parseLustreJobCounter(v []byte) (samples, sum uint64, ok bool) {
 		}
 	}
 	return samples, sum, hasSamples
+}
+
+// lustreRecovery is what the collector keeps of a target's recovery_status.
+type lustreRecovery struct {
+	// status is INACTIVE, COMPLETE, WAITING_FOR_CLIENTS, WAITING or
+	// RECOVERING; empty when the file had no status line.
+	status string
+	// connected and total are connected_clients while recovering, and
+	// completed_clients once COMPLETE: clients back of those the target
+	// had before it restarted. hasClients is false when neither line was
+	// there (INACTIVE, WAITING_FOR_CLIENTS).
+	connected, total uint64
+	hasClients       bool
+	// remaining is time_remaining, in seconds, while RECOVERING.
+	remaining    uint64
+	hasRemaining bool
+}
+
+// recovering reports whether the target is not yet serving every client
+// as usual: it waits for them to reconnect and replay.
+func (r lustreRecovery) recovering() bool {
+	switch r.status {
+	case "RECOVERING", "WAITING_FOR_CLIENTS", "WAITING":
+		return true
+	}
+	return false
+}
+
+// parseLustreRecoveryStatus reads a target's recovery_status as
+// lprocfs_recovery_status_seq_show (lustre/obdclass/lprocfs_status_server.c)
+// prints it:
+//
+//	status: RECOVERING
+//	recovery_start: 1620920843
+//	time_remaining: 119
+//	connected_clients: 3/7
+//	completed_clients: 3
+//
+// or "status: COMPLETE" with "completed_clients: 8/8", or a status alone
+// (INACTIVE, WAITING_FOR_CLIENTS). Lines of other keys are skipped; a
+// known key whose value does not read costs its line.
+func parseLustreRecoveryStatus(data []byte) (lustreRecovery, badLines) {
+	var r lustreRecovery
+	var bad badLines
+	for i, line := range strings.Split(string(data), "\n") {
+		t := strings.TrimSpace(line)
+		if t == "" {
+			continue
+		}
+		key, value, ok := strings.Cut(t, ":")
+		if !ok {
+			bad.add(i+1, "no key", line)
+			continue
+		}
+		value = strings.TrimSpace(value)
+		switch key {
+		case "status":
+			switch value {
+			case "INACTIVE", "COMPLETE", "WAITING_FOR_CLIENTS", "WAITING", "RECOVERING":
+				r.status = value
+			default:
+				bad.add(i+1, "unknown status", line)
+			}
+		case "time_remaining":
+			n, err := strconv.ParseUint(value, 10, 64)
+			if err != nil {
+				bad.add(i+1, "bad time_remaining", line)
+				continue
+			}
+			r.remaining, r.hasRemaining = n, true
+		case "connected_clients", "completed_clients":
+			a, b, ok := strings.Cut(value, "/")
+			if !ok {
+				// completed_clients while recovering is a bare count,
+				// the part of connected_clients done replaying.
+				if _, err := strconv.ParseUint(value, 10, 64); err != nil {
+					bad.add(i+1, "bad client count", line)
+				}
+				continue
+			}
+			n, err1 := strconv.ParseUint(a, 10, 64)
+			m, err2 := strconv.ParseUint(b, 10, 64)
+			if err1 != nil || err2 != nil {
+				bad.add(i+1, "bad client count", line)
+				continue
+			}
+			r.connected, r.total, r.hasClients = n, m, true
+		}
+	}
+	return r, bad
 }

@@ -35,7 +35,8 @@ func newTestLustre(t testing.TB, root string, timeout time.Duration) *lustreColl
 
 // TestLustreLayouts reads the three layouts: 2.10 with everything in
 // /proc/fs/lustre, 2.12 with the attributes in sysfs and llite stats in
-// debugfs, 2.15 (the golden tree) with rpc_stats in debugfs too.
+// debugfs, 2.15 (the golden tree) the same (rpc_stats stays in procfs
+// through 2.16).
 func TestLustreLayouts(t *testing.T) {
 	for _, tc := range []struct{ version, root string }{
 		{"2.10", fixturePath(t, "lustre", "2.10")},
@@ -94,7 +95,7 @@ func genLustre(t testing.TB, root string, osts int) []string {
 		for _, f := range []string{"active", "cur_dirty_bytes", "max_rpcs_in_flight"} {
 			copyAs(filepath.Join(fixSys, "osc", fixtureDev, f), filepath.Join(sys, "osc", dev, f), r...)
 		}
-		copyAs(filepath.Join(fixDebug, "osc", fixtureDev, "rpc_stats"), filepath.Join(debug, "osc", dev, "rpc_stats"), r...)
+		copyAs(filepath.Join(fixProc, "osc", fixtureDev, "rpc_stats"), filepath.Join(proc, "osc", dev, "rpc_stats"), r...)
 	}
 	const mdc = "scratch-MDT0000-mdc-ffff8f2a3b4c5000"
 	copyAs(filepath.Join(fixProc, "mdc", mdc, "import"), filepath.Join(proc, "mdc", mdc, "import"))
@@ -256,37 +257,84 @@ func stuckReadsOf(t *testing.T, r *lustreRound) float64 {
 	return 0
 }
 
-// TestLustreStateHistory follows an import across rounds: changes are
-// counted once, the ring's wrap loses nothing, idle reconnections and the
-// mount's first connection do not count.
+// lustreHist builds a state history from "time STATE" steps, one second
+// apart from start: hist(100, "CONNECTING", "FULL").
+func lustreHist(start int64, states ...string) []lustreStateEntry {
+	h := make([]lustreStateEntry, len(states))
+	for i, s := range states {
+		h[i] = lustreStateEntry{time: start + int64(i), state: s}
+	}
+	return h
+}
+
+// lustreRing is what the state file shows after entries: the last 16.
+func lustreRing(entries []lustreStateEntry) []lustreStateEntry {
+	return entries[max(0, len(entries)-16):]
+}
+
+// TestLustreStateHistory follows an import's state history across rounds
+// through sequences that Lustre's own code writes (lustre/ptlrpc/import.c:
+// ptlrpc_disconnect_and_idle_import, ptlrpc_disconnect_idle_interpret,
+// ptlrpc_set_import_discon, ptlrpc_connect_interpret), each round being
+// what the state file shows at a scrape.
 func TestLustreStateHistory(t *testing.T) {
-	e := func(ts int64, s string) lustreStateEntry { return lustreStateEntry{time: ts, state: s} }
-	var h lustreTargetHistory
-	mount := []lustreStateEntry{e(100, "CONNECTING"), e(100, "FULL")}
-	h.count(mount)
-	if h.reconnects != 0 || h.evictions != 0 {
-		t.Fatalf("mount: %d reconnects, %d evictions, want none", h.reconnects, h.evictions)
+	const (
+		C = "CONNECTING"
+		F = "FULL"
+		I = "IDLE"
+		D = "DISCONN"
+		E = "EVICTED"
+		R = "RECOVER"
+		N = "NEW"
+	)
+	mount := lustreHist(100, C, F)
+	idle := lustreHist(200, C, I, C, F) // closed after osc_idle_timeout, reopened at the next RPC
+	lost := lustreHist(300, D, C, D, C, F)
+	evicted := lustreHist(400, D, C, E, R, F)
+	cat := func(parts ...[]lustreStateEntry) []lustreStateEntry {
+		var out []lustreStateEntry
+		for _, p := range parts {
+			out = append(out, p...)
+		}
+		return out
 	}
-	idle := append(mount, e(200, "IDLE"), e(300, "CONNECTING"), e(300, "FULL"))
-	h.count(idle)
-	h.count(idle) // an unchanged round
-	if h.reconnects != 0 {
-		t.Fatalf("idle reconnection counted: %d reconnects", h.reconnects)
+	// manyIdle is 5 idle cycles (20 entries): the ring has wrapped.
+	var manyIdle []lustreStateEntry
+	for i := int64(0); i < 5; i++ {
+		manyIdle = append(manyIdle, lustreHist(1000+10*i, C, I, C, F)...)
 	}
-	lost := append(idle, e(400, "DISCONN"), e(400, "CONNECTING"), e(401, "EVICTED"), e(401, "RECOVER"), e(401, "FULL"))
-	h.count(lost)
-	if h.reconnects != 1 || h.evictions != 1 {
-		t.Fatalf("after a loss: %d reconnects, %d evictions, want 1 and 1", h.reconnects, h.evictions)
-	}
-	// The ring keeps 16: three more losses push the oldest entries out.
-	ring := append([]lustreStateEntry(nil), lost...)
-	for i := int64(0); i < 3; i++ {
-		ring = append(ring, e(500+i, "DISCONN"), e(500+i, "CONNECTING"), e(500+i, "FULL"))
-	}
-	ring = ring[len(ring)-16:]
-	h.count(ring)
-	if h.reconnects != 4 || h.evictions != 1 {
-		t.Fatalf("after the ring wrapped: %d reconnects, %d evictions, want 4 and 1", h.reconnects, h.evictions)
+	history := cat(mount, manyIdle, lost) // 27 entries in all
+	for _, tc := range []struct {
+		name                  string
+		rounds                [][]lustreStateEntry
+		reconnects, evictions uint64
+	}{
+		{"first connection", [][]lustreStateEntry{mount}, 0, 0},
+		{"first connection in two attempts", [][]lustreStateEntry{lustreHist(100, C, D, C, F)}, 0, 0},
+		{"first connection in two attempts, seen in two rounds", [][]lustreStateEntry{lustreHist(100, C, D), lustreHist(100, C, D, C, F)}, 0, 0},
+		{"idle cycle", [][]lustreStateEntry{cat(mount, idle)}, 0, 0},
+		{"idle cycle, then idle now", [][]lustreStateEntry{cat(mount, lustreHist(200, C, I))}, 0, 0},
+		{"idle disconnect raced by a request (NEW)", [][]lustreStateEntry{cat(mount, lustreHist(200, C, N, C, F))}, 0, 0},
+		{"idle cycle, then a real disconnect and reconnect", [][]lustreStateEntry{cat(mount, idle, lost)}, 1, 0},
+		{"idle cycle and real loss in separate rounds", [][]lustreStateEntry{cat(mount, idle), cat(mount, idle, lost[:3]), cat(mount, idle, lost)}, 1, 0},
+		{"woken from idle into an unreachable server", [][]lustreStateEntry{cat(mount, lustreHist(200, C, I, C, D, C, F))}, 1, 0},
+		{"eviction", [][]lustreStateEntry{cat(mount, evicted)}, 1, 1},
+		{"no idle (2.10): lost and back", [][]lustreStateEntry{cat(mount, lustreHist(300, D, C, R, F))}, 1, 0},
+		{"unchanged rounds count nothing more", [][]lustreStateEntry{cat(mount, idle, lost), cat(mount, idle, lost), cat(mount, idle, lost)}, 1, 0},
+		{"ring wrapped between two scrapes", [][]lustreStateEntry{lustreRing(history[:18]), lustreRing(history)}, 1, 0},
+		{"ring wrapped, every round", [][]lustreStateEntry{
+			lustreRing(history[:10]), lustreRing(history[:17]), lustreRing(history[:24]), lustreRing(history), lustreRing(history)}, 1, 0},
+		{"ring wrapped, eviction in the new part", [][]lustreStateEntry{
+			lustreRing(cat(mount, manyIdle)), lustreRing(cat(mount, manyIdle, evicted))}, 1, 1},
+		{"first sight of a wrapped ring of idle cycles", [][]lustreStateEntry{lustreRing(manyIdle)}, 0, 0},
+	} {
+		var h lustreTargetHistory
+		for _, r := range tc.rounds {
+			h.count(r)
+		}
+		if h.reconnects != tc.reconnects || h.evictions != tc.evictions {
+			t.Errorf("%s: %d reconnects and %d evictions, want %d and %d", tc.name, h.reconnects, h.evictions, tc.reconnects, tc.evictions)
+		}
 	}
 }
 
@@ -333,16 +381,19 @@ plateau_collector_parse_errors_total{collector="lustre",source="stats"} 0
 // lctlOutput is what `lctl get_param osc.*.rpc_stats llite.*.stats` prints
 // for a debugfs tree: each parameter's name and '=' on a line of its own,
 // then its value.
-func lctlOutput(t *testing.T, debugRoot string) string {
+func lctlOutput(t *testing.T, root string) string {
 	t.Helper()
 	var b strings.Builder
-	for _, p := range []struct{ kind, file string }{{"osc", "rpc_stats"}, {"llite", "stats"}} {
-		entries, err := os.ReadDir(filepath.Join(debugRoot, p.kind))
+	for _, p := range []struct{ dir, kind, file string }{
+		{filepath.Join(root, "proc", "fs", "lustre"), "osc", "rpc_stats"},
+		{filepath.Join(root, "sys", "kernel", "debug", "lustre"), "llite", "stats"},
+	} {
+		entries, err := os.ReadDir(filepath.Join(p.dir, p.kind))
 		if err != nil {
 			t.Fatal(err)
 		}
 		for _, e := range entries {
-			data, err := os.ReadFile(filepath.Join(debugRoot, p.kind, e.Name(), p.file))
+			data, err := os.ReadFile(filepath.Join(p.dir, p.kind, e.Name(), p.file))
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -370,7 +421,7 @@ func fakeLctl(t *testing.T, body string) string {
 func TestLustreLctl(t *testing.T) {
 	root := fixturePath(t)
 	out := filepath.Join(t.TempDir(), "lctl.out")
-	benchWrite(t, out, lctlOutput(t, fixturePath(t, "sys", "kernel", "debug", "lustre")))
+	benchWrite(t, out, lctlOutput(t, fixturePath(t)))
 	c, err := newLustreCollector(lustreConfig{
 		procRoot:  filepath.Join(root, "proc", "fs", "lustre"),
 		sysRoot:   filepath.Join(root, "sys", "fs", "lustre"),
@@ -470,8 +521,8 @@ func TestParseLctlGetParam(t *testing.T) {
 // names one of the parameters asked for, each comes back whole under its
 // name, and nothing is bad.
 func FuzzParseLctlGetParam(f *testing.F) {
-	for _, p := range []string{"osc/scratch-OST0000-osc-ffff8f2a3b4c5000/rpc_stats", "llite/scratch-ffff8f2a3b4c5000/stats"} {
-		data, err := os.ReadFile(fixturePath(f, "sys", "kernel", "debug", "lustre", p))
+	for _, p := range []string{"proc/fs/lustre/osc/scratch-OST0000-osc-ffff8f2a3b4c5000/rpc_stats", "sys/kernel/debug/lustre/llite/scratch-ffff8f2a3b4c5000/stats"} {
+		data, err := os.ReadFile(fixturePath(f, strings.Split(p, "/")...))
 		if err != nil {
 			f.Fatal(err)
 		}
