@@ -98,10 +98,11 @@ func faultMasterFrozen(t *testing.T, s *alertStack, c *mfscluster.Cluster, tl *t
 		t.Fatal(err)
 	}
 	frozen := true
-	// Registered after every other cleanup of the test, so it runs
-	// first: should the test fail while the master is stopped, the
-	// daemons' stop, logSpace's mfscli and the unmounts must not wait on
-	// it (the cluster's own teardown thaws it too, but last).
+	// Registered on the fault's subtest, so it runs when the fault
+	// ends, before every cleanup of the test: should the test fail while
+	// the master is stopped, the daemons' stop, logSpace's mfscli and the
+	// unmounts must not wait on it (the cluster's own teardown thaws it
+	// too, but last).
 	t.Cleanup(func() {
 		if frozen {
 			if err := c.Master.Thaw(); err != nil {
