@@ -17,7 +17,7 @@ LDFLAGS   := -X $(VERSION_PKG).Version=$(VERSION) -X $(VERSION_PKG).Revision=$(R
 STATICCHECK_VERSION ?= v0.6.1
 FUZZTIME  ?= 10s
 
-.PHONY: all build test unit e2e integration lint fuzz bench clean
+.PHONY: all build test integration lint fuzz bench clean
 
 all: build
 

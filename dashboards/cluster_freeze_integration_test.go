@@ -17,12 +17,11 @@ import (
 	"time"
 
 	dto "github.com/prometheus/client_model/go"
-	"github.com/prometheus/common/expfmt"
-	"github.com/prometheus/common/model"
 
 	"github.com/plateau-exporter/plateau_exporter/internal/mfscluster"
 	"github.com/plateau-exporter/plateau_exporter/internal/probetest"
 	"github.com/plateau-exporter/plateau_exporter/internal/statuspage"
+	"github.com/plateau-exporter/plateau_exporter/internal/testkit/scrape"
 )
 
 const (
@@ -681,18 +680,7 @@ func childProcesses(ppid int) []childProc {
 // scrapeFamilies scrapes a daemon's /metrics and returns its families and
 // how long the scrape took.
 func scrapeFamilies(metricsURL string) (map[string]*dto.MetricFamily, time.Duration, error) {
-	start := time.Now()
-	body, err := httpGet(metricsURL)
-	took := time.Since(start)
-	if err != nil {
-		return nil, took, err
-	}
-	parser := expfmt.NewTextParser(model.UTF8Validation)
-	fams, err := parser.TextToMetricFamilies(bytes.NewReader(body))
-	if err != nil {
-		return nil, took, fmt.Errorf("parsing %s: %w", metricsURL, err)
-	}
-	return fams, took, nil
+	return scrape.Families(httpClient, metricsURL)
 }
 
 // waitHangResolved waits until, after a frozen server's thaw, every alert
