@@ -25,6 +25,14 @@ if [[ ${1:-} == -list ]]; then
 fi
 [[ ${1:-} == -- ]] && shift
 
+# A build line that names the tag in any other form would have its tests
+# silently left out of both runs: refuse it.
+if odd=$(grep -rl --include='*_test.go' -E '^//go:build .*integration' . | xargs -r grep -Lx '//go:build integration'); [[ -n $odd ]]; then
+	echo "integration.sh: only '//go:build integration' is understood; change the build line of:" >&2
+	echo "$odd" >&2
+	exit 2
+fi
+
 declare -A names
 while IFS= read -r file; do
 	dir=$(dirname "$file")
