@@ -17,7 +17,7 @@ LDFLAGS   := -X $(VERSION_PKG).Version=$(VERSION) -X $(VERSION_PKG).Revision=$(R
 STATICCHECK_VERSION ?= v0.6.1
 FUZZTIME  ?= 10s
 
-.PHONY: all build test unit e2e integration lint fuzz bench clean
+.PHONY: all build test integration lint fuzz bench clean
 
 all: build
 
@@ -35,9 +35,11 @@ test: build
 	$(GO) test -count=1 ./...
 
 # Root-only tests: loop-mounted file systems, FUSE, cgroups, real Prometheus.
+# Only the tests of the `//go:build integration` files: the untagged ones
+# are `make test`'s (.ci/integration.sh says how it picks them).
 integration: build
 	@if [ "$$(id -u)" != 0 ]; then echo "make integration needs root (loop devices, mounts, cgroups)"; exit 1; fi
-	$(GO) test -count=1 -p 1 -tags integration -timeout 40m ./...
+	GO=$(GO) ./.ci/integration.sh
 
 lint:
 	@out=$$(gofmt -l $$(git ls-files '*.go') 2>&1); if [ -n "$$out" ]; then echo "gofmt would change:"; echo "$$out"; exit 1; fi

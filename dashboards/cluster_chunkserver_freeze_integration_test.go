@@ -117,9 +117,10 @@ func faultChunkServerFrozen(t *testing.T, s *alertStack, c *mfscluster.Cluster, 
 		t.Fatal(err)
 	}
 	frozen := true
-	// Registered after every other cleanup of the test, so it runs
-	// first: should the test fail while the chunkserver is stopped, the
-	// daemons' stop and the unmounts must not wait on it.
+	// Registered on the fault's subtest, so it runs when the fault
+	// ends, before every cleanup of the test: should the test fail while
+	// the chunkserver is stopped, the daemons' stop and the unmounts must
+	// not wait on it.
 	t.Cleanup(func() {
 		if frozen {
 			if err := frozenCS.Thaw(); err != nil {

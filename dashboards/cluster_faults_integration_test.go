@@ -85,44 +85,131 @@ const (
 // fleet_alerts.yml (clusterRacks); one Alertmanager with the shipped route
 // and inhibitions.
 // Each fault starts from a steady state and asserts the absence of every
-// alert it should not raise.
+// alert it should not raise. Each is a subtest, run in the order below,
+// named for what it asserts, its test in a file of its own (named in
+// brackets); `go test -run 'TestClusterFaults/b_'` runs one. The cluster,
+// the stack and the calm rounds are the parent's, so any fault can run
+// alone; a fault that fails makes those after it skip, since they would
+// not start from the steady state they need.
 //
 //   - (g) 30 rounds with no fault: no alert of any kind fires, nothing is
-//     notified. A metadata probe under a second target joins every client
+//     notified (checkCalm, cluster_calm). A metadata probe under a second target joins every client
 //     in g's last rounds, for fault c, with the master held to 15% of one
 //     CPU (addMetadataTarget).
 //   - (c) the master cut to 5% of one CPU: the file system's page
 //     for the metadata target alone, the data target and the servers
 //     quiet, the nodes' metadata pages held back; resolved after the
-//     lift (faultMasterCPU). The metadata target leaves after it
+//     lift (faultMasterCPU, cluster_master_cpu). The metadata target leaves after it
 //     (dropMetadataTarget).
 //   - (b) one client's link throttled to 30% of its read rate: that node's
 //     PlateauProbeRegression page only, no PlateauFileSystemRegression,
 //     the notification naming the node (instance); resolved after the
-//     throttle is lifted.
+//     throttle is lifted (faultClientLink, cluster_client_link).
 //   - (e) the master frozen (SIGSTOP): every mount hangs; PlateauProbeHung
 //     on every node and nothing else notified, scrapes fast, workers
 //     bounded, the status page naming the hung target and since when;
 //     after SIGCONT everything recovers without a restart
-//     (faultMasterFrozen).
+//     (faultMasterFrozen, cluster_freeze).
 //   - (d) one chunkserver frozen (SIGSTOP) for several probe timeouts,
 //     the victim's probe directory pinned to it and its peers' to the
 //     others: the victim's run blocks and is counted as a timeout, its
 //     target hung, PlateauProbeHung on that node only; the peers run and
 //     succeed throughout with nothing counted and no alert; after
 //     SIGCONT everything recovers without a restart, no probe file left
-//     behind (faultChunkServerFrozen).
+//     behind (faultChunkServerFrozen, cluster_chunkserver_freeze).
 //   - (a) one chunkserver's disk throttled to a tenth, every client's probe
 //     directory pinned to it: PlateauFileSystemRegression only, naming
 //     that server from its own daemon's probes; the nodes' pages held
-//     back; resolved after the lift (faultServerDiskSlow).
+//     back; resolved after the lift (faultServerDiskSlow, cluster_server_disk).
 //   - (f) the file system filled under the clients' min_free_ratio: the
 //     data probe skips on every node with reason min_free, a metadata
 //     probe reloaded in for the fault runs on, no probe file is left, no
 //     page (PlateauProbeNotRun, the warning that the data probe does not
 //     run, is the one alert allowed); once the space is freed every
-//     node's data probe runs again (faultFileSystemFull).
+//     node's data probe runs again (faultFileSystemFull, cluster_full).
 func TestClusterFaults(t *testing.T) {
+	f := startClusterFaults(t)
+	f.run(t, "g_calm_raises_no_alert_and_notifies_nothing", func(t *testing.T) {
+		checkCalm(t, f.s)
+	})
+	f.run(t, "c_master_cpu_cut_pages_the_metadata_file_system_alone", func(t *testing.T) {
+		waitMetadataScores(t, f.s, f.tl)
+		faultMasterCPU(t, f.s, f.c, f.tl)
+		f.dropMetadataTarget(t)
+	})
+	// The metadata target joined in the calm for fault c alone; when c
+	// was not run, it leaves here, as c would have made it.
+	if f.metadataIn && f.failed == "" {
+		f.dropMetadataTarget(t)
+	}
+	f.run(t, "b_client_link_throttled_pages_that_node_alone", func(t *testing.T) {
+		faultClientLink(t, f.s, f.tl, f.s.daemons[1], f.c.Clients[1], f.medianRead)
+	})
+	f.run(t, "e_master_frozen_hangs_every_node_and_recovers", func(t *testing.T) {
+		faultMasterFrozen(t, f.s, f.c, f.tl, f.probeDirs)
+	})
+	f.run(t, "d_chunkserver_frozen_hangs_its_writer_alone_and_recovers", func(t *testing.T) {
+		faultChunkServerFrozen(t, f.s, f.c, f.tl, f.probeDirs)
+	})
+	f.run(t, "a_server_disk_slow_pages_the_file_system_naming_the_server", func(t *testing.T) {
+		faultServerDiskSlow(t, f.s, f.c, f.tl, f.probeDirs)
+	})
+	// Last, since what the cluster does once the space is back is not
+	// the fault's (faultFileSystemFull).
+	f.run(t, "f_file_system_full_skips_the_data_probes_without_a_page", func(t *testing.T) {
+		faultFileSystemFull(t, f.s, f.c, f.tl, f.probeDirs, f.baselines)
+	})
+	f.s.logSeriesHeld(t)
+}
+
+// clusterFaults is what TestClusterFaults's faults share: the cluster,
+// the stack on it, and what the calm measured.
+type clusterFaults struct {
+	c         *mfscluster.Cluster
+	s         *alertStack
+	tl        *timeline
+	probeDirs map[*stackDaemon]string
+	baselines string
+	// medianRead is each client's median read rate over the calm.
+	medianRead map[*stackDaemon]float64
+	// metadataIn says the clients still probe the metadata target that
+	// joined in the calm's last rounds for fault c.
+	metadataIn bool
+	// failed names the first fault that failed, after which the others
+	// skip.
+	failed string
+}
+
+// run runs one fault as a subtest, unless one before it failed: a fault
+// starts from the steady state the one before it leaves, and a failed
+// one leaves none.
+func (f *clusterFaults) run(t *testing.T, name string, fault func(t *testing.T)) {
+	t.Helper()
+	t.Run(name, func(t *testing.T) {
+		if f.failed != "" {
+			t.Skipf("%s failed, so the cluster is not in the steady state this fault starts from", f.failed)
+		}
+		defer func() {
+			if t.Failed() {
+				f.failed = name
+			}
+		}()
+		fault(t)
+		logSpace(t, f.c, "after "+name)
+	})
+}
+
+func (f *clusterFaults) dropMetadataTarget(t *testing.T) {
+	t.Helper()
+	dropMetadataTarget(t, f.s, f.c, f.tl, f.probeDirs, f.baselines)
+	f.metadataIn = false
+}
+
+// startClusterFaults brings up the cluster and the stack on it and runs
+// the calm rounds every fault starts from: fault g's, whose last rounds
+// are also the metadata target's first, for fault c.
+func startClusterFaults(t *testing.T) *clusterFaults {
+	t.Helper()
 	promBin, amBin := requireAlertingPrereqs(t)
 	c := mfscluster.Start(t, mfscluster.Options{ChunkServers: 3, Clients: clusterClients, DiskSize: clusterDiskSize, DiskRate: clusterDiskRate})
 	hosts := spreadHosts(t, clusterClients, clusterInterval)
@@ -167,15 +254,6 @@ func TestClusterFaults(t *testing.T) {
 		probeDirs[d] = dir
 		t.Logf("%s on %s probes %s, link shaped to %.0f MB/s", h, cl, dir, clusterLink/1e6)
 	}
-	clientOf := func(d *stackDaemon) *mfscluster.Client {
-		for i, x := range s.daemons {
-			if x == d {
-				return c.Clients[i]
-			}
-		}
-		t.Fatalf("no client for %s", d.host)
-		return nil
-	}
 	s.characterizeOn(t, nil, s.daemons[0].configFile, hosts[0])
 	// The link must be what sets the plateau, or a throttle of it would
 	// not mean what the test says.
@@ -191,7 +269,6 @@ func TestClusterFaults(t *testing.T) {
 	logSpace(t, c, "at the start")
 	t.Cleanup(func() { logSpace(t, c, "at the end") })
 
-	// Fault g: calm.
 	// Fault g: calm. Its last rounds are the metadata target's first,
 	// for fault c.
 	tl.mark(t, "fault g: %d rounds with no fault", clusterCalmRounds)
@@ -214,85 +291,7 @@ func TestClusterFaults(t *testing.T) {
 			d.host, medianRead[d]/1e6, d.runs.medianRate("write", calmEnd)/1e6, len(runs), runs[len(runs)-1])
 	}
 	s.logOverlaps(t, s.start, calmEnd)
-	s.checkNoAlert(t, s.start, `ALERTS`, "with no fault")
-	s.checkNotifiedOnly(t, "g", s.start, func(receivedAlert) bool { return false }, "")
-	if t.Failed() {
-		t.FailNow()
-	}
-	logSpace(t, c, "after fault g")
-
-	// Fault c: the metadata server's CPU.
-	waitMetadataScores(t, s, tl)
-	faultMasterCPU(t, s, c, tl)
-	dropMetadataTarget(t, s, c, tl, probeDirs, baselines)
-	logSpace(t, c, "after fault c")
-
-	// Fault b: one client's network. From calm: fault c's last alert may
-	// have resolved in the evaluation just before.
-	s.waitCalm(t, "fault b")
-	victim := s.daemons[1]
-	vc := clientOf(victim)
-	limit := int64(clusterFaultFraction * medianRead[victim])
-	bStart := tl.mark(t, "fault b: THROTTLED the link of %s (%s) to %.1f MB/s, 30%% of its calm read %.1f MB/s", victim.host, vc, float64(limit)/1e6, medianRead[victim]/1e6)
-	if err := vc.ThrottleNetwork(limit); err != nil {
-		t.Fatal(err)
-	}
-	// The bite is judged on a run that started once the throttle was in
-	// place, not on one that met it halfway.
-	run := victim.runs.firstRunStartedAfter(t, "the throttle of "+victim.host, time.Now(), clusterInterval)
-	if run.Rate["read"] >= 0.5*medianRead[victim] {
-		t.Fatalf("the link throttle of %s does not bite: its first run after it read at %.1f MB/s, not under half its calm %.1f MB/s", victim.host, run.Rate["read"]/1e6, medianRead[victim]/1e6)
-	}
-	t.Logf("%s: first throttled run of %s: %s", s.since(run.End), victim.host, run)
-	isVictimPage := func(a receivedAlert) bool {
-		return a.Labels["alertname"] == regressionAlert && a.Labels["instance"] == victim.addr
-	}
-	var fired receivedAlert
-	waitFor(t, "the webhook to receive "+regressionAlert+" for "+victim.host, 3*time.Minute, func() (bool, error) {
-		a, ok := s.hook.first(func(a receivedAlert) bool { return a.Status == "firing" && isVictimPage(a) && !a.At.Before(bStart) })
-		fired = a
-		return ok, s.failedRuns()
-	})
-	tl.mark(t, "FIRED: the webhook received %s for %s, %s after the throttle", regressionAlert, victim.host, fired.At.Sub(bStart).Round(time.Second))
-	checkFiredAlert(t, s, fired, victim)
-	bLift := tl.mark(t, "LIFTED the throttle of %s (back to the %.0f MB/s link)", victim.host, clusterLink/1e6)
-	if err := vc.ThrottleNetwork(clusterLink); err != nil {
-		t.Fatal(err)
-	}
-	waitFor(t, "the page of "+victim.host+" to resolve", 3*time.Minute, func() (bool, error) {
-		if held, err := s.heldIn(regressionAlert, victim.addr); err != nil || len(held) > 0 {
-			return false, fmt.Errorf("Prometheus still holds %d %s for %s (%v)", len(held), regressionAlert, victim.host, err)
-		}
-		_, ok := s.hook.first(func(a receivedAlert) bool { return a.Status == "resolved" && a.Fingerprint == fired.Fingerprint })
-		return ok, fmt.Errorf("no resolved notification yet")
-	})
-	tl.mark(t, "RESOLVED: %s's page, %s after the lift", victim.host, time.Since(bLift).Round(time.Second))
-	// One client's link is a node problem: no file-system page, no page
-	// of its peers, no other alert of any kind, at any evaluation.
-	s.checkNoAlert(t, bStart, `ALERTS{alertname="`+fsRegressionAlert+`"}`, "with one client's link throttled")
-	s.checkNoAlert(t, bStart, `ALERTS{alertname!="`+regressionAlert+`"}`, "with one client's link throttled")
-	s.checkNoAlert(t, bStart, `ALERTS{instance!="`+victim.addr+`"}`, "on the peers of the throttled client")
-	s.checkNotifiedOnly(t, "b", bStart, isVictimPage, victim.host+"'s page")
-	s.logOverlaps(t, bStart, time.Now())
-	logSpace(t, c, "after fault b")
-
-	// Fault e: the metadata server frozen.
-	faultMasterFrozen(t, s, c, tl, probeDirs)
-	logSpace(t, c, "after fault e")
-
-	// Fault d: one chunkserver frozen.
-	faultChunkServerFrozen(t, s, c, tl, probeDirs)
-	logSpace(t, c, "after fault d")
-
-	// Fault a: one chunkserver's disk slow.
-	faultServerDiskSlow(t, s, c, tl, probeDirs)
-	logSpace(t, c, "after fault a")
-
-	// Fault f: the file system full. Last, since what the cluster does
-	// once the space is back is not the fault's (faultFileSystemFull).
-	faultFileSystemFull(t, s, c, tl, probeDirs, baselines)
-	logSpace(t, c, "after fault f")
-	s.logSeriesHeld(t)
+	return &clusterFaults{c: c, s: s, tl: tl, probeDirs: probeDirs, baselines: baselines, medianRead: medianRead, metadataIn: true}
 }
 
 // makeProbeRoot makes the probes' directory, "plateau" at the root of

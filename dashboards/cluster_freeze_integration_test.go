@@ -17,12 +17,11 @@ import (
 	"time"
 
 	dto "github.com/prometheus/client_model/go"
-	"github.com/prometheus/common/expfmt"
-	"github.com/prometheus/common/model"
 
 	"github.com/plateau-exporter/plateau_exporter/internal/mfscluster"
 	"github.com/plateau-exporter/plateau_exporter/internal/probetest"
 	"github.com/plateau-exporter/plateau_exporter/internal/statuspage"
+	"github.com/plateau-exporter/plateau_exporter/internal/testkit/scrape"
 )
 
 const (
@@ -98,10 +97,11 @@ func faultMasterFrozen(t *testing.T, s *alertStack, c *mfscluster.Cluster, tl *t
 		t.Fatal(err)
 	}
 	frozen := true
-	// Registered after every other cleanup of the test, so it runs
-	// first: should the test fail while the master is stopped, the
-	// daemons' stop, logSpace's mfscli and the unmounts must not wait on
-	// it (the cluster's own teardown thaws it too, but last).
+	// Registered on the fault's subtest, so it runs when the fault
+	// ends, before every cleanup of the test: should the test fail while
+	// the master is stopped, the daemons' stop, logSpace's mfscli and the
+	// unmounts must not wait on it (the cluster's own teardown thaws it
+	// too, but last).
 	t.Cleanup(func() {
 		if frozen {
 			if err := c.Master.Thaw(); err != nil {
@@ -680,18 +680,7 @@ func childProcesses(ppid int) []childProc {
 // scrapeFamilies scrapes a daemon's /metrics and returns its families and
 // how long the scrape took.
 func scrapeFamilies(metricsURL string) (map[string]*dto.MetricFamily, time.Duration, error) {
-	start := time.Now()
-	body, err := httpGet(metricsURL)
-	took := time.Since(start)
-	if err != nil {
-		return nil, took, err
-	}
-	parser := expfmt.NewTextParser(model.UTF8Validation)
-	fams, err := parser.TextToMetricFamilies(bytes.NewReader(body))
-	if err != nil {
-		return nil, took, fmt.Errorf("parsing %s: %w", metricsURL, err)
-	}
-	return fams, took, nil
+	return scrape.Families(httpClient, metricsURL)
 }
 
 // waitHangResolved waits until, after a frozen server's thaw, every alert

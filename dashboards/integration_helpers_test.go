@@ -33,7 +33,6 @@ import (
 	"strconv"
 	"strings"
 	"sync"
-	"syscall"
 	"testing"
 	"time"
 
@@ -41,6 +40,8 @@ import (
 	"go.yaml.in/yaml/v3"
 
 	"github.com/plateau-exporter/plateau_exporter/internal/probetest"
+	"github.com/plateau-exporter/plateau_exporter/internal/testkit/procgroup"
+	"github.com/plateau-exporter/plateau_exporter/internal/testkit/wait"
 	"github.com/plateau-exporter/plateau_exporter/probe"
 	"github.com/plateau-exporter/plateau_exporter/probe/plateau"
 )
@@ -130,74 +131,27 @@ func requireAlertingPrereqs(t *testing.T) (prometheus, alertmanager string) {
 }
 
 // process is a server the tests started, in its own process group so that
-// cleanup reaches everything it forked.
+// cleanup reaches everything it forked (procgroup).
 type process struct {
 	name string
 	cmd  *exec.Cmd
 	log  string
-	done chan struct{}
+	pg   *procgroup.Proc
 }
 
 // startProcess starts argv with its output in a log file of dir, and stops
-// its process group in cleanup: SIGTERM, then SIGKILL if it lingers.
+// its process group in cleanup: SIGTERM, then SIGKILL if it lingers 20s,
+// which fails the test (a server must stop on SIGTERM).
 func startProcess(t *testing.T, name, dir string, argv ...string) *process {
 	t.Helper()
-	p := &process{name: name, log: filepath.Join(dir, name+".log"), done: make(chan struct{})}
-	logFile, err := os.Create(p.log)
-	if err != nil {
-		t.Fatal(err)
-	}
-	p.cmd = exec.Command(argv[0], argv[1:]...)
-	p.cmd.Stdout, p.cmd.Stderr = logFile, logFile
-	p.cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	if err := p.cmd.Start(); err != nil {
-		logFile.Close()
-		t.Fatalf("starting %s: %v", name, err)
-	}
-	go func() {
-		_ = p.cmd.Wait()
-		logFile.Close()
-		close(p.done)
-	}()
-	t.Cleanup(func() {
-		pgid := p.cmd.Process.Pid
-		_ = syscall.Kill(-pgid, syscall.SIGTERM)
-		select {
-		case <-p.done:
-		case <-time.After(20 * time.Second):
-			t.Errorf("%s did not stop on SIGTERM within 20s; killing its process group", name)
-			_ = syscall.Kill(-pgid, syscall.SIGKILL)
-			<-p.done
-		}
-		// Whatever of the group outlived its leader goes too.
-		_ = syscall.Kill(-pgid, syscall.SIGKILL)
-		if t.Failed() {
-			t.Logf("last lines of the %s log (%s):\n%s", name, p.log, tailFile(p.log, 40))
-		}
-	})
+	p := &process{name: name, log: filepath.Join(dir, name+".log"), cmd: exec.Command(argv[0], argv[1:]...)}
+	p.pg = procgroup.Start(t, p.cmd, procgroup.Options{Name: name, Log: p.log, Grace: 20 * time.Second, SlowStopFails: true})
 	return p
 }
 
-func (p *process) exited() bool {
-	select {
-	case <-p.done:
-		return true
-	default:
-		return false
-	}
-}
+func (p *process) exited() bool { return p.pg.Exited() }
 
-func tailFile(path string, n int) string {
-	data, err := os.ReadFile(path)
-	if err != nil {
-		return err.Error()
-	}
-	lines := strings.Split(strings.TrimRight(string(data), "\n"), "\n")
-	if len(lines) > n {
-		lines = lines[len(lines)-n:]
-	}
-	return strings.Join(lines, "\n")
-}
+func tailFile(path string, n int) string { return procgroup.TailFile(path, n) }
 
 // waitReady waits until the process answers 200 on url.
 func waitReady(t *testing.T, p *process, url string) {
@@ -211,25 +165,11 @@ func waitReady(t *testing.T, p *process, url string) {
 	})
 }
 
-// waitFor polls cond until it holds, failing the test at the deadline with
-// the last error cond gave.
+// waitFor polls cond every waitPoll until it holds, failing the test at
+// the deadline with the last error cond gave.
 func waitFor(t *testing.T, what string, timeout time.Duration, cond func() (bool, error)) {
 	t.Helper()
-	deadline := time.Now().Add(timeout)
-	var lastErr error
-	for {
-		ok, err := cond()
-		if ok {
-			return
-		}
-		if err != nil {
-			lastErr = err
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %s waiting for %s (last error: %v)", timeout, what, lastErr)
-		}
-		time.Sleep(waitPoll)
-	}
+	wait.UntilWith(t, wait.Options{Every: waitPoll}, what, timeout, cond)
 }
 
 var httpClient = &http.Client{Timeout: 10 * time.Second}

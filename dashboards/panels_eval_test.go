@@ -1,13 +1,17 @@
 package dashboards
 
 import (
+	"bytes"
+	"context"
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"regexp"
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/prometheus/prometheus/promql/parser"
 	"go.yaml.in/yaml/v3"
@@ -250,23 +254,49 @@ func evaluateOnExportedSeries(t *testing.T, promtool string, queries []namedQuer
 	for _, s := range sortedKeys(series) {
 		inputs = append(inputs, inputSeries{s, series[s]})
 	}
+	// Every query is one promql_expr_test of a single test group: the
+	// series are loaded and the rules evaluated over the hour once, not
+	// once per query (that was most of the time of the two tests that call
+	// this). Each test is one sample of value 1 exactly when its query
+	// returns data.
+	all := testCase{Name: "every query returns data", Interval: "1m", InputSeries: inputs}
+	var wheres []string
 	for _, nq := range queries {
 		q, err := dataQuery(nq.query)
 		if err != nil {
 			t.Errorf("%s: %v", nq.where, err)
 			continue
 		}
-		// One test per query, so that a failure names it; one sample of
-		// value 1 exactly when the query returns data.
-		file.Tests = append(file.Tests, testCase{
-			Name: nq.where, Interval: "1m", InputSeries: inputs,
-			PromqlExprTest: []exprTest{{
-				Expr:       fmt.Sprintf("vector(1) and on () (count(%s) > 0)", q),
-				EvalTime:   "50m",
-				ExpSamples: []sample{{Labels: "{}", Value: 1}},
-			}},
+		all.PromqlExprTest = append(all.PromqlExprTest, exprTest{
+			Expr:       fmt.Sprintf("vector(1) and on () (count(%s) > 0)", q),
+			EvalTime:   "50m",
+			ExpSamples: []sample{{Labels: "{}", Value: 1}},
 		})
+		wheres = append(wheres, nq.where)
 	}
+	file.Tests = []testCase{all}
+	t.Logf("%d queries over %d series", len(all.PromqlExprTest), len(inputs))
+	out, err := runPromtoolTest(t, promtool, file)
+	if err == nil {
+		t.Logf("%s", out)
+		return
+	}
+	// promtool names a failed test by its group, which is the same for
+	// all, and by its expression (as %q prints it): that names the query.
+	named := 0
+	for i, et := range all.PromqlExprTest {
+		if bytes.Contains(out, []byte("expr: "+strconv.Quote(et.Expr)+",")) {
+			t.Errorf("%s returns no data on the exported series: %s", wheres[i], et.Expr)
+			named++
+		}
+	}
+	t.Fatalf("promtool test rules: %v (%d queries named above)\n%s", err, named, out)
+}
+
+// runPromtoolTest writes file as a promtool unit test file and runs
+// `promtool test rules` on it.
+func runPromtoolTest(t *testing.T, promtool string, file any) ([]byte, error) {
+	t.Helper()
 	data, err := yaml.Marshal(file)
 	if err != nil {
 		t.Fatal(err)
@@ -275,6 +305,7 @@ func evaluateOnExportedSeries(t *testing.T, promtool string, queries []namedQuer
 	if err := os.WriteFile(path, data, 0o644); err != nil {
 		t.Fatal(err)
 	}
-	t.Logf("%d queries over %d series", len(file.Tests), len(inputs))
-	runTool(t, promtool, "test", "rules", path)
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	return exec.CommandContext(ctx, promtool, "test", "rules", path).CombinedOutput()
 }

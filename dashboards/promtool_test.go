@@ -1,13 +1,19 @@
 package dashboards
 
 import (
+	"cmp"
 	"context"
 	"fmt"
+	"maps"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
+	"strings"
 	"testing"
 	"time"
+
+	"github.com/prometheus/common/model"
 )
 
 // requireTool finds a command of the Debian packages prometheus and
@@ -57,16 +63,57 @@ func TestPromtoolCheckFederateConfig(t *testing.T) {
 
 // TestPromtoolTestRules runs every promtool unit test file; each loads
 // every shipped rule file itself (see TestPromtoolTestsLoadTheShippedRules).
+// A file is one subtest and one promtool, run in parallel up to go test's
+// -parallel (GOMAXPROCS): promtool evaluates on one core, so the files
+// share the machine's cores instead of running one after the other, and a
+// failure names its file. The files start heaviest first (evalSteps), so
+// that the longest does not start last and run alone.
 func TestPromtoolTestRules(t *testing.T) {
 	promtool := requireTool(t, "promtool", "prometheus")
-	files, err := filepath.Glob(promtoolTestGlob)
-	if err != nil {
-		t.Fatal(err)
+	suites := loadPromtoolTests(t)
+	files := slices.Collect(maps.Keys(suites))
+	steps := map[string]int{}
+	for _, f := range files {
+		steps[f] = evalSteps(t, f, suites[f])
 	}
-	if len(files) == 0 {
-		t.Fatalf("no promtool test files match %s", promtoolTestGlob)
+	slices.SortFunc(files, func(a, b string) int { return cmp.Or(steps[b]-steps[a], strings.Compare(a, b)) })
+	for _, f := range files {
+		t.Run(filepath.Base(f), func(t *testing.T) {
+			t.Parallel()
+			t.Logf("%d evaluation steps", steps[f])
+			runTool(t, promtool, "test", "rules", f)
+		})
 	}
-	runTool(t, promtool, append([]string{"test", "rules"}, files...)...)
+}
+
+// evalSteps estimates what a promtool test file costs: promtool evaluates
+// every rule of the file's rule files at each evaluation_interval of each
+// test group, up to the group's last eval_time.
+func evalSteps(t *testing.T, path string, f promtoolTests) int {
+	t.Helper()
+	parse := func(s, def string) time.Duration {
+		if s == "" {
+			s = def
+		}
+		d, err := model.ParseDuration(s)
+		if err != nil {
+			t.Fatalf("%s: %v", path, err)
+		}
+		return time.Duration(d)
+	}
+	every := parse(f.EvaluationInterval, "1m")
+	steps := 0
+	for _, g := range f.Tests {
+		var last time.Duration
+		for _, a := range g.AlertRuleTest {
+			last = max(last, parse(a.EvalTime, "0s"))
+		}
+		for _, e := range g.PromqlExprTest {
+			last = max(last, parse(e.EvalTime, "0s"))
+		}
+		steps += int(last / every)
+	}
+	return steps
 }
 
 func TestAmtoolCheckConfig(t *testing.T) {

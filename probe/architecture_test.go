@@ -49,7 +49,7 @@ var importRules = []importRule{
 	{"probe/worker", []string{"probe/characterize", "probe/backtest", "github.com/prometheus/prometheus"}, "the probe worker never links characterization or the rule engine"},
 	{"probe/store", []string{"probe/backtest", "probe/characterize", "github.com/prometheus/prometheus"},
 		"the scrape path computes nothing with Prometheus's engine; the backtest is a command of its own"},
-	{"cmd/plateau_exporter", []string{"internal/probetest", "internal/probefixture", "internal/faultfs", "internal/mfscluster"}, "test helpers never ship in the binary"},
+	{"cmd/plateau_exporter", []string{"internal/probetest", "internal/probefixture", "internal/faultfs", "internal/mfscluster", "internal/slurmtest", "internal/testkit"}, "test helpers never ship in the binary"},
 	// Prometheus's rules package imports its notifier, and with it the
 	// configuration and service discovery of every cloud (the TSDB, its
 	// remote write): linked, they made the binary 39 MB instead of 28 and

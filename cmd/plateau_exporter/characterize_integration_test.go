@@ -12,7 +12,6 @@ import (
 	"io"
 	"math"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"regexp"
 	"slices"
@@ -24,6 +23,7 @@ import (
 	"time"
 
 	"github.com/plateau-exporter/plateau_exporter/internal/probetest"
+	"github.com/plateau-exporter/plateau_exporter/internal/testkit/procgroup"
 	"github.com/plateau-exporter/plateau_exporter/probe"
 	"github.com/plateau-exporter/plateau_exporter/probe/plateau"
 )
@@ -363,13 +363,11 @@ func screenshot(t *testing.T, svg string) string {
 	png1 := filepath.Join(dir, "chart.png")
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, "chromium", "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+	cmd := procgroup.Command(t, ctx, "chromium", "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
 		"--disable-background-networking", "--disable-component-update", "--disable-sync",
 		"--user-data-dir="+filepath.Join(dir, "profile"), "--screenshot="+png1, "--window-size=1200,800", "file://"+svg)
-	// Its own process group, so a timeout also ends the renderer and GPU
-	// helper processes Chromium starts.
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	cmd.Cancel = func() error { return syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) }
+	// procgroup.Command: its own process group, so a timeout also ends
+	// the renderer and GPU helper processes Chromium starts.
 	out, err := cmd.CombinedOutput()
 	if err != nil {
 		t.Fatalf("chromium: %v\n%s", err, out)

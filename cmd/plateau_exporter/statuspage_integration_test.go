@@ -6,23 +6,21 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"image/png"
 	"math"
 	"net/http"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"regexp"
 	"strconv"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
 	"github.com/plateau-exporter/plateau_exporter/internal/probetest"
 	"github.com/plateau-exporter/plateau_exporter/internal/statuspage"
+	"github.com/plateau-exporter/plateau_exporter/internal/testkit/procgroup"
 )
 
 // The status page as the administrator at the node sees it: the real
@@ -169,20 +167,12 @@ func chromium(t *testing.T, args ...string) string {
 	profile := t.TempDir()
 	all := append([]string{"--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run", "--no-proxy-server",
 		"--disable-background-networking", "--disable-component-update", "--disable-sync", "--user-data-dir=" + profile}, args...)
-	cmd := exec.CommandContext(ctx, "chromium", all...)
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	cmd.Cancel = func() error { return syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) }
+	cmd := procgroup.Command(t, ctx, "chromium", all...)
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
 	if err := cmd.Start(); err != nil {
 		t.Fatalf("chromium: %v", err)
 	}
-	pgid := cmd.Process.Pid
-	t.Cleanup(func() {
-		if err := syscall.Kill(-pgid, syscall.SIGKILL); err != nil && !errors.Is(err, syscall.ESRCH) {
-			t.Logf("killing chromium's process group %d: %v", pgid, err)
-		}
-	})
 	if err := cmd.Wait(); err != nil {
 		t.Fatalf("chromium %s: %v\n%s", strings.Join(args, " "), err, stderr.String())
 	}

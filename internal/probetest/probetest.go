@@ -16,6 +16,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/plateau-exporter/plateau_exporter/internal/testkit/wait"
 )
 
 // FreeAddr returns a loopback address with a port free at the time of the
@@ -30,26 +32,18 @@ func FreeAddr(t testing.TB) string {
 	return l.Addr().String()
 }
 
-// WaitUntil polls cond until it holds, failing the test after timeout.
-// Tests wait for states, never for fixed times: a loaded two-core machine
-// is slow, and the tests assert that a state comes, not how fast.
+// WaitUntil polls cond until it holds, failing the test after timeout
+// (wait.Until, for a condition without an error).
 func WaitUntil(t testing.TB, what string, timeout time.Duration, cond func() bool) {
 	t.Helper()
-	PollUntil(t, what, 25*time.Millisecond, timeout, cond)
+	wait.Until(t, what, timeout, wait.Bool(cond))
 }
 
-// PollUntil is WaitUntil looking every `every`. A test that measures the
-// machine while it waits polls slowly: on two cores, a scrape every 25ms
-// takes CPU from the very probe whose rate the test then compares.
+// PollUntil is WaitUntil looking every `every` (wait.Options.Every says
+// why a test polls slowly).
 func PollUntil(t testing.TB, what string, every, timeout time.Duration, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %s waiting for %s", timeout, what)
-		}
-		time.Sleep(every)
-	}
+	wait.UntilWith(t, wait.Options{Every: every}, what, timeout, wait.Bool(cond))
 }
 
 // RequireRoot fails, never skips, a test that needs root: under

@@ -21,11 +21,11 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
 	"github.com/plateau-exporter/plateau_exporter/internal/probetest"
+	"github.com/plateau-exporter/plateau_exporter/internal/testkit/procgroup"
 )
 
 // HostCommand makes the command that runs argv on a host: nil runs it on
@@ -199,45 +199,15 @@ func freePort(t testing.TB) int {
 }
 
 // startGroup starts a daemon in the foreground in its own process group,
-// its output to log, and kills the group at cleanup; a failed test gets
-// the log's last lines.
+// its output to log, and stops the group at cleanup (SIGTERM, SIGKILL
+// after 10s); a failed test gets the log's last lines.
 func startGroup(t testing.TB, log string, cmd *exec.Cmd) {
 	t.Helper()
-	f, err := os.Create(log)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cmd.Stdout, cmd.Stderr = f, f
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	if err := cmd.Start(); err != nil {
-		f.Close()
-		t.Fatalf("start %s: %v", strings.Join(cmd.Args, " "), err)
-	}
-	done := make(chan struct{})
-	go func() { cmd.Wait(); f.Close(); close(done) }()
-	t.Cleanup(func() {
-		_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGTERM)
-		select {
-		case <-done:
-		case <-time.After(10 * time.Second):
-			_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
-			<-done
-		}
-		if t.Failed() {
-			b, _ := os.ReadFile(log)
-			t.Logf("%s log:\n%s", strings.Join(cmd.Args, " "), LastLines(string(b), 30))
-		}
-	})
+	procgroup.Start(t, cmd, procgroup.Options{Name: strings.Join(cmd.Args, " "), Log: log, TailLines: 30, Grace: 10 * time.Second})
 }
 
 // LastLines is the last n lines of s.
-func LastLines(s string, n int) string {
-	l := strings.Split(strings.TrimRight(s, "\n"), "\n")
-	if len(l) > n {
-		l = l[len(l)-n:]
-	}
-	return strings.Join(l, "\n")
-}
+func LastLines(s string, n int) string { return procgroup.LastLines(s, n) }
 
 // RunWithin runs cmd (a salloc, say) and interrupts it, then kills it,
 // past d.
