@@ -1,6 +1,7 @@
 package probe
 
 import (
+	"errors"
 	"fmt"
 	"strings"
 )
@@ -25,4 +26,16 @@ func BoundText(s string, max int) string {
 	tail := max - head - 40
 	cut := len(s) - head - tail
 	return strings.ToValidUTF8(s[:head], "") + fmt.Sprintf(" [... %d bytes cut ...] ", cut) + strings.ToValidUTF8(s[len(s)-tail:], "")
+}
+
+// maxJoinedErrors is how many errors of one file are listed.
+const maxJoinedErrors = 20
+
+// JoinErrors is errors.Join of the first errors of a file, then how many
+// more there are: a file with 100,000 unknown keys gets a readable error.
+func JoinErrors(errs []error) error {
+	if len(errs) <= maxJoinedErrors {
+		return errors.Join(errs...)
+	}
+	return errors.Join(append(errs[:maxJoinedErrors:maxJoinedErrors], fmt.Errorf("... and %d more errors", len(errs)-maxJoinedErrors))...)
 }

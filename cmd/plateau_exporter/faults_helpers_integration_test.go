@@ -134,7 +134,7 @@ func startFaultDaemon(t *testing.T, bin, config string) *faultDaemon {
 		client: &http.Client{Timeout: 30 * time.Second},
 	}
 	d.cmd = exec.Command(bin, "--web.listen-address="+addr, "--config.file="+config,
-		"--probe.hostname="+hostname, "--collector.disable-defaults", "--log.level=debug")
+		"--probe.hostname="+hostname, "--collector.disable-defaults", "--log.level=debug", "--web.enable-lifecycle")
 	d.cmd.Stderr = d.log
 	// If this test process dies without its cleanups (a panic, go test's
 	// -timeout), the daemon must die too rather than probe on forever. The
