@@ -128,7 +128,26 @@ type faultDaemon struct {
 // the daemon is gone before they are unmounted.
 func startFaultDaemon(t *testing.T, bin, config string) *faultDaemon {
 	t.Helper()
-	addr := probetest.FreeAddr(t)
+	d := startFaultDaemonNoWait(t, bin, config, probetest.FreeAddr(t))
+	waitFor(t, "the daemon to answer /-/healthy", func() bool {
+		select {
+		case <-d.done:
+			t.Fatalf("daemon exited at start: %s", d.log.String())
+		default:
+		}
+		resp, err := d.client.Get(d.url + "/-/healthy")
+		if err != nil {
+			return false
+		}
+		resp.Body.Close()
+		return resp.StatusCode == http.StatusOK
+	})
+	return d
+}
+
+// startFaultDaemonNoWait starts the daemon on addr and returns at once.
+func startFaultDaemonNoWait(t *testing.T, bin, config, addr string) *faultDaemon {
+	t.Helper()
 	d := &faultDaemon{
 		t: t, url: "http://" + addr, log: &probetest.LogBuffer{}, done: make(chan struct{}),
 		client: &http.Client{Timeout: 30 * time.Second},
@@ -163,19 +182,6 @@ func startFaultDaemon(t *testing.T, bin, config string) *faultDaemon {
 		if t.Failed() {
 			t.Logf("daemon log (pid %d):\n%s", d.cmd.Process.Pid, d.log.String())
 		}
-	})
-	waitFor(t, "the daemon to answer /-/healthy", func() bool {
-		select {
-		case <-d.done:
-			t.Fatalf("daemon exited at start: %s", d.log.String())
-		default:
-		}
-		resp, err := d.client.Get(d.url + "/-/healthy")
-		if err != nil {
-			return false
-		}
-		resp.Body.Close()
-		return resp.StatusCode == http.StatusOK
 	})
 	return d
 }
