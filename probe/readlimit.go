@@ -43,6 +43,9 @@ func ReadFileLimited(path string, limit int64) ([]byte, error) {
 	if err := unix.Fstat(fd, &st); err != nil {
 		return nil, &os.PathError{Op: "stat", Path: path, Err: err}
 	}
+	if st.Mode&unix.S_IFMT == unix.S_IFDIR {
+		return nil, &os.PathError{Op: "read", Path: path, Err: unix.EISDIR}
+	}
 	if st.Mode&unix.S_IFMT != unix.S_IFREG {
 		return nil, fmt.Errorf("%s: not a regular file (mode %o)", path, st.Mode)
 	}
