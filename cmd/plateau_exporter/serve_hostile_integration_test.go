@@ -44,6 +44,7 @@ func hungTargetsConfig(t *testing.T, f *faultfs.FS, local string) string {
 // SIGTERM (systemctl stop) while a SIGHUP reload is blocked on a hung
 // mount with eight targets on it: the daemon exits within TimeoutStopSec
 // and the probe running on another target at that instant leaves no file.
+// Meanwhile POSTs to /-/reload are answered at once, not parked.
 func TestDaemonHostileSIGTERMDuringHungReload(t *testing.T) {
 	requireRoot(t)
 	bin := buildDaemon(t)
@@ -64,6 +65,26 @@ func TestDaemonHostileSIGTERMDuringHungReload(t *testing.T) {
 	defer cancel()
 	if err := f.WaitBlocked(ctx, 1); err != nil {
 		t.Fatalf("the reload's path check never reached the hung mount: %v", err)
+	}
+	// POST /-/reload while the reload hangs answers at once and parks no
+	// goroutine behind it.
+	before := d.metrics().value(t, "go_goroutines")
+	quick := &http.Client{Timeout: 2 * time.Second}
+	busy := 0
+	for i := 0; i < 30; i++ {
+		resp, err := quick.Post(d.url+"/-/reload", "", nil)
+		if err != nil {
+			continue
+		}
+		resp.Body.Close()
+		if resp.StatusCode == http.StatusServiceUnavailable {
+			busy++
+		}
+	}
+	after := d.metrics().value(t, "go_goroutines")
+	t.Logf("30 POST /-/reload during the hung reload: %d answered 503 at once; goroutines %v -> %v", busy, before, after)
+	if busy != 30 || after > before+5 {
+		t.Errorf("POST /-/reload during a hung reload: %d of 30 answered 503 at once, goroutines %v -> %v", busy, before, after)
 	}
 	// A run is in flight on the local target when the stop comes.
 	waitFor(t, "a run on the local target in flight", func() bool { return len(runDirs(t, probeDir)) > 0 })
