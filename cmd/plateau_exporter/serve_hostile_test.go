@@ -306,3 +306,48 @@ func TestHostileIdleConnectionsKeepProbesRunning(t *testing.T) {
 		t.Errorf("only %v successful runs in the 6 s connections were held", successes(body))
 	}
 }
+
+// Ctrl-C of `probe` mid-run stops the worker through its own SIGTERM
+// path: the run's files are removed, none is left for a later sweep.
+func TestHostileProbeInterruptLeavesNoFiles(t *testing.T) {
+	cfg, target := writeConfig(t, `{name: md, kind: metadata, workers: 2, files: 200000, file_size: 0, interval: 1h, timeout: 10m}`)
+	cmd := exec.Command(binary, "probe", "--config.file="+cfg, "--probe.hostname=n1")
+	logs := &probetest.LogBuffer{}
+	cmd.Stderr = logs
+	cmd.WaitDelay = 5 * time.Second
+	defer func() {
+		if t.Failed() {
+			t.Logf("probe's log:\n%s", logs.String())
+		}
+	}()
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan struct{})
+	go func() { _ = cmd.Wait(); close(done) }()
+	defer func() {
+		select {
+		case <-done:
+		default:
+			_ = cmd.Process.Kill()
+			<-done
+		}
+	}()
+	probeDir := filepath.Join(target, "n1")
+	probetest.WaitUntil(t, "the run to create files", 60*time.Second, func() bool {
+		n := 0
+		_ = filepath.WalkDir(probeDir, func(string, os.DirEntry, error) error { n++; return nil })
+		return n > 1000
+	})
+	if err := cmd.Process.Signal(os.Interrupt); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-done:
+	case <-time.After(40 * time.Second):
+		t.Fatal("probe did not exit 40 s after Ctrl-C")
+	}
+	if left := probetest.HostProbeDirEntries(t, target, "n1"); len(left) != 0 {
+		t.Errorf("Ctrl-C of probe left %v in the probe directory\n%s", left, logs.String())
+	}
+}
