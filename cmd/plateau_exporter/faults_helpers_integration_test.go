@@ -198,8 +198,11 @@ func (d *faultDaemon) stop() {
 	_ = d.cmd.Process.Signal(syscall.SIGTERM)
 	select {
 	case <-d.done:
-	case <-time.After(15 * time.Second):
-		d.t.Errorf("daemon did not exit 15s after SIGTERM; killing it")
+	// 25 s: a worker on a hung mount gets worker.DefaultStopGrace (10 s)
+	// after SIGTERM and 5 s after SIGKILL, inside the unit's
+	// TimeoutStopSec=30s.
+	case <-time.After(25 * time.Second):
+		d.t.Errorf("daemon did not exit 25s after SIGTERM; killing it")
 		_ = d.cmd.Process.Kill()
 		<-d.done
 	}

@@ -80,7 +80,7 @@ const (
 // remove its files after SIGTERM before it kills the worker's group. With
 // KillGrace after SIGKILL and the HTTP server's shutdown, a stop stays
 // inside the packaged unit's TimeoutStopSec=30s.
-const DefaultStopGrace = 15 * time.Second
+const DefaultStopGrace = 10 * time.Second
 
 // DefaultCommand re-executes this binary; /proc/self/exe still works
 // after a package upgrade replaced the file on disk.
