@@ -157,3 +157,41 @@ func TestDaemonHostileSlowStartAnswers(t *testing.T) {
 		return resp.StatusCode == http.StatusOK
 	})
 }
+
+// The worst stop: a worker blocked on the hung mount ignores SIGTERM (its
+// clean-up would block too). It gets its grace, then SIGKILL (FUSE waits
+// are killable), and the daemon still exits within TimeoutStopSec.
+func TestDaemonHostileSIGTERMWorkerOnHungMount(t *testing.T) {
+	requireRoot(t)
+	bin := buildDaemon(t)
+	f := mountFault(t, faultfs.Options{})
+	cfg := writeFaultConfig(t, fmt.Sprintf(`defaults:
+  splay: false
+targets:
+  - name: hung
+    path: %s
+    probes:
+      - {name: md, kind: metadata, workers: 1, files: 100000, file_size: 0, interval: 30s, timeout: 29s}
+`, f.MountPoint()))
+	d := startFaultDaemon(t, bin, cfg)
+	waitFor(t, "a worker running", func() bool { return len(children(d.pid())) > 0 })
+	f.Set(faultfs.Hang())
+	defer f.Release()
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	if err := f.WaitBlocked(ctx, 1); err != nil {
+		t.Fatalf("the worker never blocked on the hung mount: %v", err)
+	}
+	stopAt := time.Now()
+	if err := d.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-d.done:
+		t.Logf("daemon exited %s after SIGTERM with its worker blocked on the hung mount", time.Since(stopAt).Round(time.Millisecond))
+	case <-time.After(timeoutStopSec):
+		t.Errorf("daemon still running %s after SIGTERM with its worker on a hung mount", timeoutStopSec)
+		_ = d.cmd.Process.Kill()
+		<-d.done
+	}
+}
