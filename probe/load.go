@@ -34,7 +34,7 @@ func LoadEmbedded() (*Config, error) {
 // at the target paths: the daemon starts before the parallel file systems
 // are mounted at boot, and runs on while one is unmounted (see CheckPaths).
 func ReadConfigFile(path string) (*Config, error) {
-	data, err := os.ReadFile(path)
+	data, err := ReadFileLimited(path, MaxConfigBytes)
 	if err != nil {
 		return nil, fmt.Errorf("config: %w", err)
 	}

@@ -1,7 +1,6 @@
 package probe
 
 import (
-	"errors"
 	"fmt"
 	"path/filepath"
 	"regexp"
@@ -71,7 +70,7 @@ func ParseConfig(data []byte, source string) (*Config, error) {
 		cfg.Targets = p.targets(targetsNode, cfg.Defaults)
 	}
 	if len(p.Errs) > 0 {
-		return nil, errors.Join(p.Errs...)
+		return nil, JoinErrors(p.Errs)
 	}
 	return cfg, nil
 }

@@ -35,16 +35,38 @@ type PathChecker struct {
 }
 
 // Check is CheckPaths with the checker's memory of blocked paths.
+//
+// The targets are checked at once, so that a check (a reload) takes one
+// deadline at most however many targets share a hung mount, not one per
+// target: eight made a reload wait 40 s.
 func (pc *PathChecker) Check(c *Config, deadline time.Duration) error {
+	// One check per distinct path: two checks of one path at once would
+	// see each other as blocked.
+	results := map[string]error{}
+	var mu sync.Mutex
+	var wg sync.WaitGroup
+	for _, t := range c.Targets {
+		if _, seen := results[t.Path]; seen || t.CreatePath {
+			continue
+		}
+		results[t.Path] = nil
+		wg.Add(1)
+		go func(path string) {
+			defer wg.Done()
+			err := pc.statDir(path, deadline)
+			mu.Lock()
+			results[path] = err
+			mu.Unlock()
+		}(t.Path)
+	}
+	wg.Wait()
 	var errs []error
 	for i, t := range c.Targets {
-		if t.CreatePath {
+		if t.CreatePath || results[t.Path] == nil {
 			continue
 		}
 		field := fmt.Sprintf("targets[%d].path", i)
-		if err := pc.statDir(t.Path, deadline); err != nil {
-			errs = append(errs, &ConfigError{File: c.Source, Line: t.Line, Field: field, Msg: err.Error()})
-		}
+		errs = append(errs, &ConfigError{File: c.Source, Line: t.Line, Field: field, Msg: results[t.Path].Error()})
 	}
 	return errors.Join(errs...)
 }

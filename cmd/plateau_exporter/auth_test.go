@@ -175,7 +175,7 @@ func startTLSDaemon(t *testing.T, f *webFixture) *tlsDaemon {
 			Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: f.pool}},
 		},
 	}
-	d.cmd = exec.Command(binary, "--web.listen-address="+addr, "--web.config.file="+f.config,
+	d.cmd = exec.Command(binary, "--web.listen-address="+addr, "--web.enable-lifecycle", "--web.config.file="+f.config,
 		"--config.file="+cfg, "--probe.hostname=n1", "--collector.disable-defaults", "--log.level=debug",
 		"--slurm.cgroup-path="+t.TempDir(), "--slurm.spool-path="+t.TempDir())
 	d.cmd.Stderr = d.stderr

@@ -4,6 +4,7 @@
 package main
 
 import (
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -71,11 +72,17 @@ func loadServeConfig(logger log.Logger, paths *probe.PathChecker, name string) (
 	if err != nil {
 		return nil, err
 	}
-	if err := paths.Check(cfg, probe.PathCheckDeadline); err != nil {
-		level.Warn(logger).Log("msg", "target path not usable; its probes fail until it is (file system not mounted yet?)", "err", err)
-	}
+	checkServePaths(logger, paths, cfg)
 	return cfg, nil
 }
+
+func checkServePaths(logger log.Logger, paths *probe.PathChecker, cfg *probe.Config) {
+	if err := paths.Check(cfg, probe.PathCheckDeadline); err != nil {
+		level.Warn(logger).Log("msg", "target path not usable; its probes fail until it is (file system not mounted yet?)", "err", boundedErr(err))
+	}
+}
+
+func (r *reloader) checkPaths(cfg *probe.Config) { checkServePaths(r.logger, r.paths, cfg) }
 
 // loadBaselines reads the config's baselines file. A missing or corrupt
 // file is not fatal: probes still run and export their results, only
@@ -108,6 +115,78 @@ type reloader struct {
 	// without mu, which a reload holds while a path check may block on a
 	// hung mount: the page must answer during exactly such an incident.
 	shown atomic.Pointer[shownConfig]
+	// ready is set once the first load is applied (/-/ready).
+	ready atomic.Bool
+	// running is held by the one reload in flight; pending asks it to
+	// load once more when it ends (a SIGHUP that came meanwhile, maybe
+	// after the file changed again).
+	running, pending atomic.Bool
+	// stopped, once set, makes a reload that ends after the daemon's stop
+	// apply nothing.
+	stopped atomic.Bool
+}
+
+// start applies the config read at start-up off the caller's goroutine,
+// as a reload would: its target paths may hang and its baselines be big.
+func (r *reloader) start(cfg *probe.Config) {
+	r.running.Store(true)
+	go func() {
+		r.mu.Lock()
+		r.checkPaths(cfg)
+		r.apply(cfg)
+		r.mu.Unlock()
+		r.ready.Store(true)
+		r.finish()
+	}()
+}
+
+// trigger starts a reload unless one is in flight, which then loads once
+// more when it ends. It never waits: the signal loop that calls it must
+// always be free to act on SIGTERM.
+func (r *reloader) trigger() {
+	r.pending.Store(true)
+	if !r.running.CompareAndSwap(false, true) {
+		return
+	}
+	go r.finish()
+}
+
+// tryReload reloads now, unless a reload is in flight; ran says which.
+// Requests while a reload hangs on a mount are answered at once, not
+// parked behind it.
+func (r *reloader) tryReload() (err error, ran bool) {
+	if !r.running.CompareAndSwap(false, true) {
+		return nil, false
+	}
+	defer r.finish()
+	return r.reload(), true
+}
+
+// finish runs the reloads asked for meanwhile, then lets the next one in.
+func (r *reloader) finish() {
+	for {
+		for r.pending.Swap(false) {
+			_ = r.reload()
+		}
+		r.running.Store(false)
+		// A trigger between the last Swap and the Store saw running set
+		// and left its request to this goroutine.
+		if !r.pending.Load() || !r.running.CompareAndSwap(false, true) {
+			return
+		}
+	}
+}
+
+// stop makes reloads still in flight apply nothing.
+func (r *reloader) stop() { r.stopped.Store(true) }
+
+// boundedErr is err with its text bounded, for the log, the page and the
+// JSON: an error listing 100,000 unknown keys is megabytes.
+func boundedErr(err error) error {
+	if err == nil || len(err.Error()) <= probe.MaxErrorText {
+		return err
+	}
+	return errors.New(probe.BoundText(err.Error(), probe.MaxErrorText))
 }
 
 // shownConfig is the running config for the status page, since when it
@@ -121,7 +200,11 @@ type shownConfig struct {
 func (r *reloader) reload() error {
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	if r.stopped.Load() {
+		return errors.New("stopping")
+	}
 	cfg, err := loadServeConfig(r.logger, r.paths, r.name)
+	err = boundedErr(err)
 	if err != nil {
 		// Log before the gauge flips, so whoever sees the 0 finds the why.
 		level.Error(r.logger).Log("msg", "reload failed; keeping the running config", "err", err)
@@ -139,6 +222,10 @@ func (r *reloader) reload() error {
 
 func (r *reloader) apply(cfg *probe.Config) {
 	baselines, err := loadBaselines(cfg)
+	err = boundedErr(err)
+	if r.stopped.Load() {
+		return
+	}
 	shown := &shownConfig{cfg: cfg, loadedAt: time.Now()}
 	if err != nil {
 		shown.baselinesErr = err.Error()

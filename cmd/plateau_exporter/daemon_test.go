@@ -56,6 +56,11 @@ func startDaemon(t *testing.T, args ...string) *daemon {
 	addr := probetest.FreeAddr(t)
 	d := &daemon{t: t, url: "http://" + addr, stderr: &probetest.LogBuffer{}, done: make(chan struct{})}
 	base := []string{"--web.listen-address=" + addr, "--log.level=debug"}
+	// The tests reload over HTTP; a test of the default gate says
+	// --no-web.enable-lifecycle.
+	if !slices.Contains(args, "--no-web.enable-lifecycle") {
+		base = append(base, "--web.enable-lifecycle")
+	}
 	// No job of the machine running the test may hold its probes: slurmd's
 	// traces are looked for in empty trees unless the test names its own
 	// (kingpin refuses a repeated flag).

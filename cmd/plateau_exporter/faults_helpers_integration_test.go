@@ -128,13 +128,32 @@ type faultDaemon struct {
 // the daemon is gone before they are unmounted.
 func startFaultDaemon(t *testing.T, bin, config string) *faultDaemon {
 	t.Helper()
-	addr := probetest.FreeAddr(t)
+	d := startFaultDaemonNoWait(t, bin, config, probetest.FreeAddr(t))
+	waitFor(t, "the daemon to answer /-/healthy", func() bool {
+		select {
+		case <-d.done:
+			t.Fatalf("daemon exited at start: %s", d.log.String())
+		default:
+		}
+		resp, err := d.client.Get(d.url + "/-/healthy")
+		if err != nil {
+			return false
+		}
+		resp.Body.Close()
+		return resp.StatusCode == http.StatusOK
+	})
+	return d
+}
+
+// startFaultDaemonNoWait starts the daemon on addr and returns at once.
+func startFaultDaemonNoWait(t *testing.T, bin, config, addr string) *faultDaemon {
+	t.Helper()
 	d := &faultDaemon{
 		t: t, url: "http://" + addr, log: &probetest.LogBuffer{}, done: make(chan struct{}),
 		client: &http.Client{Timeout: 30 * time.Second},
 	}
 	d.cmd = exec.Command(bin, "--web.listen-address="+addr, "--config.file="+config,
-		"--probe.hostname="+hostname, "--collector.disable-defaults", "--log.level=debug")
+		"--probe.hostname="+hostname, "--collector.disable-defaults", "--log.level=debug", "--web.enable-lifecycle")
 	d.cmd.Stderr = d.log
 	// If this test process dies without its cleanups (a panic, go test's
 	// -timeout), the daemon must die too rather than probe on forever. The
@@ -164,19 +183,6 @@ func startFaultDaemon(t *testing.T, bin, config string) *faultDaemon {
 			t.Logf("daemon log (pid %d):\n%s", d.cmd.Process.Pid, d.log.String())
 		}
 	})
-	waitFor(t, "the daemon to answer /-/healthy", func() bool {
-		select {
-		case <-d.done:
-			t.Fatalf("daemon exited at start: %s", d.log.String())
-		default:
-		}
-		resp, err := d.client.Get(d.url + "/-/healthy")
-		if err != nil {
-			return false
-		}
-		resp.Body.Close()
-		return resp.StatusCode == http.StatusOK
-	})
 	return d
 }
 
@@ -192,8 +198,11 @@ func (d *faultDaemon) stop() {
 	_ = d.cmd.Process.Signal(syscall.SIGTERM)
 	select {
 	case <-d.done:
-	case <-time.After(15 * time.Second):
-		d.t.Errorf("daemon did not exit 15s after SIGTERM; killing it")
+	// 25 s: a worker on a hung mount gets worker.DefaultStopGrace (10 s)
+	// after SIGTERM and 5 s after SIGKILL, inside the unit's
+	// TimeoutStopSec=30s.
+	case <-time.After(25 * time.Second):
+		d.t.Errorf("daemon did not exit 25s after SIGTERM; killing it")
 		_ = d.cmd.Process.Kill()
 		<-d.done
 	}

@@ -15,6 +15,9 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"os/signal"
+	"syscall"
+	"time"
 
 	"github.com/alecthomas/kingpin/v2"
 	"github.com/go-kit/log"
@@ -216,10 +219,16 @@ func runDaemon(app *kingpin.Application, flags sharedFlags, d daemonCommands, ar
 	}
 	switch cmd {
 	case d.serve.FullCommand():
+		// Registered before anything that may take time (dropping
+		// privileges, reading files): until then SIGHUP kills the daemon.
+		signals := make(chan os.Signal, 4)
+		signal.Notify(signals, syscall.SIGHUP, syscall.SIGTERM, os.Interrupt)
 		if err := dropPrivileges(env.logger, env.logLevel, env.logFormat); err != nil {
 			return err
 		}
-		return serve(env.logger, d.serveFlags.options(env))
+		o := d.serveFlags.options(env)
+		o.signals = signals
+		return serve(env.logger, o)
 	case d.worker.FullCommand():
 		return runWorker()
 	case d.smartHelper.FullCommand():
@@ -239,6 +248,10 @@ type serveFlags struct {
 	historyFile            *string
 	jobs                   jobFlags
 	gomaxprocs             *int
+	enableLifecycle        *bool
+	readTimeout            *time.Duration
+	idleTimeout            *time.Duration
+	maxConnections         *int
 }
 
 func addServeFlags(cmd *kingpin.CmdClause) serveFlags {
@@ -249,6 +262,10 @@ func addServeFlags(cmd *kingpin.CmdClause) serveFlags {
 		maxRequests:            cmd.Flag("web.max-requests", "Maximum number of parallel scrape requests; 0 disables the limit.").Default("40").Int(),
 		historyFile:            cmd.Flag("probe.history-file", "File that keeps each probe op's last results across restarts, for plateau_probe_change_ratio; empty: in memory only. Default: history.json in $STATE_DIRECTORY (set by systemd from the unit's StateDirectory=), else empty.").Default(defaultHistoryFile(os.Getenv)).String(),
 		jobs:                   addJobFlags(cmd),
+		enableLifecycle:        cmd.Flag("web.enable-lifecycle", "Serve POST /-/reload (as Prometheus). Off by default: SIGHUP reloads too, and needs the daemon's user.").Bool(),
+		readTimeout:            cmd.Flag("web.read-timeout", "Longest time to read a whole request, headers and body.").Default("30s").Duration(),
+		idleTimeout:            cmd.Flag("web.idle-timeout", "How long a keep-alive connection may stay idle before the daemon closes it.").Default("60s").Duration(),
+		maxConnections:         cmd.Flag("web.max-connections", "Most open HTTP connections; more are closed at once. At most half the process's file descriptor limit, so clients never take the descriptors probes need.").Default("512").Int(),
 		gomaxprocs:             cmd.Flag("runtime.gomaxprocs", "GOMAXPROCS of the serving process (scrapes, schedule, counters); probes run in their own worker processes with the Go default. 0: the Go default (every CPU). The default of 2 keeps the daemon, and its garbage collector's workers, on at most two CPUs at a time of a many-core compute node (bench/scrape.sh: 1 made the largest scrapes 3x slower).").Default("2").Int(),
 	}
 }
@@ -265,5 +282,9 @@ func (f serveFlags) options(env commandEnv) serveOptions {
 		historyFile:            *f.historyFile,
 		jobs:                   f.jobs.detector(),
 		gomaxprocs:             *f.gomaxprocs,
+		enableLifecycle:        *f.enableLifecycle,
+		readTimeout:            *f.readTimeout,
+		idleTimeout:            *f.idleTimeout,
+		maxConnections:         *f.maxConnections,
 	}
 }

@@ -16,7 +16,6 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	versioncollector "github.com/prometheus/client_golang/prometheus/collectors/version"
-	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"github.com/prometheus/common/version"
 	"github.com/prometheus/exporter-toolkit/web"
 
@@ -41,9 +40,25 @@ type serveOptions struct {
 	historyFile            string
 	jobs                   nodejobs.Detector
 	gomaxprocs             int
+	// signals, when set, are already registered (SIGHUP, SIGTERM, SIGINT).
+	signals chan os.Signal
+	// enableLifecycle serves POST /-/reload.
+	enableLifecycle bool
+	readTimeout     time.Duration
+	idleTimeout     time.Duration
+	maxConnections  int
 }
 
 func serve(logger log.Logger, o serveOptions) error {
+	// Signals first: until Notify, SIGHUP kills the process (and systemd
+	// counts death by SIGHUP as a clean exit, so it does not restart it).
+	// runDaemon registers them even earlier, before dropping privileges.
+	signals := o.signals
+	if signals == nil {
+		signals = make(chan os.Signal, 4)
+		signal.Notify(signals, syscall.SIGHUP, syscall.SIGTERM, os.Interrupt)
+	}
+	defer signal.Stop(signals)
 	level.Info(logger).Log("msg", "starting plateau_exporter", "version", version.Info(), "build_context", version.BuildContext())
 	// Set here, not through the environment, so that the probe-worker
 	// children keep Go's default and measure as characterize did. The
@@ -60,10 +75,13 @@ func serve(logger log.Logger, o serveOptions) error {
 			return exitErr(2, fmt.Errorf("web config %s: %w", f, err))
 		}
 	}
-	paths := new(probe.PathChecker)
-	cfg, err := loadServeConfig(logger, paths, o.configFile)
+	// The config's text is read and checked now (its size is bounded, so
+	// this is quick): a wrong file stops the start. Its target paths and
+	// the baselines, which may wait on a hung mount or be large, are
+	// loaded once the server answers.
+	cfg, err := readConfig(o.configFile)
 	if err != nil {
-		return exitErr(2, err)
+		return exitErr(2, boundedErr(err))
 	}
 
 	counters, err := collector.NewRegistry(logger)
@@ -110,53 +128,27 @@ func serve(logger log.Logger, o serveOptions) error {
 		reg.MustRegister(collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}), collectors.NewGoCollector())
 	}
 
-	rl := &reloader{logger: logger, name: o.configFile, scheduler: scheduler, results: results, success: reloadSuccess, timestamp: reloadTime, baselinesLoaded: baselinesLoaded, paths: paths}
-	rl.apply(cfg)
-
-	mux := http.NewServeMux()
-	mux.Handle(o.metricsPath, promhttp.HandlerFor(reg, promhttp.HandlerOpts{
-		ErrorLog:            stdlibLogger{logger},
-		ErrorHandling:       promhttp.ContinueOnError,
-		MaxRequestsInFlight: o.maxRequests,
-		// Scrapes read snapshots and fast counters; nothing should take long.
-		Timeout:           30 * time.Second,
-		EnableOpenMetrics: true,
-	}))
-	mux.HandleFunc("/-/healthy", func(w http.ResponseWriter, _ *http.Request) {
-		fmt.Fprintln(w, "Healthy")
-	})
-	mux.HandleFunc("/-/ready", func(w http.ResponseWriter, _ *http.Request) {
-		fmt.Fprintln(w, "Ready")
-	})
-	mux.HandleFunc("/-/reload", func(w http.ResponseWriter, r *http.Request) {
-		if r.Method != http.MethodPost && r.Method != http.MethodPut {
-			w.Header().Set("Allow", "POST, PUT")
-			http.Error(w, "reload needs POST or PUT", http.StatusMethodNotAllowed)
-			return
-		}
-		if err := rl.reload(); err != nil {
-			http.Error(w, fmt.Sprintf("failed to reload config: %s", err), http.StatusInternalServerError)
-			return
-		}
-		fmt.Fprintln(w, "config reloaded")
-	})
+	rl := &reloader{logger: logger, name: o.configFile, scheduler: scheduler, results: results, success: reloadSuccess, timestamp: reloadTime, baselinesLoaded: baselinesLoaded, paths: new(probe.PathChecker)}
 	page, err := newStatusPage(o, rl, results, tracked, jobs)
 	if err != nil {
 		return err
 	}
-	mux.Handle("/status.json", page.JSON())
-	// With --web.telemetry-path=/ the metrics keep "/", as before.
-	if o.metricsPath != "/" {
-		mux.Handle("/", page.HTML())
+	server := &http.Server{
+		Handler: newHandler(handlerOptions{serve: o, registry: reg, reloader: rl, page: page, logger: logger}),
+		// Every phase of a connection has an end: a client that opens
+		// connections and says nothing, or keeps them idle, does not hold
+		// the daemon's descriptors (which its probes need) for long.
+		ReadHeaderTimeout: 10 * time.Second,
+		ReadTimeout:       o.readTimeout,
+		IdleTimeout:       o.idleTimeout,
+		ConnState:         newConnLimiter(logger, o.maxConnections).connState,
 	}
-
-	server := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
 	serveErr := make(chan error, 1)
 	go func() { serveErr <- web.ListenAndServe(server, o.webFlags, slogFor(logger, o.logLevel)) }()
 
-	signals := make(chan os.Signal, 1)
-	signal.Notify(signals, syscall.SIGHUP, syscall.SIGTERM, os.Interrupt)
-	defer signal.Stop(signals)
+	// The first load runs as a reload would, off this loop: the server
+	// answers (not ready) while a target path hangs or the baselines load.
+	rl.start(cfg)
 	for {
 		select {
 		case err := <-serveErr:
@@ -167,10 +159,14 @@ func serve(logger log.Logger, o serveOptions) error {
 			return exitErr(1, err)
 		case sig := <-signals:
 			if sig == syscall.SIGHUP {
-				_ = rl.reload()
+				rl.trigger()
 				continue
 			}
 			level.Info(logger).Log("msg", "shutting down", "signal", sig)
+			// Stop ends the running probes: each worker gets SIGTERM and
+			// worker.DefaultStopGrace to remove its files, then SIGKILL.
+			// A reload still blocked on a hung mount is left behind.
+			rl.stop()
 			scheduler.Stop()
 			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 			err := server.Shutdown(ctx)

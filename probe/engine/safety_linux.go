@@ -46,15 +46,22 @@ func openProbeDir(targetPath, hostname string, createPath bool) (*probeDir, erro
 	if hostname == "" || strings.ContainsAny(hostname, "/\x00") || hostname == "." || hostname == ".." {
 		return nil, fmt.Errorf("%w: host name %q cannot name a directory", probe.ErrUnsafe, hostname)
 	}
+	// The target path itself may be a symlink (/scratch -> /gpfs/scratch);
+	// what must not be one is the probe directory below it, nor a path
+	// the daemon creates itself: that one sits in a shared temp directory,
+	// where another user may have made it first.
+	openFlags := unix.O_RDONLY | unix.O_DIRECTORY | unix.O_CLOEXEC
 	if createPath {
 		if err := os.Mkdir(targetPath, 0o700); err != nil && !errors.Is(err, os.ErrExist) {
 			return nil, fmt.Errorf("create %s: %w", targetPath, err)
 		}
+		openFlags |= unix.O_NOFOLLOW
 	}
-	// The target path itself may be a symlink (/scratch -> /gpfs/scratch);
-	// what must not be one is the probe directory below it.
-	parentFD, err := unix.Open(targetPath, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	parentFD, err := unix.Open(targetPath, openFlags, 0)
 	if err != nil {
+		if createPath && (errors.Is(err, unix.ELOOP) || errors.Is(err, unix.ENOTDIR)) {
+			return nil, fmt.Errorf("%w: %s is a symlink or not a directory; this daemon creates it itself (mode 0700) and will not use one someone else made: remove it, or name a target path in a config file", probe.ErrUnsafe, targetPath)
+		}
 		return nil, fmt.Errorf("open target path %s: %w", targetPath, err)
 	}
 	defer unix.Close(parentFD)
@@ -62,8 +69,18 @@ func openProbeDir(targetPath, hostname string, createPath bool) (*probeDir, erro
 	if err := unix.Fstat(parentFD, &pst); err != nil {
 		return nil, fmt.Errorf("stat %s: %w", targetPath, err)
 	}
-	if pst.Mode&unix.S_IWOTH != 0 && pst.Mode&unix.S_ISVTX == 0 {
-		return nil, fmt.Errorf("%w: %s is world-writable without the sticky bit, so any user could replace the probe directory", probe.ErrUnsafe, targetPath)
+	if createPath && (int(pst.Uid) != os.Geteuid() || pst.Mode&0o077 != 0) {
+		return nil, fmt.Errorf("%w: %s is owned by uid %d with mode %o; this daemon creates it itself, owned by uid %d with mode 0700, and will not use one someone else made: remove it, or name a target path in a config file", probe.ErrUnsafe, targetPath, pst.Uid, pst.Mode&0o7777, os.Geteuid())
+	}
+	// A member of the group, like any user of a world-writable directory,
+	// could rename the probe directory away and put their own in its place;
+	// only the sticky bit stops that.
+	if pst.Mode&(unix.S_IWOTH|unix.S_IWGRP) != 0 && pst.Mode&unix.S_ISVTX == 0 {
+		who := "world-writable"
+		if pst.Mode&unix.S_IWOTH == 0 {
+			who = "group-writable"
+		}
+		return nil, fmt.Errorf("%w: %s is %s without the sticky bit, so another user could replace the probe directory", probe.ErrUnsafe, targetPath, who)
 	}
 	if err := unix.Mkdirat(parentFD, hostname, 0o700); err != nil && !errors.Is(err, unix.EEXIST) {
 		return nil, fmt.Errorf("create probe directory %s/%s: %w", targetPath, hostname, err)

@@ -23,7 +23,7 @@ type baselinesDecoder struct {
 
 // LoadBaselines reads a baselines file. Errors name file, line and field.
 func LoadBaselines(path string) (*Baselines, error) {
-	data, err := os.ReadFile(path)
+	data, err := probe.ReadFileLimited(path, probe.MaxBaselinesBytes)
 	if err != nil {
 		return nil, fmt.Errorf("baselines: %w", err)
 	}

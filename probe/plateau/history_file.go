@@ -1,6 +1,8 @@
 package plateau
 
 import (
+	"github.com/plateau-exporter/plateau_exporter/probe"
+
 	"bytes"
 	"encoding/json"
 	"errors"
@@ -60,7 +62,7 @@ type historyEntry struct {
 // not an error: there is none before the first run. Errors name the file
 // and, for an invalid entry, the entry.
 func LoadHistoryFile(path string) (History, error) {
-	data, err := os.ReadFile(path)
+	data, err := probe.ReadFileLimited(path, probe.MaxHistoryBytes)
 	if errors.Is(err, os.ErrNotExist) {
 		return History{}, nil
 	}

@@ -56,10 +56,31 @@ type ProcessRunner struct {
 	// KillGrace is how long to wait for exit after SIGKILL before the
 	// worker is counted as abandoned.
 	KillGrace time.Duration
+	// StopGrace is how long a run stopped by its context (the daemon
+	// stopping, Ctrl-C of probe) waits, after SIGTERM to the worker's
+	// group, for the worker to remove its files; then SIGKILL. 0:
+	// DefaultStopGrace. A run past its timeout is killed at once: it is
+	// on a mount that does not answer, and its leftovers are swept by
+	// the target's next run.
+	StopGrace time.Duration
 }
 
 // maxResultBytes bounds what a worker may print; a result is a few KiB.
 const maxResultBytes = 8 << 20
+
+// maxStderrBytes is how much of a worker's stderr is kept (its end, where
+// the reason for a failure is), and maxLoggedStderr how much of that one
+// debug log line may carry.
+const (
+	maxStderrBytes  = 64 << 10
+	maxLoggedStderr = 4 << 10
+)
+
+// DefaultStopGrace is how long a stopping daemon waits for a worker to
+// remove its files after SIGTERM before it kills the worker's group. With
+// KillGrace after SIGKILL and the HTTP server's shutdown, a stop stays
+// inside the packaged unit's TimeoutStopSec=30s.
+const DefaultStopGrace = 10 * time.Second
 
 // DefaultCommand re-executes this binary; /proc/self/exe still works
 // after a package upgrade replaced the file on disk.
@@ -88,12 +109,14 @@ func (w *ProcessRunner) Run(ctx context.Context, req probe.Request) Outcome {
 	// worker's goroutines block in syscalls, where the runtime does not
 	// need signals to preempt them. A later GODEBUG setting wins.
 	cmd.Env = append(append(os.Environ(), "GODEBUG=asyncpreemptoff=1"), w.Env...)
-	var stdout limitedBuffer
-	stdout.limit = maxResultBytes
-	var stderr limitedBuffer
-	stderr.limit = 64 << 10
-	cmd.Stdout = &stdout
-	cmd.Stderr = &stderr
+	// Both writers are plain io.Writers that keep reading past their cap:
+	// exec copies into them with io.Copy, which would bypass a capped Write
+	// through a promoted ReadFrom, and a writer that returned an error would
+	// leave the worker blocked on a full pipe until its timeout.
+	stdout := &headBuffer{limit: maxResultBytes}
+	stderr := &tailBuffer{limit: maxStderrBytes}
+	cmd.Stdout = stdout
+	cmd.Stderr = stderr
 	// AmbientCaps stays empty: the worker starts with empty ambient and
 	// inheritable sets, because a daemon running as its own user has
 	// dropped every capability before it schedules a probe
@@ -119,11 +142,34 @@ func (w *ProcessRunner) Run(ctx context.Context, req probe.Request) Outcome {
 	case <-timer.C:
 		return w.kill(cmd, done, req, start, fmt.Errorf("probe %s/%s: %w after %s", req.Target, req.Probe.Name, context.DeadlineExceeded, req.Probe.Timeout))
 	case <-ctx.Done():
+		// The worker's own SIGTERM path cancels the run, which removes
+		// what it created; only a worker that does not finish in time is
+		// killed.
+		_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGTERM)
+		grace := w.StopGrace
+		if grace <= 0 {
+			grace = DefaultStopGrace
+		}
+		stopTimer := time.NewTimer(grace)
+		defer stopTimer.Stop()
+		select {
+		case <-done:
+			// The group may still hold a grandchild: end it too.
+			_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
+			r := &probe.Result{Target: req.Target, Probe: req.Probe.Name, Kind: req.Probe.Kind, Start: start, End: time.Now()}
+			r.Fail(fmt.Errorf("probe %s/%s: stopped: %w", req.Target, req.Probe.Name, ctx.Err()))
+			return Outcome{Result: r, TimedOut: true}
+		case <-stopTimer.C:
+			level.Warn(w.Logger).Log("msg", "worker did not stop within its grace after SIGTERM; killing it", "target", req.Target, "probe", req.Probe.Name, "grace", grace)
+		}
 		return w.kill(cmd, done, req, start, fmt.Errorf("probe %s/%s: stopped: %w", req.Target, req.Probe.Name, ctx.Err()))
 	}
 
 	if msg := strings.TrimSpace(stderr.String()); msg != "" {
-		level.Debug(w.Logger).Log("msg", "worker stderr", "target", req.Target, "probe", req.Probe.Name, "stderr", msg)
+		level.Debug(w.Logger).Log("msg", "worker stderr", "target", req.Target, "probe", req.Probe.Name, "stderr", probe.BoundText(msg, maxLoggedStderr))
+	}
+	if stdout.dropped > 0 {
+		return failed(fmt.Errorf("worker for %s/%s: %w: more than %d bytes on stdout (%d dropped)", req.Target, req.Probe.Name, errOutputTooLarge, maxResultBytes, stdout.dropped))
 	}
 	var res probe.Result
 	if err := json.Unmarshal(stdout.Bytes(), &res); err != nil || res.Probe == "" {
@@ -178,19 +224,63 @@ func Main(stdin io.Reader, stdout io.Writer) error {
 	return json.NewEncoder(stdout).Encode(res)
 }
 
-type limitedBuffer struct {
-	bytes.Buffer
-	limit int
+// headBuffer keeps the first limit bytes written to it and counts the
+// rest. It is not a bytes.Buffer: that one's ReadFrom, which io.Copy
+// prefers, would read without bound.
+type headBuffer struct {
+	buf     []byte
+	limit   int
+	dropped int64
 }
 
 var errOutputTooLarge = errors.New("worker output too large")
 
-func (b *limitedBuffer) Write(p []byte) (int, error) {
-	if b.Len()+len(p) > b.limit {
-		return 0, errOutputTooLarge
+func (b *headBuffer) Write(p []byte) (int, error) {
+	n := len(p)
+	if room := b.limit - len(b.buf); room < len(p) {
+		if room < 0 {
+			room = 0
+		}
+		b.dropped += int64(len(p) - room)
+		p = p[:room]
 	}
-	return b.Buffer.Write(p)
+	if need := len(b.buf) + len(p); need > cap(b.buf) {
+		// Doubling, not append's 1.25 growth of large slices, which
+		// allocates five times the final size on the way to it.
+		grown := make([]byte, len(b.buf), min(max(2*cap(b.buf), need, 4096), b.limit))
+		copy(grown, b.buf)
+		b.buf = grown
+	}
+	b.buf = append(b.buf, p...)
+	return n, nil
 }
+
+func (b *headBuffer) Bytes() []byte { return b.buf }
+
+// tailBuffer keeps the last limit bytes written to it: a failing worker's
+// reason is at the end of its stderr.
+type tailBuffer struct {
+	buf     []byte
+	limit   int
+	dropped int64
+}
+
+func (b *tailBuffer) Write(p []byte) (int, error) {
+	n := len(p)
+	if len(p) >= b.limit {
+		b.dropped += int64(len(b.buf) + len(p) - b.limit)
+		b.buf = append(b.buf[:0], p[len(p)-b.limit:]...)
+		return n, nil
+	}
+	if over := len(b.buf) + len(p) - b.limit; over > 0 {
+		b.dropped += int64(over)
+		b.buf = append(b.buf[:0], b.buf[over:]...)
+	}
+	b.buf = append(b.buf, p...)
+	return n, nil
+}
+
+func (b *tailBuffer) String() string { return string(b.buf) }
 
 func lastLine(s string) string {
 	s = strings.TrimSpace(s)
