@@ -334,6 +334,12 @@ type fleetFigures struct {
 	// the onset, notificationsEarly those of them that started by the end
 	// of interval 3: what the on-call sees as the incident starts.
 	notifications, notificationsEarly int
+	// On unmodified segments: the real times of the counted steps at
+	// which the file-system page fired, and of those it started at, for
+	// the ground truth to judge. On trials: whether it fired in the two
+	// intervals before the onset (the onset is then not calm).
+	firingAt, pageStarts []time.Time
+	firedBeforeOnset     bool
 }
 
 // evaluateFleet writes every case into a fresh store and evaluates the
@@ -428,6 +434,9 @@ func evaluateFleet(ctx context.Context, groups []fleetGroup, cases []*fleetCase,
 			if ts.Before(counted) {
 				// Warm-up: only the state at the onset matters.
 				f.firingAtOnset = fsPage
+				if fsPage && !c.onset.IsZero() && !ts.Before(c.sim(g, c.onset.Add(-2*g.period), o.Options)) {
+					f.firedBeforeOnset = true
+				}
 				st.fsPage, st.nodePages = fsPage, nodePages
 				clear(st.notified)
 				for _, k := range notified {
@@ -438,8 +447,14 @@ func evaluateFleet(ctx context.Context, groups []fleetGroup, cases []*fleetCase,
 			f.steps++
 			if fsPage {
 				f.fsPageSteps++
+				if c.onset.IsZero() {
+					f.firingAt = append(f.firingAt, c.real(g, ts, o.Options))
+				}
 				if !st.fsPage {
 					f.fsPageEpisodes++
+					if c.onset.IsZero() {
+						f.pageStarts = append(f.pageStarts, c.real(g, ts, o.Options))
+					}
 					if !c.onset.IsZero() && !f.firingAtOnset && f.detectedWithin == 0 {
 						f.detectedWithin = -1 // after interval 3 unless below
 						for k := 2; k >= 0; k-- {
