@@ -13,6 +13,8 @@ import (
 	"testing"
 
 	"github.com/prometheus/prometheus/model/labels"
+
+	"github.com/plateau-exporter/plateau_exporter/probe/backtest/ruleeval"
 )
 
 var (
@@ -170,7 +172,7 @@ func TestFleetDropOnABusyFileSystemIsNoPage(t *testing.T) {
 }
 
 func TestNotifierInhibitsAsShipped(t *testing.T) {
-	n, err := loadNotifier(shippedAlertmanager)
+	n, err := ruleeval.LoadNotifier(shippedAlertmanager)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -187,11 +189,11 @@ func TestNotifierInhibitsAsShipped(t *testing.T) {
 		{"nodes alone, one group per target", []labels.Labels{node("a", "scratch"), node("b", "scratch")}, 1},
 		{"a node of another target", []labels.Labels{fs, node("a", "home")}, 2},
 	} {
-		if got := n.groups(tc.firing); len(got) != tc.want {
+		if got := n.Groups(tc.firing); len(got) != tc.want {
 			t.Errorf("%s: groups %v, want %d", tc.name, got, tc.want)
 		}
 	}
-	if _, err := loadNotifier(writeTemp(t, "inhibit_rules:\n  - source_matchers: ['alertname~~x']\n")); err == nil || !strings.Contains(err.Error(), "inhibit_rules[0].source_matchers") {
+	if _, err := ruleeval.LoadNotifier(writeTemp(t, "inhibit_rules:\n  - source_matchers: ['alertname~~x']\n")); err == nil || !strings.Contains(err.Error(), "inhibit_rules[0].source_matchers") {
 		t.Errorf("a bad matcher: %v", err)
 	}
 }
@@ -214,13 +216,13 @@ func FuzzParseNotifier(f *testing.F) {
 	f.Add("inhibit_rules:\n  - source_matchers: [a=~\"(\"]\n")
 	f.Add("route: {group_by: [x]}\ninhibit_rules: [{source_matchers: ['a = b'], target_matchers: [c!~\"d|e\"], equal: [f]}]\n")
 	f.Fuzz(func(t *testing.T, in string) {
-		n, err := parseNotifier([]byte(in), "fuzz.yml")
+		n, err := ruleeval.ParseNotifier([]byte(in), "fuzz.yml")
 		if err != nil {
 			return
 		}
 		// Whatever it read, it counts groups of alerts without failing.
 		a := labels.FromStrings("alertname", "A", "x", "1")
-		if got := n.groups([]labels.Labels{a, a}); len(got) > 1 {
+		if got := n.Groups([]labels.Labels{a, a}); len(got) > 1 {
 			t.Fatalf("two identical alerts in %d groups", len(got))
 		}
 	})
