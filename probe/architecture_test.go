@@ -78,6 +78,9 @@ var importRules = []importRule{
 	{"probe/plateau", []string{"internal/statuspage"}, "the status page reads the probes and counters, never the other way"},
 	{"probe/characterize", []string{"internal/statuspage"}, "the status page reads the probes and counters, never the other way"},
 	{"probe/backtest", []string{"internal/statuspage"}, "the status page reads the probes and counters, never the other way"},
+	{"probe/backtest/ruleeval", []string{"probe"}, "the rule evaluator knows nothing of probes: the backtest writes their series into its store"},
+	{"probe/backtest/groundtruth", []string{"probe/backtest/ruleeval", "github.com/prometheus/prometheus"}, "what really happened is read from the recorded series, never from the rules it judges"},
+	{"probe/backtest", []string{"probe/backtest/promfetch"}, "the Prometheus reader hands the backtest its series, never the other way"},
 	{"probe/store", []string{"internal/statuspage"}, "the status page reads the probes and counters, never the other way"},
 	{"collector", []string{"internal/statuspage"}, "the status page reads the probes and counters, never the other way"},
 }

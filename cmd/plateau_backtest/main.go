@@ -22,6 +22,7 @@ import (
 
 	"github.com/plateau-exporter/plateau_exporter/internal/backtestcli"
 	"github.com/plateau-exporter/plateau_exporter/probe/backtest"
+	"github.com/plateau-exporter/plateau_exporter/probe/backtest/promfetch"
 )
 
 func main() {
@@ -118,7 +119,7 @@ func backtestInput(ctx context.Context, f *backtestcli.Flags) ([]backtest.Series
 			}
 			start = end.Add(-d)
 		}
-		return backtest.FetchPrometheus(ctx, backtest.PrometheusQuery{URL: f.PromURL, Selector: f.PromSelector, Start: start, End: end, Step: f.PromStep})
+		return promfetch.FetchPrometheus(ctx, promfetch.PrometheusQuery{URL: f.PromURL, Selector: f.PromSelector, Start: start, End: end, Step: f.PromStep})
 	}
 	return nil, fmt.Errorf("backtest: give --input FILE or --prometheus.url URL")
 }

@@ -14,6 +14,7 @@ import (
 	"github.com/prometheus/prometheus/model/labels"
 	"github.com/prometheus/prometheus/promql"
 
+	"github.com/plateau-exporter/plateau_exporter/probe/backtest/ruleeval"
 	"github.com/plateau-exporter/plateau_exporter/probe/plateau"
 )
 
@@ -96,7 +97,7 @@ func RunFleet(ctx context.Context, input []Series, o FleetOptions) (*FleetReport
 	if len(o.GroupColumns) == 0 {
 		return nil, errors.New("backtest: --fleet needs --group-columns")
 	}
-	notify, err := loadNotifier(o.Alertmanager)
+	notify, err := ruleeval.LoadNotifier(o.Alertmanager)
 	if err != nil {
 		return nil, err
 	}
@@ -334,12 +335,18 @@ type fleetFigures struct {
 	// the onset, notificationsEarly those of them that started by the end
 	// of interval 3: what the on-call sees as the incident starts.
 	notifications, notificationsEarly int
+	// On unmodified segments: the real times of the counted steps at
+	// which the file-system page fired, and of those it started at, for
+	// the ground truth to judge. On trials: whether it fired in the two
+	// intervals before the onset (the onset is then not calm).
+	firingAt, pageStarts []time.Time
+	firedBeforeOnset     bool
 }
 
 // evaluateFleet writes every case into a fresh store and evaluates the
 // rules over it; returns the figures per case.
-func evaluateFleet(ctx context.Context, groups []fleetGroup, cases []*fleetCase, files []string, notify *notifier, o FleetOptions) ([]fleetFigures, error) {
-	store := newMemStore()
+func evaluateFleet(ctx context.Context, groups []fleetGroup, cases []*fleetCase, files []string, notify *ruleeval.Notifier, o FleetOptions) ([]fleetFigures, error) {
+	store := ruleeval.NewStore()
 	var end time.Time
 	for _, c := range cases {
 		g := &groups[c.group]
@@ -348,7 +355,7 @@ func evaluateFleet(ctx context.Context, groups []fleetGroup, cases []*fleetCase,
 		}
 		end = maxTime(end, c.sim(g, c.to, o.Options))
 	}
-	groupsOfRules, err := loadRuleGroups(files)
+	groupsOfRules, err := ruleeval.LoadRuleGroups(files)
 	if err != nil {
 		return nil, err
 	}
@@ -356,11 +363,11 @@ func evaluateFleet(ctx context.Context, groups []fleetGroup, cases []*fleetCase,
 	if logger == nil {
 		logger = discardLogger()
 	}
-	rules := &ruleEvaluator{
-		groups: groupsOfRules,
-		store:  store,
-		logger: logger,
-		engine: promql.NewEngine(promql.EngineOpts{
+	rules := &ruleeval.Evaluator{
+		Groups: groupsOfRules,
+		Store:  store,
+		Logger: logger,
+		Engine: promql.NewEngine(promql.EngineOpts{
 			MaxSamples:               50_000_000,
 			Timeout:                  5 * time.Minute,
 			NoStepSubqueryIntervalFn: func(int64) int64 { return o.EvaluationInterval.Milliseconds() },
@@ -387,20 +394,20 @@ func evaluateFleet(ctx context.Context, groups []fleetGroup, cases []*fleetCase,
 		if err := ctx.Err(); err != nil {
 			return nil, err
 		}
-		if err := rules.eval(ctx, ts); err != nil {
+		if err := rules.Eval(ctx, ts); err != nil {
 			return nil, fmt.Errorf("at %s: %w", ts.Sub(simulationStart), err)
 		}
 		for i := range states {
 			states[i].firing = states[i].firing[:0]
 		}
 		for _, g := range groupsOfRules {
-			for _, r := range g.rules {
-				for _, a := range r.active {
-					if a.state != alertFiring {
+			for _, r := range g.Rules {
+				for _, a := range r.Active {
+					if a.State != ruleeval.AlertFiring {
 						continue
 					}
-					if i, ok := byID[a.labels.Get("target")]; ok {
-						states[i].firing = append(states[i].firing, a.labels)
+					if i, ok := byID[a.Labels.Get("target")]; ok {
+						states[i].firing = append(states[i].firing, a.Labels)
 					}
 				}
 			}
@@ -423,11 +430,14 @@ func evaluateFleet(ctx context.Context, groups []fleetGroup, cases []*fleetCase,
 					fsPage = true
 				}
 			}
-			notified := notify.groups(st.firing)
+			notified := notify.Groups(st.firing)
 			counted := c.sim(g, c.counted, o.Options)
 			if ts.Before(counted) {
 				// Warm-up: only the state at the onset matters.
 				f.firingAtOnset = fsPage
+				if fsPage && !c.onset.IsZero() && !ts.Before(c.sim(g, c.onset.Add(-2*g.period), o.Options)) {
+					f.firedBeforeOnset = true
+				}
 				st.fsPage, st.nodePages = fsPage, nodePages
 				clear(st.notified)
 				for _, k := range notified {
@@ -438,8 +448,14 @@ func evaluateFleet(ctx context.Context, groups []fleetGroup, cases []*fleetCase,
 			f.steps++
 			if fsPage {
 				f.fsPageSteps++
+				if c.onset.IsZero() {
+					f.firingAt = append(f.firingAt, c.real(g, ts, o.Options))
+				}
 				if !st.fsPage {
 					f.fsPageEpisodes++
+					if c.onset.IsZero() {
+						f.pageStarts = append(f.pageStarts, c.real(g, ts, o.Options))
+					}
 					if !c.onset.IsZero() && !f.firingAtOnset && f.detectedWithin == 0 {
 						f.detectedWithin = -1 // after interval 3 unless below
 						for k := 2; k >= 0; k-- {
@@ -473,7 +489,7 @@ func evaluateFleet(ctx context.Context, groups []fleetGroup, cases []*fleetCase,
 // writeFleetCase writes what each node's daemon would have exported at
 // every evaluation step of the case (the values after its latest run),
 // and the others' load and the file system's aggregate plateau.
-func writeFleetCase(store *memStore, g *fleetGroup, c *fleetCase, o Options) error {
+func writeFleetCase(store *ruleeval.Store, g *fleetGroup, c *fleetCase, o Options) error {
 	simFrom, simTo := c.sim(g, c.from, o), c.sim(g, c.to, o)
 	stale := time.Duration(staleIntervals) * g.period
 	for si, s := range g.series {
@@ -513,7 +529,7 @@ func writeFleetCase(store *memStore, g *fleetGroup, c *fleetCase, o Options) err
 // the site writes (plateau:filesystem_plateau_bytes_per_second), so that
 // the shipped utilization rules compute busy-or-broken from them. The
 // counters get two samples per evaluation step, for rate()'s window.
-func writeFleetLoad(store *memStore, g *fleetGroup, c *fleetCase, o Options) error {
+func writeFleetLoad(store *ruleeval.Store, g *fleetGroup, c *fleetCase, o Options) error {
 	simFrom, simTo := c.sim(g, c.from, o), c.sim(g, c.to, o)
 	type sample struct {
 		t    time.Time
@@ -533,8 +549,8 @@ func writeFleetLoad(store *memStore, g *fleetGroup, c *fleetCase, o Options) err
 	for _, op := range sortedKeys(byOp) {
 		samples := byOp[op]
 		sort.Slice(samples, func(a, b int) bool { return samples[a].t.Before(samples[b].t) })
-		counter := store.series(labels.FromStrings("__name__", "plateau_gpfs_fs_"+op+"_bytes_total", "job", "backtest", "instance", "others", "filesystem", c.id))
-		plateauSeries := store.series(labels.FromStrings("__name__", "plateau:filesystem_plateau_bytes_per_second", "target", c.id, "op", op))
+		counter := store.Series(labels.FromStrings("__name__", "plateau_gpfs_fs_"+op+"_bytes_total", "job", "backtest", "instance", "others", "filesystem", c.id))
+		plateauSeries := store.Series(labels.FromStrings("__name__", "plateau:filesystem_plateau_bytes_per_second", "target", c.id, "op", op))
 		total, k, step := 0.0, -1, o.EvaluationInterval/2
 		for ts := simFrom; ts.Before(simTo); ts = ts.Add(step) {
 			t := c.real(g, ts, o)
@@ -544,11 +560,11 @@ func writeFleetLoad(store *memStore, g *fleetGroup, c *fleetCase, o Options) err
 			if k >= 0 {
 				total += samples[k].rate * step.Seconds()
 			}
-			if err := counter.add(ts.UnixMilli(), total); err != nil {
+			if err := counter.Add(ts.UnixMilli(), total); err != nil {
 				return fmt.Errorf("backtest: case %s, load: %w", c.id, err)
 			}
 			if (ts.Sub(simFrom)/step)%2 == 0 {
-				if err := plateauSeries.add(ts.UnixMilli(), g.fsPlateau[op]); err != nil {
+				if err := plateauSeries.Add(ts.UnixMilli(), g.fsPlateau[op]); err != nil {
 					return fmt.Errorf("backtest: case %s, plateau: %w", c.id, err)
 				}
 			}

@@ -3,7 +3,7 @@ package backtest
 import (
 	"time"
 
-	"github.com/plateau-exporter/plateau_exporter/probe/plateau"
+	"github.com/plateau-exporter/plateau_exporter/probe/backtest/groundtruth"
 )
 
 // FleetFileDrop is how often the unmodified series of a group fall
@@ -22,52 +22,17 @@ type FleetFileDrop struct {
 	EpisodesPerMonth float64 `json:"episodes_per_month"`
 }
 
-// fileDropsStepsPerPeriod is how many times per cadence the median is
-// taken: often enough that no run's effect is missed between two looks.
-const fileDropsStepsPerPeriod = 4
-
 // fileDrops measures FleetFileDrop for each drop size on group g's
-// unmodified series, keyed by dropKey. A step counts when at least half
-// of the group's nodes have a run with a recent normal that is not stale
-// (staleIntervals cadences, as the replay's).
+// unmodified series, keyed by dropKey, from the median ratios the ground
+// truth takes (groundtruth.Group.MedianRatios).
 func fileDrops(g *fleetGroup, drops []float64) map[string]FleetFileDrop {
-	type point struct {
-		at    time.Time
-		ratio float64
-	}
-	perNode := make([][]point, len(g.series))
-	for si, s := range g.series {
-		for i := plateau.MinNormalRuns; i < len(s.replay); i++ {
-			normal := median(s.replay[max(0, i-plateau.NormalRuns):i])
-			if normal > 0 {
-				perNode[si] = append(perNode[si], point{s.times[i], s.replay[i] / normal})
-			}
-		}
-	}
-	step := g.period / fileDropsStepsPerPeriod
-	stale := time.Duration(staleIntervals) * g.period
-	next := make([]int, len(perNode))
+	samples := g.truthGroup().MedianRatios()
 	low := make([]int, len(drops))
 	episodes := make([]int, len(drops))
 	was := make([]bool, len(drops))
-	steps := 0
-	for t := g.start; !t.After(g.end) && step > 0; t = t.Add(step) {
-		var ratios []float64
-		for si, pts := range perNode {
-			for next[si] < len(pts) && !pts[next[si]].at.After(t) {
-				next[si]++
-			}
-			if latest := next[si] - 1; latest >= 0 && t.Sub(pts[latest].at) < stale {
-				ratios = append(ratios, pts[latest].ratio)
-			}
-		}
-		if 2*len(ratios) < len(perNode) {
-			continue
-		}
-		steps++
-		m := median(ratios)
+	for _, s := range samples {
 		for di, d := range drops {
-			now := m <= 1-d
+			now := s.Ratio <= 1-d
 			if now {
 				low[di]++
 				if !was[di] {
@@ -77,6 +42,7 @@ func fileDrops(g *fleetGroup, drops []float64) map[string]FleetFileDrop {
 			was[di] = now
 		}
 	}
+	steps := len(samples)
 	out := map[string]FleetFileDrop{}
 	for di, d := range drops {
 		f := FleetFileDrop{}
@@ -89,4 +55,14 @@ func fileDrops(g *fleetGroup, drops []float64) map[string]FleetFileDrop {
 		out[dropKey(d)] = f
 	}
 	return out
+}
+
+// truthGroup is g as the ground truth reads it: its nodes' replayed
+// runs on their own times.
+func (g *fleetGroup) truthGroup() *groundtruth.Group {
+	tg := &groundtruth.Group{Period: g.period, Start: g.start, End: g.end, Stale: time.Duration(staleIntervals) * g.period}
+	for _, s := range g.series {
+		tg.Nodes = append(tg.Nodes, groundtruth.Node{Times: s.times, Values: s.replay})
+	}
+	return tg
 }

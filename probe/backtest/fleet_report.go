@@ -48,6 +48,16 @@ type FleetFigures struct {
 	NodePageEpisodesPerMonth float64 `json:"node_page_episodes_per_month"`
 	// Detect is keyed by drop size ("0.3").
 	Detect map[string]FleetDetection `json:"detect"`
+	// Judged against the ground truth (fleet_truth.go): page episodes
+	// that start away from any real fall, per month; the fraction of the
+	// time the page fires while no real fall is in progress; the real
+	// falls' incidents by level; the drops over the calm onsets and the
+	// drops' detectability, both keyed by drop size.
+	FalsePageEpisodesPerMonth float64                       `json:"false_page_episodes_per_month"`
+	ExcessFiringFraction      float64                       `json:"excess_firing_fraction"`
+	RealFalls                 map[string]FleetRealFall      `json:"real_falls"`
+	DetectCalm                map[string]FleetCalmDetection `json:"detect_calm"`
+	Detectability             map[string]float64            `json:"detectability"`
 }
 
 // FleetDetection is how a rule set caught one fleet-wide drop size.
@@ -88,8 +98,10 @@ func (r *FleetReport) build(groups []fleetGroup, cases []*fleetCase, perSet map[
 				gr.FSPlateau[op] = round(v, 0)
 			}
 		}
+		truth := newGroupTruth(&groups[gi], o.Drops)
 		for _, set := range []string{RuleSetCurrent, RuleSetReference} {
 			f := FleetFigures{Detect: map[string]FleetDetection{}}
+			truth.judge(&f, &groups[gi], gi, cases, perSet[set])
 			var steps, pageSteps, episodes, nodeEpisodes int
 			type trials struct {
 				n, atOnset   int
@@ -199,6 +211,7 @@ func (r *FleetReport) build(groups []fleetGroup, cases []*fleetCase, perSet map[
 			detect[k] = m
 		}
 		s["detect"] = detect
+		summarizeTruth(s, figs, o.Drops)
 		r.Summary[set] = s
 	}
 }
@@ -273,6 +286,9 @@ func (r *FleetReport) WriteTable(w io.Writer) error {
 		if _, err := fmt.Fprintf(w, "%s falls by itself (median node under its recent normal) %s\n", g.Key, strings.Join(parts, "; ")); err != nil {
 			return err
 		}
+	}
+	if err := r.writeTruthTable(w, drops); err != nil {
+		return err
 	}
 	for _, s := range r.Skipped {
 		fmt.Fprintf(w, "skipped: %s\n", s)

@@ -13,6 +13,8 @@ import (
 	"testing"
 
 	"github.com/prometheus/prometheus/model/labels"
+
+	"github.com/plateau-exporter/plateau_exporter/probe/backtest/ruleeval"
 )
 
 var (
@@ -108,8 +110,43 @@ func TestFleetDropPagesOnce(t *testing.T) {
 	if _, ok := decoded.Summary["current"]["fs_page_firing_fraction_max"]; !ok {
 		t.Errorf("JSON summary lacks fs_page_firing_fraction_max: %s", out.String())
 	}
+	// The ground truth's contract: a steady fleet has no real fall, no
+	// false page, no excess firing; every onset on it is calm, and the
+	// halving stands out by far more than 3 deviations of 3% noise.
+	if g.Current.FalsePageEpisodesPerMonth != 0 || g.Current.ExcessFiringFraction != 0 || g.Current.RealFalls["0.3"].PagedFraction != nil {
+		t.Errorf("a steady fleet: %+v", g.Current)
+	}
+	if c := g.Current.DetectCalm["0.5"]; c.Trials != 4 || c.FSPageWithin2 != 1 || c.NotificationsMedian != 1 || g.Current.Detectability["0.5"] < 3 {
+		t.Errorf("calm halvings: %+v, d %v", c, g.Current.Detectability)
+	}
+	var contract struct {
+		Groups []struct {
+			Current map[string]json.RawMessage `json:"current"`
+		} `json:"groups"`
+		Summary map[string]struct {
+			FalsePages *float64                       `json:"false_page_episodes_per_month_max"`
+			Excess     *float64                       `json:"excess_firing_fraction_max"`
+			RealFalls  map[string]map[string]*float64 `json:"real_falls"`
+			DetectCalm map[string]map[string]*float64 `json:"detect_calm"`
+		} `json:"summary"`
+	}
+	if err := json.Unmarshal(out.Bytes(), &contract); err != nil {
+		t.Fatal(err)
+	}
+	for _, k := range []string{"false_page_episodes_per_month", "excess_firing_fraction", "real_falls", "detect_calm", "detectability"} {
+		if _, ok := contract.Groups[0].Current[k]; !ok {
+			t.Errorf("JSON group lacks %s", k)
+		}
+	}
+	sum := contract.Summary["reference"]
+	if sum.FalsePages == nil || sum.Excess == nil || sum.DetectCalm["0.5"]["fs_page_within_1_median_detectable"] == nil || sum.DetectCalm["0.5"]["notifications_median_max"] == nil {
+		t.Errorf("JSON summary lacks the ground truth's figures: %s", out.String())
+	}
+	if _, ok := sum.RealFalls["0.3"]["paged_fraction_min_detectable"]; !ok {
+		t.Errorf("JSON summary lacks real_falls[\"0.3\"].paged_fraction_min_detectable")
+	}
 	var table bytes.Buffer
-	if err := r.WriteTable(&table); err != nil || !strings.Contains(table.String(), "sys/scratch") {
+	if err := r.WriteTable(&table); err != nil || !strings.Contains(table.String(), "sys/scratch") || !strings.Contains(table.String(), "calm ≤1") {
 		t.Errorf("table (%v): %s", err, table.String())
 	}
 }
@@ -135,7 +172,7 @@ func TestFleetDropOnABusyFileSystemIsNoPage(t *testing.T) {
 }
 
 func TestNotifierInhibitsAsShipped(t *testing.T) {
-	n, err := loadNotifier(shippedAlertmanager)
+	n, err := ruleeval.LoadNotifier(shippedAlertmanager)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -152,11 +189,11 @@ func TestNotifierInhibitsAsShipped(t *testing.T) {
 		{"nodes alone, one group per target", []labels.Labels{node("a", "scratch"), node("b", "scratch")}, 1},
 		{"a node of another target", []labels.Labels{fs, node("a", "home")}, 2},
 	} {
-		if got := n.groups(tc.firing); len(got) != tc.want {
+		if got := n.Groups(tc.firing); len(got) != tc.want {
 			t.Errorf("%s: groups %v, want %d", tc.name, got, tc.want)
 		}
 	}
-	if _, err := loadNotifier(writeTemp(t, "inhibit_rules:\n  - source_matchers: ['alertname~~x']\n")); err == nil || !strings.Contains(err.Error(), "inhibit_rules[0].source_matchers") {
+	if _, err := ruleeval.LoadNotifier(writeTemp(t, "inhibit_rules:\n  - source_matchers: ['alertname~~x']\n")); err == nil || !strings.Contains(err.Error(), "inhibit_rules[0].source_matchers") {
 		t.Errorf("a bad matcher: %v", err)
 	}
 }
@@ -179,13 +216,13 @@ func FuzzParseNotifier(f *testing.F) {
 	f.Add("inhibit_rules:\n  - source_matchers: [a=~\"(\"]\n")
 	f.Add("route: {group_by: [x]}\ninhibit_rules: [{source_matchers: ['a = b'], target_matchers: [c!~\"d|e\"], equal: [f]}]\n")
 	f.Fuzz(func(t *testing.T, in string) {
-		n, err := parseNotifier([]byte(in), "fuzz.yml")
+		n, err := ruleeval.ParseNotifier([]byte(in), "fuzz.yml")
 		if err != nil {
 			return
 		}
 		// Whatever it read, it counts groups of alerts without failing.
 		a := labels.FromStrings("alertname", "A", "x", "1")
-		if got := n.groups([]labels.Labels{a, a}); len(got) > 1 {
+		if got := n.Groups([]labels.Labels{a, a}); len(got) > 1 {
 			t.Fatalf("two identical alerts in %d groups", len(got))
 		}
 	})

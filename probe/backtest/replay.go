@@ -19,6 +19,7 @@ import (
 	"github.com/prometheus/prometheus/promql/parser"
 
 	"github.com/plateau-exporter/plateau_exporter/probe"
+	"github.com/plateau-exporter/plateau_exporter/probe/backtest/ruleeval"
 	"github.com/plateau-exporter/plateau_exporter/probe/plateau"
 )
 
@@ -388,7 +389,7 @@ type caseFigures struct {
 // evaluate writes every case into a fresh store, evaluates the rule files
 // over the whole simulated time and returns what the alerts did per case.
 func evaluate(ctx context.Context, series []prepared, cases []replayCase, files []string, o Options) ([]caseFigures, error) {
-	store := newMemStore()
+	store := ruleeval.NewStore()
 	end := time.Time{}
 	start := time.Time{}
 	for i, c := range cases {
@@ -408,15 +409,15 @@ func evaluate(ctx context.Context, series []prepared, cases []replayCase, files 
 	if logger == nil {
 		logger = slog.New(slog.DiscardHandler)
 	}
-	groups, err := loadRuleGroups(files)
+	groups, err := ruleeval.LoadRuleGroups(files)
 	if err != nil {
 		return nil, err
 	}
-	rules := &ruleEvaluator{
-		groups: groups,
-		store:  store,
-		logger: logger,
-		engine: promql.NewEngine(promql.EngineOpts{
+	rules := &ruleeval.Evaluator{
+		Groups: groups,
+		Store:  store,
+		Logger: logger,
+		Engine: promql.NewEngine(promql.EngineOpts{
 			MaxSamples:               50_000_000,
 			Timeout:                  5 * time.Minute,
 			NoStepSubqueryIntervalFn: func(int64) int64 { return o.EvaluationInterval.Milliseconds() },
@@ -437,26 +438,26 @@ func evaluate(ctx context.Context, series []prepared, cases []replayCase, files 
 		if err := ctx.Err(); err != nil {
 			return nil, err
 		}
-		if err := rules.eval(ctx, ts); err != nil {
+		if err := rules.Eval(ctx, ts); err != nil {
 			return nil, fmt.Errorf("at %s: %w", ts.Sub(simulationStart), err)
 		}
 		clear(page)
 		clear(warning)
 		for _, g := range groups {
-			for _, r := range g.rules {
-				for _, a := range r.active {
-					if a.state != alertFiring {
+			for _, r := range g.Rules {
+				for _, a := range r.Active {
+					if a.State != ruleeval.AlertFiring {
 						continue
 					}
-					id := a.labels.Get("target")
+					id := a.Labels.Get("target")
 					if id == "" {
-						id = a.labels.Get("instance")
+						id = a.Labels.Get("instance")
 					}
 					i, ok := byID[id]
 					if !ok {
 						continue
 					}
-					switch a.labels.Get("severity") {
+					switch a.Labels.Get("severity") {
 					case o.PageSeverity:
 						page[i] = true
 					case "warning":
@@ -510,7 +511,7 @@ func evaluate(ctx context.Context, series []prepared, cases []replayCase, files 
 // writeCase appends the metrics the daemon would have exported for each
 // run of the case, one sample per evaluation step while the run is the
 // latest.
-func writeCase(store *memStore, s prepared, c replayCase, o Options) error {
+func writeCase(store *ruleeval.Store, s prepared, c replayCase, o Options) error {
 	// The daemon's verdicts after each run, from the same function the
 	// store exports them with (plateau.RunVerdicts), over every run before.
 	verdicts := make([]plateau.Verdicts, len(c.values))
@@ -537,7 +538,7 @@ type metric struct {
 	ls    labels.Labels
 	value func(run int) (float64, bool)
 	// series is where the metric's samples go.
-	series *memSeries
+	series *ruleeval.StoreSeries
 }
 
 // nodeParams say what one node's daemon exports about one series.
@@ -553,7 +554,7 @@ type nodeParams struct {
 
 // nodeMetrics are the series a node's daemon exports about its probe of
 // one op, as functions of the latest run.
-func nodeMetrics(store *memStore, p nodeParams, o Options) []*metric {
+func nodeMetrics(store *ruleeval.Store, p nodeParams, o Options) []*metric {
 	s, verdicts := p.series, p.verdicts
 	kind := probe.KindSequential
 	resultName, baselineName := "plateau_probe_throughput_bytes_per_second", "plateau_baseline_throughput_bytes_per_second"
@@ -611,7 +612,7 @@ func nodeMetrics(store *memStore, p nodeParams, o Options) []*metric {
 		{ls: labels.FromStrings("__name__", "up", "job", "backtest", "instance", p.instance), value: constant(1)},
 	}
 	for _, m := range metrics {
-		m.series = store.series(m.ls)
+		m.series = store.Series(m.ls)
 	}
 	return metrics
 }
@@ -623,7 +624,7 @@ func writeRun(metrics []*metric, j int, ts time.Time) error {
 		if !ok || math.IsNaN(v) {
 			continue
 		}
-		if err := m.series.add(ts.UnixMilli(), v); err != nil {
+		if err := m.series.Add(ts.UnixMilli(), v); err != nil {
 			return err
 		}
 	}

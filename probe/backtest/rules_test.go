@@ -20,6 +20,8 @@ import (
 	"github.com/prometheus/prometheus/rules"
 	"github.com/prometheus/prometheus/storage"
 	"github.com/prometheus/prometheus/tsdb"
+
+	"github.com/plateau-exporter/plateau_exporter/probe/backtest/ruleeval"
 )
 
 // The replay's rule evaluator against Prometheus's own (its rules package
@@ -73,7 +75,7 @@ func TestRuleEvaluatorMatchesPrometheusRules(t *testing.T) {
 // replaySetup is what both evaluators need: the cases written into a
 // store, and the span of simulated time they cover.
 type replaySetup struct {
-	store      *memStore
+	store      *ruleeval.Store
 	start, end time.Time
 	files      []string
 	o          Options
@@ -81,7 +83,7 @@ type replaySetup struct {
 
 func writeCases(tb testing.TB, input []prepared, cases []replayCase, files []string, o Options) replaySetup {
 	tb.Helper()
-	r := replaySetup{store: newMemStore(), files: files, o: o}
+	r := replaySetup{store: ruleeval.NewStore(), files: files, o: o}
 	for i, c := range cases {
 		if err := writeCase(r.store, input[c.series], c, o); err != nil {
 			tb.Fatal(err)
@@ -104,13 +106,13 @@ func (r replaySetup) engineOpts() promql.EngineOpts {
 }
 
 // ours is the replay's evaluator over the setup's store.
-func (r replaySetup) ours(tb testing.TB) *ruleEvaluator {
+func (r replaySetup) ours(tb testing.TB) *ruleeval.Evaluator {
 	tb.Helper()
-	groups, err := loadRuleGroups(r.files)
+	groups, err := ruleeval.LoadRuleGroups(r.files)
 	if err != nil {
 		tb.Fatal(err)
 	}
-	return &ruleEvaluator{groups: groups, store: r.store, engine: promql.NewEngine(r.engineOpts()), logger: slog.New(slog.DiscardHandler)}
+	return &ruleeval.Evaluator{Groups: groups, Store: r.store, Engine: promql.NewEngine(r.engineOpts()), Logger: slog.New(slog.DiscardHandler)}
 }
 
 // theirs copies the setup's samples into a TSDB and returns a rule
@@ -129,12 +131,11 @@ func (r replaySetup) theirs(tb testing.TB) []*rules.Group {
 	}
 	tb.Cleanup(func() { db.Close() })
 	app := db.AppenderV2(ctx)
-	for _, s := range r.store.all {
-		for _, smp := range s.samples {
-			if _, err := app.Append(0, s.labels, 0, smp.t, smp.f, nil, nil, storage.AOptions{}); err != nil {
-				tb.Fatal(err)
-			}
-		}
+	if err := r.store.EachSample(func(ls labels.Labels, t int64, v float64) error {
+		_, err := app.Append(0, ls, 0, t, v, nil, nil, storage.AOptions{})
+		return err
+	}); err != nil {
+		tb.Fatal(err)
 	}
 	if err := app.Commit(); err != nil {
 		tb.Fatal(err)
@@ -165,7 +166,7 @@ func compareWithPrometheusRules(t *testing.T, input []prepared, cases []replayCa
 	ours, theirs := setup.ours(t), setup.theirs(t)
 	steps, alertSteps := 0, 0
 	for ts := setup.start; ts.Before(setup.end); ts = ts.Add(o.EvaluationInterval) {
-		if err := ours.eval(ctx, ts); err != nil {
+		if err := ours.Eval(ctx, ts); err != nil {
 			t.Fatal(err)
 		}
 		var want []string
@@ -183,11 +184,11 @@ func compareWithPrometheusRules(t *testing.T, input []prepared, cases []replayCa
 			}
 		}
 		var got []string
-		for _, g := range ours.groups {
-			for _, r := range g.rules {
-				for _, a := range r.active {
-					if a.state != alertInactive {
-						got = append(got, fmt.Sprintf("%s %s", a.state, a.labels))
+		for _, g := range ours.Groups {
+			for _, r := range g.Rules {
+				for _, a := range r.Active {
+					if a.State != ruleeval.AlertInactive {
+						got = append(got, fmt.Sprintf("%s %s", a.State, a.Labels))
 					}
 				}
 			}
@@ -237,7 +238,7 @@ func BenchmarkRuleEvaluation(b *testing.B) {
 			setup := writeCases(b, input, cases, shippedRules, o)
 			ours := setup.ours(b)
 			for ts := setup.start; ts.Before(setup.end); ts = ts.Add(o.EvaluationInterval) {
-				if err := ours.eval(ctx, ts); err != nil {
+				if err := ours.Eval(ctx, ts); err != nil {
 					b.Fatal(err)
 				}
 			}

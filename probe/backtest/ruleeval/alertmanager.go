@@ -1,4 +1,4 @@
-package backtest
+package ruleeval
 
 import (
 	"fmt"
@@ -11,7 +11,7 @@ import (
 	"go.yaml.in/yaml/v3"
 )
 
-// notifier counts what Alertmanager would send for the alerts that fire:
+// Notifier counts what Alertmanager would send for the alerts that fire:
 // the shipped alertmanager.yml's inhibitions, and its root route's
 // grouping, one notification per group. It reads only what decides the
 // count (group_by, inhibit_rules): timing (group_wait, group_interval,
@@ -19,7 +19,7 @@ import (
 // which groups notify during an incident, and the shipped file has one
 // route. Alertmanager itself is no dependency of the exporter; the
 // integration tests hold the same file against a real Alertmanager.
-type notifier struct {
+type Notifier struct {
 	groupBy []string
 	inhibit []inhibitRule
 }
@@ -45,22 +45,22 @@ type amConfig struct {
 // value quoted or not.
 var matcherSyntax = regexp.MustCompile(`^\s*([a-zA-Z_][a-zA-Z0-9_]*)\s*(=~|!~|!=|=)\s*(?:"((?:[^"\\]|\\.)*)"|([^"\s]*))\s*$`)
 
-func loadNotifier(path string) (*notifier, error) {
+func LoadNotifier(path string) (*Notifier, error) {
 	data, err := os.ReadFile(path)
 	if err != nil {
 		return nil, fmt.Errorf("backtest: Alertmanager configuration: %w", err)
 	}
-	return parseNotifier(data, path)
+	return ParseNotifier(data, path)
 }
 
-// parseNotifier reads the grouping and inhibitions of an Alertmanager
+// ParseNotifier reads the grouping and inhibitions of an Alertmanager
 // configuration; path names it in errors.
-func parseNotifier(data []byte, path string) (*notifier, error) {
+func ParseNotifier(data []byte, path string) (*Notifier, error) {
 	var c amConfig
 	if err := yaml.Unmarshal(data, &c); err != nil {
 		return nil, fmt.Errorf("backtest: %s: %w", path, err)
 	}
-	n := &notifier{groupBy: c.Route.GroupBy}
+	n := &Notifier{groupBy: c.Route.GroupBy}
 	parse := func(i int, field string, ms []string) ([]*labels.Matcher, error) {
 		var out []*labels.Matcher
 		for _, m := range ms {
@@ -93,11 +93,11 @@ func parseNotifier(data []byte, path string) (*notifier, error) {
 	return n, nil
 }
 
-// groups are the notification groups of the firing alerts that no other
+// Groups are the notification Groups of the firing alerts that no other
 // firing alert inhibits. As in Alertmanager, an alert that matches both
 // sides of a rule does not inhibit itself, and a missing label is equal
 // to an empty one.
-func (n *notifier) groups(firing []labels.Labels) []string {
+func (n *Notifier) Groups(firing []labels.Labels) []string {
 	var out []string
 	for i, a := range firing {
 		inhibited := false

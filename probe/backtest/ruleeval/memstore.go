@@ -1,4 +1,4 @@
-package backtest
+package ruleeval
 
 import (
 	"context"
@@ -16,7 +16,7 @@ import (
 	"github.com/prometheus/prometheus/util/annotations"
 )
 
-// memStore holds a replay's float samples in memory, for the PromQL
+// Store holds a replay's float samples in memory, for the PromQL
 // engine to read: what writeCase writes and what the rules record. A
 // replay is written once, read at increasing times and thrown away, so a
 // TSDB's blocks, compression and write-ahead log buy it nothing, and
@@ -27,31 +27,33 @@ import (
 // Appends follow the TSDB head's rules, which Prometheus's rule
 // evaluation relies on: a series takes samples in time order only, and a
 // second sample at the same time is refused unless it is the same value.
-type memStore struct {
+type Store struct {
 	// all holds the series in the order they were created, which is the
 	// order the TSDB's postings return them in; byName indexes them by
 	// metric name, in the same order.
-	all    []*memSeries
-	byName map[string][]*memSeries
-	byKey  map[string]*memSeries
+	all    []*StoreSeries
+	byName map[string][]*StoreSeries
+	byKey  map[string]*StoreSeries
 	buf    []byte
 }
 
-type memSeries struct {
+// StoreSeries is one series of a Store.
+type StoreSeries struct {
 	labels  labels.Labels
 	samples memSamples
 }
 
-func newMemStore() *memStore {
-	return &memStore{byName: map[string][]*memSeries{}, byKey: map[string]*memSeries{}}
+// NewStore returns an empty Store.
+func NewStore() *Store {
+	return &Store{byName: map[string][]*StoreSeries{}, byKey: map[string]*StoreSeries{}}
 }
 
-// series returns the series of ls, creating it if it is new.
-func (m *memStore) series(ls labels.Labels) *memSeries {
+// Series returns the series of ls, creating it if it is new.
+func (m *Store) Series(ls labels.Labels) *StoreSeries {
 	m.buf = ls.Bytes(m.buf[:0])
 	s := m.byKey[string(m.buf)]
 	if s == nil {
-		s = &memSeries{labels: ls}
+		s = &StoreSeries{labels: ls}
 		m.byKey[string(m.buf)] = s
 		m.all = append(m.all, s)
 		name := ls.Get(model.MetricNameLabel)
@@ -60,14 +62,14 @@ func (m *memStore) series(ls labels.Labels) *memSeries {
 	return s
 }
 
-// append adds the sample at t (milliseconds) to the series of ls.
-func (m *memStore) append(ls labels.Labels, t int64, v float64) error {
-	return m.series(ls).add(t, v)
+// Append adds the sample at t (milliseconds) to the series of ls.
+func (m *Store) Append(ls labels.Labels, t int64, v float64) error {
+	return m.Series(ls).Add(t, v)
 }
 
-// add appends the sample at t (milliseconds), refusing one before the
+// Add appends the sample at t (milliseconds), refusing one before the
 // series' last sample, and another value at the same time.
-func (s *memSeries) add(t int64, v float64) error {
+func (s *StoreSeries) Add(t int64, v float64) error {
 	if n := len(s.samples); n > 0 {
 		switch last := s.samples[n-1].t; {
 		case t < last:
@@ -84,18 +86,18 @@ func (s *memSeries) add(t int64, v float64) error {
 }
 
 // Querier implements storage.Queryable.
-func (m *memStore) Querier(mint, maxt int64) (storage.Querier, error) {
+func (m *Store) Querier(mint, maxt int64) (storage.Querier, error) {
 	return &memQuerier{store: m, mint: mint, maxt: maxt}, nil
 }
 
 type memQuerier struct {
-	store      *memStore
+	store      *Store
 	mint, maxt int64
 }
 
 // candidates are the series that may match: those of the metric name
 // when a matcher fixes it, else every series.
-func (q *memQuerier) candidates(matchers []*labels.Matcher) []*memSeries {
+func (q *memQuerier) candidates(matchers []*labels.Matcher) []*StoreSeries {
 	for _, mt := range matchers {
 		if mt.Name == model.MetricNameLabel && mt.Type == labels.MatchEqual {
 			return q.store.byName[mt.Value]
@@ -214,3 +216,17 @@ type memSamples []memSample
 
 func (s memSamples) Get(i int) tsdbchunks.Sample { return &s[i] }
 func (s memSamples) Len() int                    { return len(s) }
+
+// EachSample calls f with every sample of the store, series by series in
+// the order they were created, each in time order; it stops at f's first
+// error and returns it.
+func (m *Store) EachSample(f func(ls labels.Labels, t int64, v float64) error) error {
+	for _, s := range m.all {
+		for _, smp := range s.samples {
+			if err := f(s.labels, smp.t, smp.f); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}

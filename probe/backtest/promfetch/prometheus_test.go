@@ -1,4 +1,4 @@
-package backtest
+package promfetch
 
 import (
 	"bufio"
@@ -22,6 +22,9 @@ import (
 	"github.com/prometheus/common/model"
 
 	"github.com/plateau-exporter/plateau_exporter/internal/probetest"
+
+	"github.com/plateau-exporter/plateau_exporter/probe"
+	"github.com/plateau-exporter/plateau_exporter/probe/backtest"
 )
 
 // The backfilled history: two probes of one node, scraped every minute for
@@ -236,7 +239,7 @@ func (p *fixtureProbe) expectedRuns(base, from, to time.Time, op, family string)
 	return out
 }
 
-func entries(s Series) []entry {
+func entries(s backtest.Series) []entry {
 	out := make([]entry, len(s.Times))
 	for i := range s.Times {
 		out[i] = entry{s.Times[i], s.Values[i]}
@@ -246,7 +249,7 @@ func entries(s Series) []entry {
 
 // checkSeries compares what FetchPrometheus returned with want, by key,
 // naming the first run that differs.
-func checkSeries(t *testing.T, what string, got []Series, want map[string][]entry) {
+func checkSeries(t *testing.T, what string, got []backtest.Series, want map[string][]entry) {
 	t.Helper()
 	var keys []string
 	for _, s := range got {
@@ -438,9 +441,9 @@ func TestFetchPrometheusFromBackfilledBlock(t *testing.T) {
 	// What an administrator does with them: replay the site's own history
 	// through both rule sets.
 	t.Run("the fetched series replay", func(t *testing.T) {
-		o := testOptions()
+		o := replayOptions()
 		o.Scale, o.Trials = 1, 5
-		r, err := Run(ctx, got, o)
+		r, err := backtest.Run(ctx, got, o)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -636,7 +639,7 @@ func TestFetchPrometheusRunSplitting(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		want := []Series{{Key: "n1/scratch/seq/read", Times: []time.Time{at(30), at(150), at(290)}, Values: []float64{5, 5, 7}}}
+		want := []backtest.Series{{Key: "n1/scratch/seq/read", Times: []time.Time{at(30), at(150), at(290)}, Values: []float64{5, 5, 7}}}
 		// The labels name the series for --fleet's groups.
 		for i := range got {
 			if got[i].Labels["target"] != "scratch" || got[i].Labels["instance"] != "n1" {
@@ -664,7 +667,7 @@ func TestFetchPrometheusRunSplitting(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		want := []Series{{Key: "n1/scratch/seq/write", Times: []time.Time{at(60), at(200)}, Values: []float64{2, 3}}}
+		want := []backtest.Series{{Key: "n1/scratch/seq/write", Times: []time.Time{at(60), at(200)}, Values: []float64{2, 3}}}
 		// The labels name the series for --fleet's groups.
 		for i := range got {
 			if got[i].Labels["target"] != "scratch" || got[i].Labels["instance"] != "n1" {
@@ -840,5 +843,18 @@ func TestFetchPrometheusRefusesBadQueries(t *testing.T) {
 	}
 	if err := good.validate(); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// replayOptions are the backtest's options over the shipped rules, as
+// its own tests replay with.
+func replayOptions() backtest.Options {
+	dashboards := filepath.Join("..", "..", "..", "dashboards")
+	return backtest.Options{
+		Interval: 15 * time.Minute, EvaluationInterval: 5 * time.Minute,
+		BaselineRuns: 10, Drops: []float64{0.5}, InjectRuns: 20, Trials: 10, OnsetAfter: 30, Seed: 1,
+		PageSeverity: "critical", Unit: probe.UnitBytesPerSecond, Scale: 1 << 20,
+		Current:   []string{filepath.Join(dashboards, "rules.yml"), filepath.Join(dashboards, "alerts.yml"), filepath.Join(dashboards, "fleet_alerts.yml")},
+		Reference: []string{filepath.Join(dashboards, "testdata", "reference", "rules.yml"), filepath.Join(dashboards, "testdata", "reference", "alerts.yml")},
 	}
 }

@@ -1,4 +1,4 @@
-package backtest
+package ruleeval
 
 import (
 	"context"
@@ -32,71 +32,71 @@ import (
 // its resident memory on every node, for this one command. The replay's
 // tests hold this evaluator against promtool, which runs the real one.
 
-// alertState is where an alert is in its life.
-type alertState int
+// AlertState is where an alert is in its life.
+type AlertState int
 
 const (
-	alertInactive alertState = iota
-	alertPending
-	alertFiring
+	AlertInactive AlertState = iota
+	AlertPending
+	AlertFiring
 )
 
-func (s alertState) String() string {
+func (s AlertState) String() string {
 	return [...]string{"inactive", "pending", "firing"}[s]
 }
 
 // resolvedRetention is how long Prometheus keeps a resolved alert.
 const resolvedRetention = 15 * time.Minute
 
-type alert struct {
-	labels                                labels.Labels
-	state                                 alertState
+type Alert struct {
+	Labels                                labels.Labels
+	State                                 AlertState
 	activeAt, resolvedAt, keepFiringSince time.Time
 	value                                 float64
 }
 
-// rule is one recording or alerting rule.
-type rule struct {
+// Rule is one recording or alerting Rule.
+type Rule struct {
 	name          string
 	record        bool
 	query         string
 	hold, keepFor time.Duration
 	labels        labels.Labels
-	// active are an alerting rule's alerts by the hash of their labels.
-	active map[uint64]*alert
+	// Active are an alerting rule's alerts by the hash of their labels.
+	Active map[uint64]*Alert
 	// previous are the series the rule wrote at its last evaluation, by
 	// their labels' bytes, to mark those it no longer writes as stale.
 	previous map[string]labels.Labels
 }
 
-type ruleGroup struct {
+type Group struct {
 	name        string
 	file        string
 	limit       int
 	queryOffset time.Duration
-	rules       []*rule
+	Rules       []*Rule
 }
 
-// ruleEvaluator evaluates the groups of some rule files over one store.
-type ruleEvaluator struct {
-	groups []*ruleGroup
-	engine *promql.Engine
-	store  *memStore
-	logger *slog.Logger
+// Evaluator evaluates the groups of some rule files over one store.
+type Evaluator struct {
+	Groups []*Group
+	Engine *promql.Engine
+	Store  *Store
+	Logger *slog.Logger
 }
 
-// loadRuleGroups parses the rule files, in order, as Prometheus loads
+// LoadRuleGroups parses the rule files, in order, as Prometheus loads
 // them.
-func loadRuleGroups(files []string) ([]*ruleGroup, error) {
+func LoadRuleGroups(files []string) ([]*Group, error) {
 	p := parser.NewParser(parser.Options{})
-	var out []*ruleGroup
+	var out []*Group
 	for _, f := range files {
 		rgs, errs := rulefmt.ParseFile(f, false, model.UTF8Validation, p, slog.New(slog.DiscardHandler))
 		if len(errs) > 0 {
 			return nil, fmt.Errorf("%s: %w", f, errors.Join(errs...))
 		}
 		for _, g := range rgs.Groups {
-			rg := &ruleGroup{name: g.Name, file: f, limit: g.Limit}
+			rg := &Group{name: g.Name, file: f, limit: g.Limit}
 			if g.QueryOffset != nil {
 				rg.queryOffset = time.Duration(*g.QueryOffset)
 			}
@@ -105,15 +105,15 @@ func loadRuleGroups(files []string) ([]*ruleGroup, error) {
 				if err != nil {
 					return nil, fmt.Errorf("%s: group %s: %s: %w", f, g.Name, r.Alert+r.Record, err)
 				}
-				out := &rule{
+				out := &Rule{
 					name: r.Alert, record: r.Record != "", query: expr.String(),
 					hold: time.Duration(r.For), keepFor: time.Duration(r.KeepFiringFor),
-					labels: labels.FromMap(r.Labels), active: map[uint64]*alert{},
+					labels: labels.FromMap(r.Labels), Active: map[uint64]*Alert{},
 				}
 				if out.record {
 					out.name = r.Record
 				}
-				rg.rules = append(rg.rules, out)
+				rg.Rules = append(rg.Rules, out)
 			}
 			out = append(out, rg)
 		}
@@ -123,8 +123,8 @@ func loadRuleGroups(files []string) ([]*ruleGroup, error) {
 
 // query runs one instant query as Prometheus's rule manager does: a
 // scalar becomes a one-sample vector, a string is an error.
-func (e *ruleEvaluator) query(ctx context.Context, qs string, ts time.Time) (promql.Vector, error) {
-	q, err := e.engine.NewInstantQuery(ctx, e.store, nil, qs, ts)
+func (e *Evaluator) query(ctx context.Context, qs string, ts time.Time) (promql.Vector, error) {
+	q, err := e.Engine.NewInstantQuery(ctx, e.Store, nil, qs, ts)
 	if err != nil {
 		return nil, err
 	}
@@ -143,11 +143,11 @@ func (e *ruleEvaluator) query(ctx context.Context, qs string, ts time.Time) (pro
 	}
 }
 
-// eval evaluates every group at ts. The first rule that fails ends the
+// Eval evaluates every group at ts. The first rule that fails ends the
 // replay: its figures would be wrong.
-func (e *ruleEvaluator) eval(ctx context.Context, ts time.Time) error {
-	for _, g := range e.groups {
-		for _, r := range g.rules {
+func (e *Evaluator) Eval(ctx context.Context, ts time.Time) error {
+	for _, g := range e.Groups {
+		for _, r := range g.Rules {
 			var out promql.Vector
 			var err error
 			if r.record {
@@ -167,12 +167,12 @@ func (e *ruleEvaluator) eval(ctx context.Context, ts time.Time) error {
 // write appends a rule's output and marks the series it wrote last time
 // but not now as stale. Samples the store refuses as out of order or
 // duplicate are dropped, as Prometheus drops them.
-func (e *ruleEvaluator) write(g *ruleGroup, r *rule, out promql.Vector, ts time.Time) {
+func (e *Evaluator) write(g *Group, r *Rule, out promql.Vector, ts time.Time) {
 	returned := make(map[string]labels.Labels, len(r.previous))
 	var buf []byte
 	for _, s := range out {
-		if err := e.store.append(s.Metric, s.T, s.F); err != nil {
-			e.logger.Debug("Rule evaluation result discarded", "rule", r.name, "err", err)
+		if err := e.Store.Append(s.Metric, s.T, s.F); err != nil {
+			e.Logger.Debug("Rule evaluation result discarded", "rule", r.name, "err", err)
 			continue
 		}
 		buf = s.Metric.Bytes(buf[:0])
@@ -181,13 +181,13 @@ func (e *ruleEvaluator) write(g *ruleGroup, r *rule, out promql.Vector, ts time.
 	stale := math.Float64frombits(value.StaleNaN)
 	for key, ls := range r.previous {
 		if _, ok := returned[key]; !ok {
-			_ = e.store.append(ls, timestamp.FromTime(ts.Add(-g.queryOffset)), stale)
+			_ = e.Store.Append(ls, timestamp.FromTime(ts.Add(-g.queryOffset)), stale)
 		}
 	}
 	r.previous = returned
 }
 
-func (e *ruleEvaluator) evalRecording(ctx context.Context, g *ruleGroup, r *rule, ts time.Time) (promql.Vector, error) {
+func (e *Evaluator) evalRecording(ctx context.Context, g *Group, r *Rule, ts time.Time) (promql.Vector, error) {
 	vec, err := e.query(ctx, r.query, ts.Add(-g.queryOffset))
 	if err != nil {
 		return nil, err
@@ -208,13 +208,13 @@ func (e *ruleEvaluator) evalRecording(ctx context.Context, g *ruleGroup, r *rule
 	return vec, nil
 }
 
-func (e *ruleEvaluator) evalAlerting(ctx context.Context, g *ruleGroup, r *rule, ts time.Time) (promql.Vector, error) {
+func (e *Evaluator) evalAlerting(ctx context.Context, g *Group, r *Rule, ts time.Time) (promql.Vector, error) {
 	evalAt := ts.Add(-g.queryOffset)
 	res, err := e.query(ctx, r.query, evalAt)
 	if err != nil {
 		return nil, err
 	}
-	found := make(map[uint64]*alert, len(res))
+	found := make(map[uint64]*Alert, len(res))
 	lb := labels.NewBuilder(labels.EmptyLabels())
 	for _, smpl := range res {
 		lb.Reset(smpl.Metric)
@@ -228,31 +228,31 @@ func (e *ruleEvaluator) evalAlerting(ctx context.Context, g *ruleGroup, r *rule,
 		if _, dup := found[h]; dup {
 			return nil, errors.New("vector contains metrics with the same labelset after applying alert labels")
 		}
-		found[h] = &alert{labels: ls, activeAt: ts, state: alertPending, value: smpl.F}
+		found[h] = &Alert{Labels: ls, activeAt: ts, State: AlertPending, value: smpl.F}
 	}
 	for h, a := range found {
-		if old, ok := r.active[h]; ok && old.state != alertInactive {
+		if old, ok := r.Active[h]; ok && old.State != AlertInactive {
 			old.value = a.value
 			continue
 		}
-		r.active[h] = a
+		r.Active[h] = a
 	}
 	var vec promql.Vector
 	numActive := 0
-	for h, a := range r.active {
+	for h, a := range r.Active {
 		if _, ok := found[h]; !ok {
 			keepFiring := false
-			if a.state == alertFiring && r.keepFor > 0 {
+			if a.State == AlertFiring && r.keepFor > 0 {
 				if a.keepFiringSince.IsZero() {
 					a.keepFiringSince = ts
 				}
 				keepFiring = ts.Sub(a.keepFiringSince) < r.keepFor
 			}
-			if a.state == alertPending || (!a.resolvedAt.IsZero() && ts.Sub(a.resolvedAt) > resolvedRetention) {
-				delete(r.active, h)
+			if a.State == AlertPending || (!a.resolvedAt.IsZero() && ts.Sub(a.resolvedAt) > resolvedRetention) {
+				delete(r.Active, h)
 			}
-			if a.state != alertInactive && !keepFiring {
-				a.state = alertInactive
+			if a.State != AlertInactive && !keepFiring {
+				a.State = AlertInactive
 				a.resolvedAt = ts
 			}
 			if !keepFiring {
@@ -262,33 +262,33 @@ func (e *ruleEvaluator) evalAlerting(ctx context.Context, g *ruleGroup, r *rule,
 			a.keepFiringSince = time.Time{}
 		}
 		numActive++
-		if a.state == alertPending && ts.Sub(a.activeAt) >= r.hold {
-			a.state = alertFiring
+		if a.State == AlertPending && ts.Sub(a.activeAt) >= r.hold {
+			a.State = AlertFiring
 		}
 		vec = append(vec, r.alertSample(a, "ALERTS", evalAt, 1, true), r.alertSample(a, "ALERTS_FOR_STATE", evalAt, float64(a.activeAt.Unix()), false))
 	}
 	if g.limit > 0 && numActive > g.limit {
-		r.active = map[uint64]*alert{}
+		r.Active = map[uint64]*Alert{}
 		return nil, fmt.Errorf("exceeded limit of %d with %d alerts", g.limit, numActive)
 	}
 	return vec, nil
 }
 
 // alertSample is an alert's ALERTS (withState) or ALERTS_FOR_STATE sample.
-func (r *rule) alertSample(a *alert, name string, ts time.Time, v float64, withState bool) promql.Sample {
+func (r *Rule) alertSample(a *Alert, name string, ts time.Time, v float64, withState bool) promql.Sample {
 	lb := labels.NewBuilder(r.labels)
-	a.labels.Range(func(l labels.Label) { lb.Set(l.Name, l.Value) })
+	a.Labels.Range(func(l labels.Label) { lb.Set(l.Name, l.Value) })
 	lb.Set(model.MetricNameLabel, name)
 	lb.Set(labels.AlertName, r.name)
 	if withState {
-		lb.Set("alertstate", a.state.String())
+		lb.Set("alertstate", a.State.String())
 	}
 	return promql.Sample{Metric: lb.Labels(), T: timestamp.FromTime(ts), F: v}
 }
 
 // expandLabel expands a label value's template with the alert's labels
 // and value, as Prometheus does; plain text is itself.
-func (e *ruleEvaluator) expandLabel(ctx context.Context, r *rule, smpl promql.Sample, text string, ts time.Time) string {
+func (e *Evaluator) expandLabel(ctx context.Context, r *Rule, smpl promql.Sample, text string, ts time.Time) string {
 	if !strings.Contains(text, "{{") {
 		return text
 	}
@@ -300,7 +300,7 @@ func (e *ruleEvaluator) expandLabel(ctx context.Context, r *rule, smpl promql.Sa
 	if err != nil {
 		// What Prometheus puts in the label, so the alert still counts.
 		out = fmt.Sprintf("<error expanding template: %s>", err)
-		e.logger.Warn("Expanding alert template failed", "rule", r.name, "err", err)
+		e.Logger.Warn("Expanding alert template failed", "rule", r.name, "err", err)
 	}
 	return out
 }

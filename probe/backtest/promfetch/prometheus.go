@@ -1,4 +1,4 @@
-package backtest
+package promfetch
 
 import (
 	"context"
@@ -15,6 +15,8 @@ import (
 	"github.com/prometheus/client_golang/api"
 	v1 "github.com/prometheus/client_golang/api/prometheus/v1"
 	"github.com/prometheus/common/model"
+
+	"github.com/plateau-exporter/plateau_exporter/probe/backtest"
 )
 
 // The metrics FetchPrometheus reads, as the daemon exports them (probe/store).
@@ -83,13 +85,13 @@ type PrometheusQuery struct {
 // spans several jobs, and suffixed with /bytes_per_second or
 // /operations_per_second when it holds both metrics (a data probe exports
 // both for each op).
-func FetchPrometheus(ctx context.Context, q PrometheusQuery) ([]Series, error) {
+func FetchPrometheus(ctx context.Context, q PrometheusQuery) ([]backtest.Series, error) {
 	return fetchPrometheus(ctx, q, maxPointsPerSeries)
 }
 
 // fetchPrometheus is FetchPrometheus with at most maxPoints steps a query,
 // smaller in tests so that a short history still crosses query boundaries.
-func fetchPrometheus(ctx context.Context, q PrometheusQuery, maxPoints int) ([]Series, error) {
+func fetchPrometheus(ctx context.Context, q PrometheusQuery, maxPoints int) ([]backtest.Series, error) {
 	if q.Step == 0 {
 		q.Step = DefaultPrometheusStep
 	}
@@ -394,7 +396,7 @@ func (sp *runSplitter) unjoined() []string {
 }
 
 // finish returns the series with at least one run, keyed and sorted.
-func (sp *runSplitter) finish() ([]Series, error) {
+func (sp *runSplitter) finish() ([]backtest.Series, error) {
 	jobs := map[model.LabelValue]bool{}
 	names := map[model.LabelValue]bool{}
 	for _, st := range sp.series {
@@ -402,7 +404,7 @@ func (sp *runSplitter) finish() ([]Series, error) {
 		names[st.metric[model.MetricNameLabel]] = true
 	}
 	byKey := map[string]*splitSeries{}
-	var out []Series
+	var out []backtest.Series
 	for _, st := range sp.series {
 		if len(st.times) == 0 {
 			continue
@@ -423,7 +425,7 @@ func (sp *runSplitter) finish() ([]Series, error) {
 			return nil, fmt.Errorf("series %v and %v both have key %s: narrow the selector to one of them", other.metric, m, key)
 		}
 		byKey[key] = st
-		s := Series{Key: key, Times: st.times, Values: st.values, Labels: map[string]string{}}
+		s := backtest.Series{Key: key, Times: st.times, Values: st.values, Labels: map[string]string{}}
 		for name, value := range m {
 			s.Labels[string(name)] = string(value)
 		}
@@ -439,7 +441,7 @@ func (sp *runSplitter) finish() ([]Series, error) {
 }
 
 // byTime sorts a Series' entries by time, keeping times and values paired.
-type byTime Series
+type byTime backtest.Series
 
 func (s byTime) Len() int           { return len(s.Times) }
 func (s byTime) Less(i, j int) bool { return s.Times[i].Before(s.Times[j]) }

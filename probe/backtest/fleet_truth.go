@@ -1,0 +1,255 @@
+package backtest
+
+import (
+	"fmt"
+	"io"
+	"slices"
+	"strconv"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/plateau-exporter/plateau_exporter/probe/backtest/groundtruth"
+)
+
+// What really happened on the recorded series, beside what the rules did
+// (package groundtruth): a file-system page is judged against the
+// group's real falls, and the injected drops are counted over the calm
+// onsets only, where the group was neither falling nor paged.
+
+// detectableD is the detectability from which a group is judged on
+// speed: a drop of fewer fleet-wide deviations cannot be paged at once
+// without paging as often on the group's own noise.
+const detectableD = 3
+
+// FleetRealFall is how a rule set paged the group's real-fall incidents
+// at one level: paged when a file-system page starts within the incident
+// or one interval before it, within 1 when it starts by the end of the
+// incident's first interval. The fractions are null without incidents.
+type FleetRealFall struct {
+	IncidentsPerMonth    float64  `json:"incidents_per_month"`
+	PagedFraction        *float64 `json:"paged_fraction"`
+	PagedWithin1Fraction *float64 `json:"paged_within_1_fraction"`
+}
+
+// FleetCalmDetection is FleetDetection over the calm onsets only: no
+// real fall and no firing page in the two intervals before the onset.
+type FleetCalmDetection struct {
+	FSPageWithin1       float64 `json:"fs_page_within_1"`
+	FSPageWithin2       float64 `json:"fs_page_within_2"`
+	FSPageWithin3       float64 `json:"fs_page_within_3"`
+	NotificationsMedian float64 `json:"notifications_median"`
+	Trials              int     `json:"trials"`
+}
+
+// groupTruth is one group's ground truth and detectability by drop.
+type groupTruth struct {
+	truth         groundtruth.Truth
+	detectability map[string]float64
+}
+
+func newGroupTruth(g *fleetGroup, drops []float64) groupTruth {
+	gt := groupTruth{truth: groundtruth.NewTruth(g.truthGroup().MedianRatios(), g.period), detectability: map[string]float64{}}
+	var values [][]float64
+	for _, s := range g.series {
+		values = append(values, s.replay)
+	}
+	for _, d := range drops {
+		gt.detectability[dropKey(d)] = round(groundtruth.Detectability(values, d), 2)
+	}
+	return gt
+}
+
+// judge adds the ground-truth figures of one rule set on group gi to f.
+func (gt groupTruth) judge(f *FleetFigures, g *fleetGroup, gi int, cases []*fleetCase, figs []fleetFigures) {
+	var tl groundtruth.Timeline
+	type calm struct {
+		n            int
+		within       [3]int
+		notification []float64
+	}
+	byDrop := map[string]*calm{}
+	for ci, c := range cases {
+		if c.group != gi {
+			continue
+		}
+		cf := figs[ci]
+		if c.onset.IsZero() {
+			tl.Steps += cf.steps
+			tl.Firing = append(tl.Firing, cf.firingAt...)
+			tl.Starts = append(tl.Starts, cf.pageStarts...)
+			continue
+		}
+		k := dropKey(c.drop)
+		if byDrop[k] == nil {
+			byDrop[k] = &calm{}
+		}
+		if !gt.truth.Calm(c.onset, cf.firedBeforeOnset || cf.firingAtOnset) {
+			continue
+		}
+		t := byDrop[k]
+		t.n++
+		for w := 1; w <= 3; w++ {
+			if cf.detectedWithin >= 1 && cf.detectedWithin <= w {
+				t.within[w-1]++
+			}
+		}
+		t.notification = append(t.notification, float64(cf.notifications))
+	}
+	slices.SortFunc(tl.Starts, func(a, b time.Time) int { return a.Compare(b) })
+	j := gt.truth.Judge(tl)
+	if g.months > 0 {
+		f.FalsePageEpisodesPerMonth = round(float64(j.FalseEpisodes)/g.months, 3)
+	}
+	if j.Steps > 0 {
+		f.ExcessFiringFraction = round(float64(j.ExcessSteps)/float64(j.Steps), 4)
+	}
+	rf := FleetRealFall{}
+	if g.months > 0 {
+		rf.IncidentsPerMonth = round(float64(j.Incidents)/g.months, 3)
+	}
+	if j.Incidents > 0 {
+		p, p1 := round(float64(j.Paged)/float64(j.Incidents), 3), round(float64(j.PagedWithin1)/float64(j.Incidents), 3)
+		rf.PagedFraction, rf.PagedWithin1Fraction = &p, &p1
+	}
+	f.RealFalls = map[string]FleetRealFall{dropKey(groundtruth.IncidentLevel): rf}
+	f.DetectCalm = map[string]FleetCalmDetection{}
+	for k, t := range byDrop {
+		d := FleetCalmDetection{Trials: t.n}
+		if t.n > 0 {
+			d.FSPageWithin1 = round(float64(t.within[0])/float64(t.n), 3)
+			d.FSPageWithin2 = round(float64(t.within[1])/float64(t.n), 3)
+			d.FSPageWithin3 = round(float64(t.within[2])/float64(t.n), 3)
+			d.NotificationsMedian = median(t.notification)
+		}
+		f.DetectCalm[k] = d
+	}
+	f.Detectability = gt.detectability
+}
+
+// summarizeTruth adds the ground truth's summary of one rule set's
+// figures over the groups: the worst false pages and excess firing, the
+// least paged fraction of incidents and the median of the calm
+// detection over the groups where the drop is detectable (d ≥ 3), and
+// the most notifications per drop over all groups.
+func summarizeTruth(s FleetSummary, figs []FleetFigures, drops []float64) {
+	var falsePages, excess, paged []float64
+	incidentKey := dropKey(groundtruth.IncidentLevel)
+	for _, f := range figs {
+		falsePages = append(falsePages, f.FalsePageEpisodesPerMonth)
+		excess = append(excess, f.ExcessFiringFraction)
+		if rf := f.RealFalls[incidentKey]; rf.PagedFraction != nil && f.Detectability[incidentKey] >= detectableD {
+			paged = append(paged, *rf.PagedFraction)
+		}
+	}
+	s["false_page_episodes_per_month_max"] = slices.Max(falsePages)
+	s["excess_firing_fraction_max"] = slices.Max(excess)
+	rf := map[string]any{"paged_fraction_min_detectable": nil}
+	if len(paged) > 0 {
+		rf["paged_fraction_min_detectable"] = slices.Min(paged)
+	}
+	s["real_falls"] = map[string]any{incidentKey: rf}
+	calm := map[string]map[string]any{}
+	for _, d := range drops {
+		k := dropKey(d)
+		var w [3][]float64
+		var notif []float64
+		for _, f := range figs {
+			c, ok := f.DetectCalm[k]
+			if !ok || c.Trials == 0 {
+				continue
+			}
+			notif = append(notif, c.NotificationsMedian)
+			if f.Detectability[k] >= detectableD {
+				w[0] = append(w[0], c.FSPageWithin1)
+				w[1] = append(w[1], c.FSPageWithin2)
+				w[2] = append(w[2], c.FSPageWithin3)
+			}
+		}
+		m := map[string]any{}
+		for i, name := range []string{"fs_page_within_1", "fs_page_within_2", "fs_page_within_3"} {
+			m[name+"_median_detectable"] = nil
+			if len(w[i]) > 0 {
+				m[name+"_median_detectable"] = round(median(w[i]), 4)
+			}
+		}
+		m["notifications_median_max"] = nil
+		if len(notif) > 0 {
+			m["notifications_median_max"] = slices.Max(notif)
+		}
+		calm[k] = m
+	}
+	s["detect_calm"] = calm
+}
+
+// writeTruthTable writes the ground-truth figures, the current rules
+// beside the reference, per group and over the groups.
+func (r *FleetReport) writeTruthTable(w io.Writer, drops []string) error {
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', tabwriter.AlignRight)
+	incidentKey := dropKey(groundtruth.IncidentLevel)
+	header := []string{"group", "false eps/mo", "excess", "incidents/mo", "paged", "paged ≤1"}
+	for _, d := range drops {
+		header = append(header, "-"+d+" d", "calm ≤1", "≤2", "≤3", "notif", "n")
+	}
+	fmt.Fprintln(tw, strings.Join(header, "\t")+"\t")
+	pair := func(cur, ref any, digits int) string {
+		f := func(v any) string {
+			switch x := v.(type) {
+			case float64:
+				return strconv.FormatFloat(x, 'f', digits, 64)
+			case *float64:
+				if x != nil {
+					return strconv.FormatFloat(*x, 'f', digits, 64)
+				}
+			case int:
+				return strconv.Itoa(x)
+			}
+			return "-"
+		}
+		return f(cur) + " (" + f(ref) + ")"
+	}
+	for _, g := range r.Groups {
+		c, ref := g.Current, g.Reference
+		cf, rf := c.RealFalls[incidentKey], ref.RealFalls[incidentKey]
+		row := []string{g.Key, pair(c.FalsePageEpisodesPerMonth, ref.FalsePageEpisodesPerMonth, 2), pair(c.ExcessFiringFraction, ref.ExcessFiringFraction, 3),
+			fmt.Sprintf("%.2f", cf.IncidentsPerMonth), pair(cf.PagedFraction, rf.PagedFraction, 2), pair(cf.PagedWithin1Fraction, rf.PagedWithin1Fraction, 2)}
+		for _, d := range drops {
+			cc, rc := c.DetectCalm[d], ref.DetectCalm[d]
+			row = append(row, fmt.Sprintf("%.1f", c.Detectability[d]), pair(cc.FSPageWithin1, rc.FSPageWithin1, 2), pair(cc.FSPageWithin2, rc.FSPageWithin2, 2),
+				pair(cc.FSPageWithin3, rc.FSPageWithin3, 2), pair(cc.NotificationsMedian, rc.NotificationsMedian, 0), fmt.Sprint(cc.Trials))
+		}
+		fmt.Fprintln(tw, strings.Join(row, "\t")+"\t")
+	}
+	cur, ref := r.Summary[RuleSetCurrent], r.Summary[RuleSetReference]
+	sub := func(s FleetSummary, keys ...string) any {
+		var v any = map[string]any(s)
+		for _, k := range keys {
+			switch m := v.(type) {
+			case map[string]any:
+				v = m[k]
+			case map[string]map[string]any:
+				v = m[k]
+			default:
+				return nil
+			}
+		}
+		return v
+	}
+	row := []string{"worst/median", pair(cur["false_page_episodes_per_month_max"], ref["false_page_episodes_per_month_max"], 2),
+		pair(cur["excess_firing_fraction_max"], ref["excess_firing_fraction_max"], 3), "",
+		pair(sub(cur, "real_falls", incidentKey, "paged_fraction_min_detectable"), sub(ref, "real_falls", incidentKey, "paged_fraction_min_detectable"), 2), ""}
+	for _, d := range drops {
+		get := func(s FleetSummary, k string) any { return sub(s, "detect_calm", d, k) }
+		row = append(row, "", pair(get(cur, "fs_page_within_1_median_detectable"), get(ref, "fs_page_within_1_median_detectable"), 2),
+			pair(get(cur, "fs_page_within_2_median_detectable"), get(ref, "fs_page_within_2_median_detectable"), 2),
+			pair(get(cur, "fs_page_within_3_median_detectable"), get(ref, "fs_page_within_3_median_detectable"), 2),
+			pair(get(cur, "notifications_median_max"), get(ref, "notifications_median_max"), 0), "")
+	}
+	fmt.Fprintln(tw, strings.Join(row, "\t")+"\t")
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	_, err := fmt.Fprintf(w, "ground truth, current rules (reference rules): false eps/mo = page episodes per month that start more than an interval away from a real fall (median node %g%% under its recent normal); excess = fraction of the time paging outside one; incidents = real falls of %g%% for %d intervals or more, paged = a page started from an interval before one to its end; d = the drop in fleet-wide deviations; calm ≤k = calm onsets (no fall, no page in the 2 intervals before) paged within k intervals, n of them. Last row: worst group, incidents paged and calm ≤k the least resp. median over groups with d ≥ %d, notif the most.\n",
+		100*groundtruth.TrueLevel, 100*groundtruth.IncidentLevel, groundtruth.IncidentIntervals, detectableD)
+	return err
+}

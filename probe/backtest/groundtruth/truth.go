@@ -1,0 +1,206 @@
+package groundtruth
+
+import (
+	"math"
+	"time"
+
+	"github.com/plateau-exporter/plateau_exporter/probe/plateau"
+)
+
+// Stretch is a stretch of real time, From included, To not.
+type Stretch struct {
+	From, To time.Time
+}
+
+// Intervals is the stretch's length in cadences, rounded to whole ones.
+func (s Stretch) Intervals(period time.Duration) int {
+	return int(math.Round(float64(s.To.Sub(s.From)) / float64(period)))
+}
+
+// Falls are the real falls at level: the stretches of looks at which the
+// median node is at or under 1 - level of its recent normal. A stretch
+// ends at the first look that is not low, or one look after its last low
+// one where the group has no look.
+func Falls(samples []Sample, step time.Duration, level float64) []Stretch {
+	var out []Stretch
+	open := false
+	for i, s := range samples {
+		low := s.Ratio <= 1-level
+		switch {
+		case low && !open:
+			out = append(out, Stretch{From: s.At})
+			open = true
+		case !low && open:
+			out[len(out)-1].To = s.At
+			open = false
+		}
+		if open && (i+1 == len(samples) || samples[i+1].At.Sub(s.At) > step) {
+			out[len(out)-1].To = s.At.Add(step)
+			open = false
+		}
+	}
+	return out
+}
+
+// IncidentLevel is the depth of a fall a site wants paged, and
+// IncidentIntervals how many cadences it must last: one low interval is
+// a bad day, two in a row are an incident.
+const (
+	IncidentLevel     = 0.3
+	IncidentIntervals = 2
+)
+
+// TrueLevel is the depth of a fall during which (or within an interval of
+// which) a page is true, and outside which its firing is excess.
+const TrueLevel = 0.2
+
+// Truth is a group's real falls, ready to judge pages against.
+type Truth struct {
+	Period time.Duration
+	// Falls are the real falls at TrueLevel; Incidents those at
+	// IncidentLevel that last IncidentIntervals or more.
+	Falls, Incidents []Stretch
+}
+
+// NewTruth finds a group's real falls in its median ratios.
+func NewTruth(samples []Sample, period time.Duration) Truth {
+	step := period / StepsPerPeriod
+	t := Truth{Period: period, Falls: Falls(samples, step, TrueLevel)}
+	for _, f := range Falls(samples, step, IncidentLevel) {
+		if f.Intervals(period) >= IncidentIntervals {
+			t.Incidents = append(t.Incidents, f)
+		}
+	}
+	return t
+}
+
+// InFall says whether a real fall at TrueLevel is in progress at at.
+func (t Truth) InFall(at time.Time) bool {
+	return t.overlaps(at, at)
+}
+
+// overlaps says whether a real fall at TrueLevel overlaps [from, to].
+func (t Truth) overlaps(from, to time.Time) bool {
+	for _, f := range t.Falls {
+		if !to.Before(f.From) && from.Before(f.To) {
+			return true
+		}
+	}
+	return false
+}
+
+// TruePage says whether a page episode that starts at start is true: it
+// starts during a real fall, or within one interval before or after one.
+func (t Truth) TruePage(start time.Time) bool {
+	return t.overlaps(start.Add(-t.Period), start.Add(t.Period))
+}
+
+// Calm says whether an injected drop's onset is calm: no real fall and
+// no firing page in the two intervals before it (firedBefore says
+// whether the page fired then).
+func (t Truth) Calm(onset time.Time, firedBefore bool) bool {
+	return !firedBefore && !t.overlaps(onset.Add(-2*t.Period), onset)
+}
+
+// Timeline is what a file-system page did over some counted stretch of
+// the unmodified series.
+type Timeline struct {
+	// Steps counts the evaluation steps.
+	Steps int
+	// Firing are the steps at which the page fired, Starts those at which
+	// an episode started.
+	Firing, Starts []time.Time
+}
+
+// Judgement is a page's timeline judged against the truth.
+type Judgement struct {
+	Steps, FalseEpisodes, ExcessSteps int
+	// Incidents counts the real-fall incidents; Paged those a page
+	// started within, or within one interval before; PagedWithin1 those
+	// paged by the end of the incident's first interval.
+	Incidents, Paged, PagedWithin1 int
+}
+
+// Judge judges a page's timeline: an episode is false unless TruePage;
+// a firing step is excess unless a real fall is in progress (the hold's
+// tail past the fall's end is excess); an incident is paged when an
+// episode starts from one interval before it to its end.
+func (t Truth) Judge(tl Timeline) Judgement {
+	j := Judgement{Steps: tl.Steps, Incidents: len(t.Incidents)}
+	for _, s := range tl.Starts {
+		if !t.TruePage(s) {
+			j.FalseEpisodes++
+		}
+	}
+	for _, f := range tl.Firing {
+		if !t.InFall(f) {
+			j.ExcessSteps++
+		}
+	}
+	for _, inc := range t.Incidents {
+		early := inc.From.Add(-t.Period)
+		paged, within1 := false, false
+		for _, s := range tl.Starts {
+			if !s.Before(early) && s.Before(inc.To) {
+				paged = true
+				if !s.After(inc.From.Add(t.Period)) {
+					within1 = true
+				}
+			}
+		}
+		if paged {
+			j.Paged++
+		}
+		if within1 {
+			j.PagedWithin1++
+		}
+	}
+	return j
+}
+
+// Detectability is how many fleet-wide standard deviations a drop of
+// drop moves the group's mean log result: |ln(1 - drop)|·√n / σ, where n
+// is the number of series and σ the median over them of each series'
+// median robust deviation of log runs (1.4826 times the median absolute
+// deviation over the plateau.NormalRuns runs before each run, at least
+// plateau.ScoreNoiseFloor, as the low score measures a run). Under 3, no
+// verdict can page on the drop at once without paging as often on the
+// group's own noise.
+func Detectability(series [][]float64, drop float64) float64 {
+	var sigmas []float64
+	for _, v := range series {
+		if s, ok := RobustDeviation(v); ok {
+			sigmas = append(sigmas, s)
+		}
+	}
+	if len(sigmas) == 0 {
+		return 0
+	}
+	return math.Abs(math.Log(1-drop)) * math.Sqrt(float64(len(sigmas))) / median(sigmas)
+}
+
+// RobustDeviation is the median over a series' runs of the robust
+// deviation of the log runs before each (see Detectability); ok is false
+// when no run has plateau.MinNormalRuns positive runs before it.
+func RobustDeviation(values []float64) (float64, bool) {
+	logs := make([]float64, 0, len(values))
+	for _, v := range values {
+		if v > 0 && !math.IsInf(v, 0) {
+			logs = append(logs, math.Log(v))
+		}
+	}
+	var devs []float64
+	for i := plateau.MinNormalRuns; i < len(logs); i++ {
+		window := logs[max(0, i-plateau.NormalRuns):i]
+		c := median(window)
+		abs := make([]float64, len(window))
+		for k, x := range window {
+			abs[k] = math.Abs(x - c)
+		}
+		devs = append(devs, max(1.4826*median(abs), plateau.ScoreNoiseFloor))
+	}
+	if len(devs) == 0 {
+		return 0, false
+	}
+	return median(devs), true
+}

@@ -1,0 +1,164 @@
+package groundtruth
+
+import (
+	"math"
+	"testing"
+	"time"
+)
+
+var t0 = time.Date(2017, 4, 1, 0, 0, 0, 0, time.UTC)
+
+func hours(h float64) time.Time { return t0.Add(time.Duration(h * float64(time.Hour))) }
+
+// samples looks every quarter of an hour (a cadence of one hour) from 0
+// to 30 h; the median ratio is low (0.6) from `from` to `to` hours.
+func samples(from, to float64) []Sample {
+	var out []Sample
+	for q := 0; q <= 30*StepsPerPeriod; q++ {
+		h := float64(q) / StepsPerPeriod
+		r := 1.0
+		if h >= from && h < to {
+			r = 0.6
+		}
+		out = append(out, Sample{hours(h), r})
+	}
+	return out
+}
+
+// steps are the looks of the judged timeline, every quarter hour from
+// `from` to `to` hours.
+func steps(from, to float64) []time.Time {
+	var out []time.Time
+	for h := from; h < to; h += 1.0 / StepsPerPeriod {
+		out = append(out, hours(h))
+	}
+	return out
+}
+
+// A fall of 3 intervals at 40% is one fall and one incident; paged 2
+// intervals after it starts, it is paged, but not within 1, and the page
+// is true.
+func TestRealFallPagedLate(t *testing.T) {
+	truth := NewTruth(samples(10, 13), time.Hour)
+	if len(truth.Falls) != 1 || !truth.Falls[0].From.Equal(hours(10)) || !truth.Falls[0].To.Equal(hours(13)) {
+		t.Fatalf("falls %v, want one from 10 h to 13 h", truth.Falls)
+	}
+	if len(truth.Incidents) != 1 || truth.Incidents[0].Intervals(time.Hour) != 3 {
+		t.Fatalf("incidents %v, want one of 3 intervals", truth.Incidents)
+	}
+	j := truth.Judge(Timeline{Steps: 120, Starts: []time.Time{hours(12)}, Firing: steps(12, 13)})
+	want := Judgement{Steps: 120, Incidents: 1, Paged: 1}
+	if j != want {
+		t.Fatalf("judged %+v, want %+v", j, want)
+	}
+	// Paged at the end of its first interval: within 1.
+	if j := truth.Judge(Timeline{Starts: []time.Time{hours(11)}}); j.PagedWithin1 != 1 || j.Paged != 1 {
+		t.Fatalf("a page 1 interval in: %+v, want paged within 1", j)
+	}
+	// Paged after it ended: not paged, and false unless within an
+	// interval of the end.
+	if j := truth.Judge(Timeline{Starts: []time.Time{hours(13.5), hours(14.25)}}); j.Paged != 0 || j.FalseEpisodes != 1 {
+		t.Fatalf("pages after the fall: %+v, want 0 paged and the later of the two false", j)
+	}
+}
+
+// A page that holds 5 intervals past a fall's end fires 5 intervals in
+// excess; its start is true.
+func TestPageHeldPastTheFall(t *testing.T) {
+	truth := NewTruth(samples(10, 13), time.Hour)
+	j := truth.Judge(Timeline{Steps: 120, Starts: []time.Time{hours(10.25)}, Firing: steps(10.25, 18)})
+	if j.ExcessSteps != 5*StepsPerPeriod || j.FalseEpisodes != 0 || j.PagedWithin1 != 1 {
+		t.Fatalf("judged %+v, want %d excess steps (5 intervals), no false episode, paged within 1", j, 5*StepsPerPeriod)
+	}
+}
+
+// One low interval is a fall but no incident; 20% down is a fall at the
+// true level but not at the incident level.
+func TestShortAndShallowFallsAreNoIncidents(t *testing.T) {
+	if truth := NewTruth(samples(10, 11), time.Hour); len(truth.Falls) != 1 || len(truth.Incidents) != 0 {
+		t.Fatalf("one low interval: falls %v incidents %v, want a fall and no incident", truth.Falls, truth.Incidents)
+	}
+	s := samples(10, 14)
+	for i := range s {
+		if s[i].Ratio < 1 {
+			s[i].Ratio = 0.75
+		}
+	}
+	if truth := NewTruth(s, time.Hour); len(truth.Falls) != 1 || len(truth.Incidents) != 0 {
+		t.Fatalf("25%% down: falls %v incidents %v, want a fall and no incident", truth.Falls, truth.Incidents)
+	}
+}
+
+// An onset far from any fall and page is calm; one inside a fall, or
+// within two intervals after it, or with the page firing, is not.
+func TestCalmOnsets(t *testing.T) {
+	truth := NewTruth(samples(10, 13), time.Hour)
+	for _, tc := range []struct {
+		onset       float64
+		firedBefore bool
+		want        bool
+	}{
+		{20, false, true},
+		{11, false, false},   // inside the fall
+		{14.5, false, false}, // 1.5 intervals after it
+		{15.5, false, true},  // 2.5 intervals after it
+		{20, true, false},    // the page fired in the two intervals before
+	} {
+		if got := truth.Calm(hours(tc.onset), tc.firedBefore); got != tc.want {
+			t.Errorf("onset at %g h (page fired before: %v): calm %v, want %v", tc.onset, tc.firedBefore, got, tc.want)
+		}
+	}
+}
+
+// The median ratio follows the median node: two of three nodes at 60%
+// for three runs is a 3-interval fall; one node alone is none.
+func TestMedianRatios(t *testing.T) {
+	node := func(low ...int) Node {
+		var n Node
+		for i := 0; i < 40; i++ {
+			v := 100.0
+			for _, l := range low {
+				if i == l {
+					v = 60
+				}
+			}
+			n.Times = append(n.Times, hours(float64(i)+0.1))
+			n.Values = append(n.Values, v)
+		}
+		return n
+	}
+	g := Group{Nodes: []Node{node(30, 31, 32), node(30, 31, 32), node()}, Period: time.Hour, Start: hours(0), End: hours(40), Stale: 3 * time.Hour}
+	truth := NewTruth(g.MedianRatios(), time.Hour)
+	if len(truth.Incidents) != 1 || truth.Incidents[0].Intervals(time.Hour) != 3 {
+		t.Fatalf("two nodes of three down 3 runs: incidents %v, want one of 3 intervals", truth.Incidents)
+	}
+	g.Nodes = []Node{node(30, 31, 32), node(), node()}
+	if truth := NewTruth(g.MedianRatios(), time.Hour); len(truth.Falls) != 0 {
+		t.Fatalf("one node of three down: falls %v, want none", truth.Falls)
+	}
+}
+
+// Four series alternating ±0.1 in log have a robust deviation of
+// 1.4826·0.1; a 30% drop over them is |ln 0.7|·2/0.148 = 4.8 deviations.
+func TestDetectability(t *testing.T) {
+	var series [][]float64
+	for range 4 {
+		var v []float64
+		for i := 0; i < 60; i++ {
+			v = append(v, 100*math.Exp(0.1*float64(1-2*(i%2))))
+		}
+		series = append(series, v)
+	}
+	want := math.Abs(math.Log(0.7)) * 2 / (1.4826 * 0.1)
+	if d := Detectability(series, 0.3); math.Abs(d-want) > 1e-6 {
+		t.Fatalf("d = %g, want %g", d, want)
+	}
+	// A steady series is measured against the noise floor, not zero.
+	flat := [][]float64{make([]float64, 40)}
+	for i := range flat[0] {
+		flat[0][i] = 100
+	}
+	if d := Detectability(flat, 0.5); math.Abs(d-math.Ln2/0.05) > 1e-9 {
+		t.Fatalf("steady series: d = %g, want ln 2 / 0.05", d)
+	}
+}
