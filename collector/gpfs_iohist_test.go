@@ -380,3 +380,18 @@ func (m metricsCollector) Collect(ch chan<- prometheus.Metric) {
 // genIohist is a full default history (512 I/Os) of a client of 64 NSD
 // servers, for the benchmark.
 func genIohist(first int) []byte { return iohistRows(first, first+511, 64) }
+
+// An NSD server's collector on the fake mmdiag printing the server
+// fixture: its disks, and the name its clients see it by (here the
+// address the client fixture names), compared with the expected
+// exposition, which the dashboards' tests also evaluate the rules on.
+func TestGPFSIohistServerCollector(t *testing.T) {
+	t.Setenv("FAKE_GPFS_IOHIST", "server")
+	cfg := fakeGPFS(t, "mmpmon", 30*time.Second)
+	cfg.mmgetstatePath, cfg.mmhealthPath = "", ""
+	cfg.mmdiagPath = fixturePath(t, "gpfs", "mmdiag")
+	cfg.iohist, cfg.iohistInterval, cfg.waitersInterval = true, time.Hour, time.Hour
+	cfg.iohistServerName = "10.10.0.13"
+	file := filepath.Join("fixtures", "expected", "gpfs_iohist_server.prom")
+	compareWithFile(t, newTestRegistry("gpfs", newTestGPFS(t, cfg), nil), file, metricNames(t, file)...)
+}
