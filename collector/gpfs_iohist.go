@@ -106,7 +106,9 @@ func iohistServerName(flag string) string {
 }
 
 func (c *gpfsCollector) iohist(ctx context.Context) ([]prometheus.Metric, error) {
-	out, err := c.runner.run(ctx, nil, c.cfg.mmdiagPath, "--iohist")
+	// Keyed apart from the waiters' mmdiag, which runs on its own
+	// schedule with the same path.
+	out, err := c.runner.runKeyed(ctx, c.cfg.mmdiagPath+" --iohist", nil, c.cfg.mmdiagPath, "--iohist")
 	if err != nil {
 		return nil, err
 	}
