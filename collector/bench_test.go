@@ -363,6 +363,25 @@ func BenchmarkScrape(b *testing.B) {
 			}
 		}
 	})
+	// One round of the iohist collector, off the scrape path: a full
+	// default history (512 I/Os) of a client of 64 NSD servers, every row
+	// new (the history turned over since the last read, the most work a
+	// round does), parsed, counted and turned into metrics.
+	b.Run("gpfs-iohist-round", func(b *testing.B) {
+		histories := [2][]byte{genIohist(0), genIohist(512)}
+		var state gpfsIohistState
+		d := newGPFSIohistDescs()
+		b.ReportAllocs()
+		for i := 0; i < b.N; i++ {
+			entries, _, err := parseIohist(histories[i%2])
+			if err != nil || len(entries) != 512 {
+				b.Fatalf("%d rows, %v", len(entries), err)
+			}
+			if ms := state.round(entries, &d, ""); len(ms) != 9*64+4 {
+				b.Fatalf("%d metrics, want %d", len(ms), 9*64+4)
+			}
+		}
+	})
 	// A scrape exports the GPFS commands' last answers; the commands run
 	// in the background (gpfs-refresh is one round of them, off the
 	// scrape path, every --collector.gpfs.interval).

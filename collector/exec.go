@@ -69,6 +69,14 @@ func (e *commandError) Error() string {
 // an earlier call has not exited, errCommandTimeout when ctx expires first,
 // and a *commandError on a non-zero exit status.
 func (r *commandRunner) run(ctx context.Context, stdin []byte, path string, args ...string) ([]byte, error) {
+	return r.runKeyed(ctx, path, stdin, path, args...)
+}
+
+// runKeyed is run with the guard against a second copy keyed by key
+// instead of the path: two collectors running the same program for
+// different things (mmdiag --waiters and mmdiag --iohist) each wait only
+// for their own earlier run.
+func (r *commandRunner) runKeyed(ctx context.Context, key string, stdin []byte, path string, args ...string) ([]byte, error) {
 	argv := append([]string{path}, args...)
 	if r.sudo {
 		// -n: never prompt; a password prompt would hang until the deadline.
@@ -97,7 +105,7 @@ func (r *commandRunner) run(ctx context.Context, stdin []byte, path string, args
 	cmd.Stderr = stderr
 
 	var pid int
-	done, err := r.commands.start(path, func() (int, error) {
+	done, err := r.commands.start(key, func() (int, error) {
 		if err := cmd.Start(); err != nil {
 			return 0, fmt.Errorf("starting %s: %w", display, err)
 		}

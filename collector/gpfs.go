@@ -116,6 +116,10 @@ func init() {
 			waitersInterval: *gpfsWaitersInterval,
 			disksInterval:   *gpfsDisksInterval,
 			qosInterval:     *gpfsQoSInterval,
+
+			iohist:           *gpfsIohist,
+			iohistInterval:   *gpfsIohistInterval,
+			iohistServerName: *gpfsIohistServerName,
 		}, logger)
 	})
 }
@@ -140,6 +144,11 @@ type gpfsConfig struct {
 	// waitersInterval is mmdiag's, disksInterval mmlsfs's and
 	// mmlsdisk's, qosInterval mmlsqos's.
 	waitersInterval, disksInterval, qosInterval time.Duration
+
+	// iohist runs "mmdiag --iohist" every iohistInterval (gpfs_iohist.go).
+	iohist           bool
+	iohistInterval   time.Duration
+	iohistServerName string
 }
 
 // allowedMmpmonRequests are the only requests the collector sends or
@@ -223,6 +232,8 @@ type gpfsCollector struct {
 	diskDescs   gpfsDiskDescs
 	mountDescs  gpfsMountDescs
 	qosDescs    gpfsQoSDescs
+	iohistDescs gpfsIohistDescs
+	iohistState gpfsIohistState
 
 	// mmlsfsCmd is the mmlsfs command, nil when it is skipped; the
 	// per-file-system commands wait for its first run.
@@ -306,6 +317,7 @@ func newGPFSCollector(cfg gpfsConfig, logger log.Logger) (*gpfsCollector, error)
 	c.diskDescs = newGPFSDiskDescs()
 	c.mountDescs = newGPFSMountDescs()
 	c.qosDescs = newGPFSQoSDescs()
+	c.iohistDescs = newGPFSIohistDescs()
 
 	c.stop = make(chan struct{})
 	c.commands = append(c.commands, &gpfsCommand{name: "mmpmon", path: cfg.mmpmonPath, interval: cfg.interval, run: c.mmpmon})
@@ -318,6 +330,7 @@ func newGPFSCollector(cfg gpfsConfig, logger log.Logger) (*gpfsCollector, error)
 		{name: "mmlsfs", path: cfg.mmlsfsPath, interval: cfg.disksInterval, run: c.mmlsfs},
 		{name: "mmlsdisk", path: cfg.mmlsdiskPath, interval: cfg.disksInterval, run: c.mmlsdisk, perCall: true},
 		{name: "mmlsqos", path: cfg.mmlsqosPath, interval: cfg.qosInterval, run: c.mmlsqos, perCall: true},
+		{name: "mmdiag_iohist", path: iohistPath(cfg), interval: cfg.iohistInterval, run: c.iohist},
 	} {
 		if cmd.path == "" {
 			continue
@@ -402,7 +415,17 @@ const (
 	gpfsSourceMmlsdisk   = "mmlsdisk"
 	gpfsSourceMmlsqos    = "mmlsqos"
 	gpfsSourceMounts     = "proc_mounts"
+	gpfsSourceIohist     = "mmdiag_iohist"
 )
+
+// iohistPath is mmdiag's path when the iohist collector is on, else
+// empty, which skips it.
+func iohistPath(cfg gpfsConfig) string {
+	if !cfg.iohist {
+		return ""
+	}
+	return cfg.mmdiagPath
+}
 
 // gpfsCommand is one GPFS command run in the background and its last result.
 type gpfsCommand struct {

@@ -337,6 +337,7 @@ func TestSudoersCommandLines(t *testing.T) {
 			"/usr/lpp/mmfs/bin/mmgetstate -Y",
 			"/usr/lpp/mmfs/bin/mmhealth node show -Y",
 			"/usr/lpp/mmfs/bin/mmdiag --waiters -Y",
+			"/usr/lpp/mmfs/bin/mmdiag --iohist",
 			"/usr/lpp/mmfs/bin/mmfsadm test verbs status",
 			"/usr/lpp/mmfs/bin/mmlsfs all -T -Y",
 			"/usr/lpp/mmfs/bin/mmlsdisk [A-Za-z0-9_]* -Y",
@@ -358,6 +359,14 @@ func TestSudoersCommandLines(t *testing.T) {
 	for name, cmds := range want {
 		if strings.Join(aliases[name], "|") != strings.Join(cmds, "|") {
 			t.Errorf("%s = %q, want %q", name, aliases[name], cmds)
+		}
+	}
+	// mmdiag only with exactly the arguments the collector passes: no
+	// glob nor a bare command, which sudoers would take as any argument
+	// (--iohist -Y, --all, ...).
+	for _, c := range aliases["PLATEAU_GPFS"] {
+		if strings.HasPrefix(c, "/usr/lpp/mmfs/bin/mmdiag") && c != "/usr/lpp/mmfs/bin/mmdiag --waiters -Y" && c != "/usr/lpp/mmfs/bin/mmdiag --iohist" {
+			t.Errorf("sudoers allows %q: mmdiag runs only as '--waiters -Y' and '--iohist'", c)
 		}
 	}
 	if len(specs) != 1 || specs[0] != "plateau ALL = (root) NOPASSWD: PLATEAU_GPFS, PLATEAU_LUSTRE, !PLATEAU_GPFS_BAD_DEVICE" {

@@ -121,6 +121,8 @@ func TestGoldenMetrics(t *testing.T) {
 		"--collector.gpfs.mmdiag-path="+filepath.Join(gpfs, "mmdiag"), "--collector.gpfs.mmfsadm-path="+filepath.Join(gpfs, "mmfsadm"),
 		"--collector.gpfs.mmlsfs-path="+filepath.Join(gpfs, "mmlsfs"), "--collector.gpfs.mmlsdisk-path="+filepath.Join(gpfs, "mmlsdisk"),
 		"--collector.gpfs.mmlsqos-path="+filepath.Join(gpfs, "mmlsqos"),
+		// The client's I/O history: its per-NSD-server series.
+		"--collector.gpfs.iohist",
 		// Lustre 2.15's layout is in the same proc and sys trees, debugfs
 		// under sys/kernel/debug (the flag's default).
 		"--collector.lustre", "--collector.lustre_server", "--collector.lustre_server.job-stats", "--collector.lustre_server.job-stats-top=3",
