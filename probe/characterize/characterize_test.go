@@ -58,6 +58,10 @@ var characterizeTime = time.Date(2026, 11, 30, 10, 0, 0, 0, time.UTC)
 func newCharacterizer(rec *recorder, runs, sweepRuns, maxLevel int) *Characterizer {
 	return &Characterizer{
 		Run: rec.run, Hostname: "node1", Runs: runs, SweepRuns: sweepRuns, MaxLevel: maxLevel,
+		// Real runs on a shared machine's temp directory: their
+		// stability is not what these tests are about (see
+		// TestCharacterizeRefusesAnUnstableOp).
+		MaxSpread: 1e9,
 		OnStart: func(s Step) { rec.steps = append(rec.steps, s) },
 		Now:     func() time.Time { return characterizeTime.Add(123 * time.Millisecond) },
 	}
@@ -478,7 +482,7 @@ func TestSweepLimitsFollowTheSweptVariable(t *testing.T) {
 		{4, 8, (1 + 3) + (1 + 4)},  // workers 1, 2, 4; queue depths 1 … 8
 		{2, 0, (1 + 2) + (1 + 2)},  // queue depth bounded by MaxLevel
 	} {
-		c := &Characterizer{Runs: 1, SweepRuns: 1, MaxLevel: tc.maxLevel, MaxQueueDepth: tc.maxQueueDepth}
+		c := &Characterizer{Runs: 1, SweepRuns: 1, MaxLevel: tc.maxLevel, MaxQueueDepth: tc.maxQueueDepth, MaxSpread: 1e9}
 		if got := c.Plan(refs); got != tc.want {
 			t.Errorf("MaxLevel %d, MaxQueueDepth %d: Plan = %d runs, want %d", tc.maxLevel, tc.maxQueueDepth, got, tc.want)
 		}

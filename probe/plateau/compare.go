@@ -1,6 +1,7 @@
 package plateau
 
 import (
+	"fmt"
 	"slices"
 	"strings"
 
@@ -111,7 +112,10 @@ func (pl Plateau) Compare(r *probe.Result) []OpVerdict {
 			v.Baseline, v.Verdict, v.Note = b, VerdictNoBaseline, mismatch
 		default:
 			v.Baseline, v.Ratio, v.HasRatio = b, v.Value/b.Value, true
-			v.Verdict = pl.Classify(v.Ratio)
+			v.Verdict = pl.ClassifyWithin(v.Ratio, b.Spread)
+			if v.Verdict != pl.Classify(v.Ratio) {
+				v.Note = fmt.Sprintf("within the baseline's own spread (±%.0f%%)", 100*b.Spread)
+			}
 		}
 		out = append(out, v)
 	}
@@ -124,6 +128,26 @@ func (pl Plateau) Classify(ratio float64) string {
 	case ratio < pl.Critical:
 		return VerdictCritical
 	case ratio < pl.Warning:
+		return VerdictWarning
+	}
+	return VerdictOK
+}
+
+// ClassifyWithin is the verdict on a ratio to a plateau whose runs spread
+// ±spread (Baseline.Spread: half their range over their median). A ratio
+// the baseline's own runs reached, 1 - spread or above, is no warning:
+// the known-good system gave it. Critical also needs the ratio below
+// 1 - 2 x spread, twice the baseline's own swing: a baseline of runs
+// spread ±30% cannot tell a drop to 0.45 from its noise. A hand-written
+// baseline (spread 0) keeps the target's ratios as they are.
+func (pl Plateau) ClassifyWithin(ratio, spread float64) string {
+	if !(spread > 0) {
+		return pl.Classify(ratio)
+	}
+	switch {
+	case ratio < pl.Critical && ratio < 1-2*spread:
+		return VerdictCritical
+	case ratio < pl.Warning && ratio < 1-spread:
 		return VerdictWarning
 	}
 	return VerdictOK
