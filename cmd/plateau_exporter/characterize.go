@@ -28,6 +28,7 @@ type characterizeOptions struct {
 	probes        []string
 	runs          int
 	maxRuns       int
+	maxSpread     float64
 	runSpacing    time.Duration
 	sweep         bool
 	maxWorkers    int
@@ -64,6 +65,7 @@ func characterizeCommand(app *kingpin.Application) (*kingpin.CmdClause, func(log
 	cmd.Flag("probe", "Only probes of this name (repeatable).").StringsVar(&o.probes)
 	cmd.Flag("runs", "Runs per probe; the baseline is their median.").Default("5").IntVar(&o.runs)
 	cmd.Flag("max-runs", "Most runs per probe while one of its ops spreads more than a verdict allows (1.4826 x MAD / median above half the distance from 1 to the target's warning_ratio: 10% at 0.8); an op still that unstable gets no baseline, and characterize exits 2 naming it. 0: three times --runs.").Default("0").IntVar(&o.maxRuns)
+	cmd.Flag("max-spread", "The most an op's runs may spread (1.4826 x MAD / median, 0.1 for ±10%) for its baseline to be written. 0: half the distance from 1 to the target's warning_ratio. A baseline that spreads more cannot tell a drop from the node's noise.").Default("0").Float64Var(&o.maxSpread)
 	cmd.Flag("run-spacing", "Least time between the starts of a probe's runs, so the baseline reflects the system over minutes rather than one moment.").Default("15s").DurationVar(&o.runSpacing)
 	cmd.Flag("sweep", "Also sweep each probe over doubling workers (queue depth for random probes) and report the knee, maximum and sustained values, with an SVG chart and a CSV of the curve.").BoolVar(&o.sweep)
 	cmd.Flag("max-workers", "Highest worker count a sweep tries; levels are the powers of two up to it.").Default(strconv.Itoa(2 * runtime.NumCPU())).IntVar(&o.maxWorkers)
@@ -175,9 +177,11 @@ func runCharacterize(w *os.File, logger log.Logger, o characterizeOptions) error
 		Hostname: o.hostname,
 		Runs:     o.runs,
 		MaxRuns:  o.maxRuns,
-		Spacing:  o.runSpacing,
-		OnStart:  prog.Start,
-		OnDone:   prog.Done,
+		// 0: from each target's warning ratio.
+		MaxSpread: o.maxSpread,
+		Spacing:   o.runSpacing,
+		OnStart:   prog.Start,
+		OnDone:    prog.Done,
 	}
 	if c.MaxRuns == 0 {
 		c.MaxRuns = 3 * o.runs

@@ -98,6 +98,11 @@ func (pl Plateau) Compare(r *probe.Result) []OpVerdict {
 	mismatch := pl.ModeMismatch(r)
 	out := make([]OpVerdict, 0, len(r.Ops))
 	for _, op := range r.Ops {
+		// A phase that is no measurement (the random probe's
+		// preallocation) gets no verdict.
+		if slices.Contains(probe.IOOnlyOpsOf(pl.Kind), op.Op) {
+			continue
+		}
 		v := OpVerdict{Op: op.Op, Unit: probe.OpUnit(pl.Kind)}
 		b := pl.Baselines[op.Op]
 		if b != nil {
