@@ -62,8 +62,8 @@ func newCharacterizer(rec *recorder, runs, sweepRuns, maxLevel int) *Characteriz
 		// stability is not what these tests are about (see
 		// TestCharacterizeRefusesAnUnstableOp).
 		MaxSpread: 1e9,
-		OnStart: func(s Step) { rec.steps = append(rec.steps, s) },
-		Now:     func() time.Time { return characterizeTime.Add(123 * time.Millisecond) },
+		OnStart:   func(s Step) { rec.steps = append(rec.steps, s) },
+		Now:       func() time.Time { return characterizeTime.Add(123 * time.Millisecond) },
 	}
 }
 

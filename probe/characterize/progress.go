@@ -52,11 +52,11 @@ type Progress struct {
 	ranFor time.Duration
 	// lastDone is when the last run finished.
 	lastDone time.Time
-	cur    *Step
-	curAt  time.Time
-	shown  bool // the progress line is on the terminal
-	stop   chan struct{}
-	ticker sync.WaitGroup
+	cur      *Step
+	curAt    time.Time
+	shown    bool // the progress line is on the terminal
+	stop     chan struct{}
+	ticker   sync.WaitGroup
 }
 
 // NewProgress writes the report text to w and, when width is above 0
