@@ -68,7 +68,6 @@ set +e
 char_code=$?
 set -e
 grep -v '^ts=' "$work/char.out" | sed 's/^/    /' || true
-grep -h 'not characterized\|too unstable' "$work/char.out" "$work/char.err" | sed 's/^/    /' || true
 echo "characterize exit status: $char_code"
 echo "### spreads written"
 if [ -f "$work/baselines.yml" ]; then
@@ -82,7 +81,10 @@ declare -A exits=()
 : >"$work/probe.log"
 for i in $(seq "$RUNS"); do
 	set +e
-	"$BIN" --config.file="$work/plateau.yml" --probe.hostname=bench probe >>"$work/probe.log" 2>&1
+	# --allow-missing-baselines: where characterize refused every op, the
+	# results show without plateaus (exit 0) rather than exit 2 for the
+	# missing file, so that exits count verdicts only.
+	"$BIN" --config.file="$work/plateau.yml" --probe.hostname=bench probe --allow-missing-baselines >>"$work/probe.log" 2>&1
 	code=$?
 	set -e
 	exits[$code]=$(( ${exits[$code]:-0} + 1 ))
@@ -92,5 +94,5 @@ for c in "${!exits[@]}"; do
 	echo "    exit $c: ${exits[$c]}"
 	[ "$c" != 0 ] && nonzero=$((nonzero + exits[$c]))
 done
-echo "non-zero exits: $nonzero of $RUNS"
+echo "non-zero exits: $nonzero of $RUNS (1: below the plateau, 2: error)"
 echo "critical lines: $(grep -c ' critical' "$work/probe.log" || true) (the first of a confirmed pair included)"
