@@ -8,8 +8,8 @@ package yamlfield
 import (
 	"bytes"
 	"fmt"
-	"regexp"
 	"math"
+	"regexp"
 	"strconv"
 	"strings"
 	"time"
