@@ -27,7 +27,7 @@ import (
 
 const defaultConfigFile = "/etc/plateau_exporter/plateau.yml"
 
-const appHelp = "Probes file systems against their characterized plateau and exports the results, with GPFS, InfiniBand, NVMe and NFS counters, for Prometheus."
+const appHelp = "Probes file systems against their characterized plateau and exports the results, with GPFS, Lustre, InfiniBand, NVMe and NFS counters, for Prometheus."
 
 // commandEnv is what a command gets from the flags it shares with the
 // daemon.
