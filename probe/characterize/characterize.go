@@ -189,10 +189,13 @@ func (c *Characterizer) Baseline(ctx context.Context, ref ProbeRef) (*plateau.Me
 			continue
 		}
 		m.Entries[op] = &plateau.Baseline{
-			Kind:       p.Kind,
-			Unit:       unit,
-			Value:      plateau.Median(vs),
-			Spread:     plateau.Spread(vs),
+			Kind:  p.Kind,
+			Unit:  unit,
+			Value: plateau.Median(vs),
+			// The robust spread: the range of a few runs is one
+			// outlier's (a run that met a burst of other work gave a
+			// baseline of steady runs ±78%), and the verdict reads it.
+			Spread:     plateau.RobustSpread(vs),
 			Runs:       len(vs),
 			Method:     "characterize --runs " + strconv.Itoa(len(vs)),
 			MeasuredAt: at,

@@ -119,7 +119,7 @@ func (pl Plateau) Compare(r *probe.Result) []OpVerdict {
 			v.Baseline, v.Ratio, v.HasRatio = b, v.Value/b.Value, true
 			v.Verdict = pl.ClassifyWithin(v.Ratio, b.Spread)
 			if v.Verdict != pl.Classify(v.Ratio) {
-				v.Note = fmt.Sprintf("within the baseline's own spread (±%.0f%%)", 100*b.Spread)
+				v.Note = fmt.Sprintf("within the noise of the baseline's runs (spread ±%.0f%%)", 100*b.Spread)
 			}
 		}
 		out = append(out, v)
@@ -139,20 +139,22 @@ func (pl Plateau) Classify(ratio float64) string {
 }
 
 // ClassifyWithin is the verdict on a ratio to a plateau whose runs spread
-// ±spread (Baseline.Spread: half their range over their median). A ratio
-// the baseline's own runs reached, 1 - spread or above, is no warning:
-// the known-good system gave it. Critical also needs the ratio below
-// 1 - 2 x spread, twice the baseline's own swing: a baseline of runs
-// spread ±30% cannot tell a drop to 0.45 from its noise. A hand-written
-// baseline (spread 0) keeps the target's ratios as they are.
+// ±spread (Baseline.Spread, about one standard deviation of a run over
+// the median). A ratio within two of them, 1 - 2 x spread or above, is no
+// warning: an unchanged node gives one that low on about 2% of runs.
+// Critical also needs the ratio below 1 - 4 x spread: a baseline of runs
+// spread ±15% cannot tell a drop to 0.45 from its noise. A baseline that
+// characterize accepted (spread at most half the distance to the warning
+// ratio) keeps the target's ratios as they are; a hand-written one
+// (spread 0) too.
 func (pl Plateau) ClassifyWithin(ratio, spread float64) string {
 	if !(spread > 0) {
 		return pl.Classify(ratio)
 	}
 	switch {
-	case ratio < pl.Critical && ratio < 1-2*spread:
+	case ratio < pl.Critical && ratio < 1-4*spread:
 		return VerdictCritical
-	case ratio < pl.Warning && ratio < 1-spread:
+	case ratio < pl.Warning && ratio < 1-2*spread:
 		return VerdictWarning
 	}
 	return VerdictOK

@@ -7,8 +7,9 @@ import (
 )
 
 // The verdict never calls critical a ratio the baseline's own spread makes
-// likely: the md baseline of runs spread ±66% (3.5k-14.6k creates/s on a
-// busy node) cannot page for a run at 0.39 of it.
+// likely: a metadata baseline of runs spread ±33% (a busy node) cannot page
+// for a run at 0.39 of it. A baseline steady enough for characterize to
+// write keeps the target's ratios.
 func TestCompareHeedsTheBaselinesSpread(t *testing.T) {
 	pl := Plateau{Kind: probe.KindMetadata, Warning: 0.8, Critical: 0.5, Baselines: map[string]*Baseline{}}
 	for _, tc := range []struct {
@@ -16,13 +17,14 @@ func TestCompareHeedsTheBaselinesSpread(t *testing.T) {
 		want          string
 	}{
 		{0, 0.39, VerdictCritical},    // hand-written: the target's ratios
-		{0.05, 0.39, VerdictCritical}, // a steady baseline: a real drop
-		{0.05, 0.7, VerdictWarning},
+		{0.10, 0.39, VerdictCritical}, // steady enough to be written: a real drop
+		{0.10, 0.79, VerdictWarning},
+		{0.10, 0.11, VerdictCritical}, // a baseline 10x too high
 		{0.05, 0.9, VerdictOK},
-		{0.66, 0.39, VerdictOK},      // inside the range its own runs had
-		{0.3, 0.45, VerdictWarning},  // below its runs, not twice their swing
-		{0.3, 0.35, VerdictCritical}, // below 1 - 2 x 0.3
-		{0.15, 0.82, VerdictOK},
+		{0.33, 0.39, VerdictOK},       // within two of its runs' deviations
+		{0.15, 0.45, VerdictWarning},  // below 1 - 2 x 0.15, not 1 - 4 x 0.15
+		{0.15, 0.35, VerdictCritical}, // below 1 - 4 x 0.15
+		{0.15, 0.75, VerdictOK},
 	} {
 		pl.Baselines["create"] = &Baseline{Kind: probe.KindMetadata, Unit: probe.UnitOpsPerSecond, Value: 1000, Spread: tc.spread}
 		r := &probe.Result{Kind: probe.KindMetadata, Ops: []probe.OpResult{{Op: "create", Operations: int64(1000 * tc.ratio), Seconds: 1}}}
