@@ -11,7 +11,9 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"os"
 	"sort"
+	"strings"
 	"sync"
 	"time"
 
@@ -31,9 +33,22 @@ type Collector interface {
 }
 
 // ErrNoData tells the registry that the subsystem is absent on this host
-// (no GPFS, no InfiniBand HCA). The collector is reported as failed but only
-// logged at debug level, as node_exporter does.
+// (no GPFS, no InfiniBand HCA, no NFS mount). The collector is then idle,
+// not failing: it exports plateau_scrape_collector_present 0 and no
+// plateau_scrape_collector_success series, so that an alert on failing
+// collectors does not fire on every node that lacks one kind of hardware.
 var ErrNoData = errors.New("collector returned no data")
+
+// presenceChecker is implemented by a collector that can tell cheaply,
+// without running a command or blocking on a file system, whether its
+// subject exists on this node (a binary, a sysfs class, a procfs tree).
+// The registry asks before every Update, so a subject that appears later
+// (a module loaded, a file system mounted) is picked up, and an absent
+// one never starts the collector's background work. reason says what was
+// looked for, for the log ("no /usr/lpp/mmfs/bin/mmpmon").
+type presenceChecker interface {
+	presence() (present bool, reason string)
+}
 
 // IsNoDataError reports whether err is, or wraps, ErrNoData.
 func IsNoDataError(err error) bool { return errors.Is(err, ErrNoData) }
@@ -56,7 +71,12 @@ var (
 	)
 	scrapeSuccessDesc = prometheus.NewDesc(
 		prometheus.BuildFQName(namespace, "scrape", "collector_success"),
-		"1 if the collector read its counters during this scrape, 0 if it failed or found no data.",
+		"1 if the collector read its counters during this scrape, 0 if it failed. Only collectors whose subject is present on the node have this series (see plateau_scrape_collector_present).",
+		[]string{"collector"}, nil,
+	)
+	scrapePresentDesc = prometheus.NewDesc(
+		prometheus.BuildFQName(namespace, "scrape", "collector_present"),
+		"1 if the collector's subject (GPFS, an InfiniBand HCA, an NVMe controller, an NFS mount, Lustre) is present on this node, 0 if it is absent and the collector is idle.",
 		[]string{"collector"}, nil,
 	)
 	parseErrorsDesc = prometheus.NewDesc(
@@ -120,6 +140,28 @@ func Names() []string {
 type Registry struct {
 	collectors map[string]Collector
 	logger     log.Logger
+	// health keeps, per collector, what the log has said, so that an
+	// absent subject is logged once and a failure at most once per
+	// failureLogEvery rather than at every scrape.
+	health map[string]*collectorHealth
+	now    func() time.Time
+}
+
+// failureLogEvery is how often a collector that keeps failing is logged at
+// warning level: often enough to be found in a day's log, rarely enough
+// that a scrape every 15 s does not bury everything else.
+const failureLogEvery = 10 * time.Minute
+
+// collectorHealth is what the log last said about one collector.
+type collectorHealth struct {
+	mu sync.Mutex
+	// known is false until presence was first decided.
+	known   bool
+	present bool
+	// lastWarn is when the last failure was logged at warning level, and
+	// lastErr what it said.
+	lastWarn time.Time
+	lastErr  string
 }
 
 // NewRegistry builds the collectors enabled by flags. With filters, only the
@@ -145,21 +187,78 @@ func NewRegistry(logger log.Logger, filters ...string) (*Registry, error) {
 		}
 		enabled = want
 	}
-	r := &Registry{collectors: map[string]Collector{}, logger: logger}
+	collectors := map[string]Collector{}
 	for name := range enabled {
 		c, err := factories[name](log.With(logger, "collector", name))
 		if err != nil {
 			return nil, fmt.Errorf("collector %s: %w", name, err)
 		}
-		r.collectors[name] = c
+		collectors[name] = c
 	}
+	r := NewRegistryFrom(logger, collectors)
+	r.announce()
 	return r, nil
 }
 
 // NewRegistryFrom wraps already built collectors; tests and benchmarks use it
 // to run a collector through the same success/duration accounting.
 func NewRegistryFrom(logger log.Logger, collectors map[string]Collector) *Registry {
-	return &Registry{collectors: collectors, logger: logger}
+	r := &Registry{collectors: collectors, logger: logger, health: map[string]*collectorHealth{}, now: time.Now}
+	for name := range collectors {
+		r.health[name] = &collectorHealth{}
+	}
+	return r
+}
+
+// announce logs, once at start-up, each collector whose subject is absent
+// from this node, so that the log says at info level why it exports
+// nothing. Collectors that only learn it by reading (NFS) say so at their
+// first scrape instead.
+func (r *Registry) announce() {
+	for _, name := range r.Enabled() {
+		if p, ok := r.collectors[name].(presenceChecker); ok {
+			present, reason := p.presence()
+			r.notePresence(name, present, reason)
+		}
+	}
+}
+
+// notePresence logs a change of presence: at start-up, and when a subject
+// appears or goes later (a module loaded, a last mount unmounted).
+func (r *Registry) notePresence(name string, present bool, reason string) {
+	h := r.health[name]
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.known && h.present == present {
+		return
+	}
+	first := !h.known
+	h.known, h.present = true, present
+	switch {
+	case !present:
+		level.Info(r.logger).Log("msg", fmt.Sprintf("%s: %s; collector idle", name, reason), "collector", name)
+	case !first:
+		level.Info(r.logger).Log("msg", name+": subject now present; collecting", "collector", name)
+	}
+}
+
+// noteFailure logs a present collector's failure at warning level, at most
+// once per failureLogEvery unless the error changes, and at debug level
+// otherwise.
+func (r *Registry) noteFailure(name string, err error, duration time.Duration) {
+	h := r.health[name]
+	h.mu.Lock()
+	now := r.now()
+	loud := h.lastWarn.IsZero() || now.Sub(h.lastWarn) >= failureLogEvery || err.Error() != h.lastErr
+	if loud {
+		h.lastWarn, h.lastErr = now, err.Error()
+	}
+	h.mu.Unlock()
+	lvl := level.Debug
+	if loud {
+		lvl = level.Warn
+	}
+	lvl(r.logger).Log("msg", "collector failed", "collector", name, "duration_seconds", duration.Seconds(), "err", err)
 }
 
 // Close stops the collectors that run in the background (the GPFS
@@ -192,6 +291,7 @@ func (r *Registry) Enabled() []string {
 func (r *Registry) Describe(ch chan<- *prometheus.Desc) {
 	ch <- scrapeDurationDesc
 	ch <- scrapeSuccessDesc
+	ch <- scrapePresentDesc
 	ch <- parseErrorsDesc
 }
 
@@ -209,18 +309,40 @@ func (r *Registry) Collect(ch chan<- prometheus.Metric) {
 }
 
 func (r *Registry) execute(name string, c Collector, ch chan<- prometheus.Metric) {
+	if p, ok := c.(presenceChecker); ok {
+		if present, reason := p.presence(); !present {
+			r.notePresence(name, false, reason)
+			ch <- prometheus.MustNewConstMetric(scrapePresentDesc, prometheus.GaugeValue, 0, name)
+			return
+		}
+	}
 	begin := time.Now()
 	err := c.Update(ch)
-	duration := time.Since(begin)
+	if IsNoDataError(err) {
+		// Found absent while reading (NFS learns it from mountstats), or
+		// gone between the check and the read. A collector returns
+		// ErrNoData before it sends anything.
+		r.notePresence(name, false, absentReason(err))
+		ch <- prometheus.MustNewConstMetric(scrapePresentDesc, prometheus.GaugeValue, 0, name)
+		return
+	}
+	r.finish(name, c, ch, err, time.Since(begin))
+}
+
+// absentReason is the log's wording of an ErrNoData error.
+func absentReason(err error) string {
+	return strings.TrimSuffix(strings.TrimSuffix(err.Error(), ErrNoData.Error()), ": ")
+}
+
+// finish sends a present collector's accounting series.
+func (r *Registry) finish(name string, c Collector, ch chan<- prometheus.Metric, err error, duration time.Duration) {
+	r.notePresence(name, true, "")
 	success := 1.0
 	if err != nil {
 		success = 0
-		if IsNoDataError(err) {
-			level.Debug(r.logger).Log("msg", "collector returned no data", "collector", name, "duration_seconds", duration.Seconds(), "err", err)
-		} else {
-			level.Error(r.logger).Log("msg", "collector failed", "collector", name, "duration_seconds", duration.Seconds(), "err", err)
-		}
+		r.noteFailure(name, err, duration)
 	}
+	ch <- prometheus.MustNewConstMetric(scrapePresentDesc, prometheus.GaugeValue, 1, name)
 	ch <- prometheus.MustNewConstMetric(scrapeDurationDesc, prometheus.GaugeValue, duration.Seconds(), name)
 	ch <- prometheus.MustNewConstMetric(scrapeSuccessDesc, prometheus.GaugeValue, success, name)
 	// Sent even when Update failed: the count is what the parsers saw
@@ -240,4 +362,17 @@ type typedDesc struct {
 
 func (d *typedDesc) mustNewConstMetric(value float64, labels ...string) prometheus.Metric {
 	return prometheus.MustNewConstMetric(d.desc, d.valueType, value, labels...)
+}
+
+// dirHasEntries reports whether dir can be listed and holds at least one
+// entry: one getdents of a sysfs class, the cheap test of a device kind's
+// presence.
+func dirHasEntries(dir string) bool {
+	f, err := os.Open(dir)
+	if err != nil {
+		return false
+	}
+	defer f.Close()
+	names, _ := f.Readdirnames(1)
+	return len(names) > 0
 }

@@ -1,8 +1,13 @@
 package collector
 
 import (
+	"bytes"
+	"errors"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/alecthomas/kingpin/v2"
 	"github.com/go-kit/log"
@@ -37,16 +42,18 @@ func TestCollectorsFromFlags(t *testing.T) {
 	// Its GPFS loops run every 15s with the flags' defaults; left running,
 	// they would start mmpmon into a later test's FAKE_GPFS_REQUESTLOG.
 	t.Cleanup(func() { r.Close() })
-	if got := strings.Join(r.Enabled(), ","); got != "gpfs,infiniband,nfs,nvme" {
+	if got := strings.Join(r.Enabled(), ","); got != "gpfs,infiniband,lustre,lustre_server,nfs,nvme" {
 		t.Fatalf("enabled by default: %s", got)
 	}
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(r)
 	want := `
-# HELP plateau_scrape_collector_success 1 if the collector read its counters during this scrape, 0 if it failed or found no data.
+# HELP plateau_scrape_collector_success 1 if the collector read its counters during this scrape, 0 if it failed. Only collectors whose subject is present on the node have this series (see plateau_scrape_collector_present).
 # TYPE plateau_scrape_collector_success gauge
 plateau_scrape_collector_success{collector="gpfs"} 1
 plateau_scrape_collector_success{collector="infiniband"} 1
+plateau_scrape_collector_success{collector="lustre"} 1
+plateau_scrape_collector_success{collector="lustre_server"} 1
 plateau_scrape_collector_success{collector="nfs"} 1
 plateau_scrape_collector_success{collector="nvme"} 1
 `
@@ -62,5 +69,113 @@ plateau_scrape_collector_success{collector="nvme"} 1
 		if got, err := testutil.GatherAndCount(reg, metric); err != nil || got != n {
 			t.Errorf("%s: %d series (err %v), want %d", metric, got, err, n)
 		}
+	}
+}
+
+// On a node without GPFS, InfiniBand, NVMe, NFS or Lustre, every collector
+// on by default is idle: it exports plateau_scrape_collector_present 0 and
+// no success series (an alert on success == 0 cannot fire), starts no
+// command, and says so once at info level, not at every scrape.
+func TestAbsentCollectorsAreIdle(t *testing.T) {
+	empty := t.TempDir()
+	proc := t.TempDir()
+	// A procfs with this process but no NFS mount in its mountstats.
+	if err := os.MkdirAll(filepath.Join(proc, "self"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(proc, "self", "mountstats"), []byte("device /dev/sda1 mounted on / with fstype ext4\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	requests := filepath.Join(t.TempDir(), "requests")
+	t.Setenv("FAKE_GPFS_REQUESTLOG", requests)
+	args := []string{
+		"--path.sysfs=" + empty,
+		"--path.procfs=" + proc,
+		"--collector.gpfs.mmpmon-path=" + filepath.Join(empty, "mmpmon"),
+		"--collector.gpfs.mmgetstate-path=" + fixturePath(t, "gpfs", "mmgetstate"),
+		"--collector.gpfs.mmhealth-path=" + fixturePath(t, "gpfs", "mmhealth"),
+		"--collector.lustre.debugfs-path=" + filepath.Join(empty, "debug"),
+	}
+	if _, err := kingpin.CommandLine.Parse(args); err != nil {
+		t.Fatal(err)
+	}
+	var logs bytes.Buffer
+	r, err := NewRegistry(log.NewLogfmtLogger(log.NewSyncWriter(&logs)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { r.Close() })
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(r)
+	for i := 0; i < 3; i++ {
+		if _, err := reg.Gather(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	want := `
+# HELP plateau_scrape_collector_present 1 if the collector's subject (GPFS, an InfiniBand HCA, an NVMe controller, an NFS mount, Lustre) is present on this node, 0 if it is absent and the collector is idle.
+# TYPE plateau_scrape_collector_present gauge
+plateau_scrape_collector_present{collector="gpfs"} 0
+plateau_scrape_collector_present{collector="infiniband"} 0
+plateau_scrape_collector_present{collector="lustre"} 0
+plateau_scrape_collector_present{collector="lustre_server"} 0
+plateau_scrape_collector_present{collector="nfs"} 0
+plateau_scrape_collector_present{collector="nvme"} 0
+`
+	if err := testutil.GatherAndCompare(reg, strings.NewReader(want), "plateau_scrape_collector_present", "plateau_scrape_collector_success", "plateau_scrape_collector_duration_seconds"); err != nil {
+		t.Error(err)
+	}
+	if n, err := testutil.GatherAndCount(reg); err != nil || n != 6 {
+		t.Errorf("an idle registry exported %d series (err %v), want its 6 presence series alone", n, err)
+	}
+	// Four gathers: each collector's reason is logged once, at info.
+	out := logs.String()
+	for _, want := range []string{
+		"gpfs: no GPFS on this node (no " + filepath.Join(empty, "mmpmon") + "); collector idle",
+		"infiniband: no InfiniBand HCA on this node",
+		"nvme: no NVMe controller on this node",
+		"nfs: no NFS mount on this node",
+		"lustre: no Lustre on this node",
+		"lustre_server: no Lustre server target on this node",
+	} {
+		if n := strings.Count(out, want); n != 1 {
+			t.Errorf("log says %q %d times, want once:\n%s", want, n, out)
+		}
+	}
+	if strings.Contains(out, "level=warn") || strings.Contains(out, "level=error") {
+		t.Errorf("absent collectors logged a warning or an error:\n%s", out)
+	}
+	if _, err := os.Stat(requests); err == nil {
+		t.Errorf("a GPFS command ran on a node without mmpmon")
+	}
+}
+
+// A present collector that keeps failing logs at warning level, once per
+// failureLogEvery (and again when its error changes), at debug otherwise.
+func TestFailingCollectorWarnsRateLimited(t *testing.T) {
+	var logs bytes.Buffer
+	r := NewRegistryFrom(log.NewLogfmtLogger(log.NewSyncWriter(&logs)), map[string]Collector{
+		"broken": fakeCollector{err: errors.New("mmpmon: exit 1")},
+	})
+	now := time.Unix(1_700_000_000, 0)
+	r.now = func() time.Time { return now }
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(r)
+	for i := 0; i <= 40; i++ { // 10 minutes of 15 s scrapes, both ends
+		if _, err := reg.Gather(); err != nil {
+			t.Fatal(err)
+		}
+		now = now.Add(15 * time.Second)
+	}
+	if n := strings.Count(logs.String(), "level=warn"); n != 2 {
+		t.Errorf("%d warnings in 41 scrapes 15 s apart, want 2 (at 0 and at 10 minutes):\n%s", n, logs.String())
+	}
+	want := `
+# HELP plateau_scrape_collector_success 1 if the collector read its counters during this scrape, 0 if it failed. Only collectors whose subject is present on the node have this series (see plateau_scrape_collector_present).
+# TYPE plateau_scrape_collector_success gauge
+plateau_scrape_collector_success{collector="broken"} 0
+`
+	if err := testutil.GatherAndCompare(reg, strings.NewReader(want), "plateau_scrape_collector_success"); err != nil {
+		t.Error(err)
 	}
 }

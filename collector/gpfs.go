@@ -350,6 +350,14 @@ func newGPFSCollector(cfg gpfsConfig, logger log.Logger) (*gpfsCollector, error)
 	return c, nil
 }
 
+// presence is cheap: one stat of mmpmon, before any command is started.
+func (c *gpfsCollector) presence() (bool, string) {
+	if _, err := os.Stat(c.cfg.mmpmonPath); errors.Is(err, fs.ErrNotExist) {
+		return false, "no GPFS on this node (no " + c.cfg.mmpmonPath + ")"
+	}
+	return true, ""
+}
+
 // Update exports what each GPFS command returned in its last background run
 // (see refreshLoop). The first scrape starts the runs and waits for their
 // first answers, so a freshly started exporter does not report a failure

@@ -70,7 +70,7 @@ func TestGPFSDiagnosisWithoutMmlsfs(t *testing.T) {
 plateau_gpfs_disks_not_up{filesystem="home"} 0
 plateau_gpfs_disks_not_up{filesystem="projects"} 0
 plateau_gpfs_disks_not_up{filesystem="scratch"} 2
-# HELP plateau_scrape_collector_success 1 if the collector read its counters during this scrape, 0 if it failed or found no data.
+# HELP plateau_scrape_collector_success 1 if the collector read its counters during this scrape, 0 if it failed. Only collectors whose subject is present on the node have this series (see plateau_scrape_collector_present).
 # TYPE plateau_scrape_collector_success gauge
 plateau_scrape_collector_success{collector="gpfs"} 1
 `

@@ -110,7 +110,7 @@ plateau_gpfs_nsd_operations_total{nsd="data_nsd01",op="read"} 138448
 plateau_gpfs_nsd_operations_total{nsd="data_nsd01",op="write"} 9406
 plateau_gpfs_nsd_operations_total{nsd="meta_nsd01",op="read"} 90211
 plateau_gpfs_nsd_operations_total{nsd="meta_nsd01",op="write"} 45102
-# HELP plateau_scrape_collector_success 1 if the collector read its counters during this scrape, 0 if it failed or found no data.
+# HELP plateau_scrape_collector_success 1 if the collector read its counters during this scrape, 0 if it failed. Only collectors whose subject is present on the node have this series (see plateau_scrape_collector_present).
 # TYPE plateau_scrape_collector_success gauge
 plateau_scrape_collector_success{collector="gpfs"} 0
 `
@@ -146,7 +146,7 @@ func TestGPFSOptionalCommandsAbsent(t *testing.T) {
 # HELP plateau_gpfs_command_success 1 if the last run of the GPFS command succeeded and its output was parsed, 0 otherwise.
 # TYPE plateau_gpfs_command_success gauge
 plateau_gpfs_command_success{command="mmpmon"} 1
-# HELP plateau_scrape_collector_success 1 if the collector read its counters during this scrape, 0 if it failed or found no data.
+# HELP plateau_scrape_collector_success 1 if the collector read its counters during this scrape, 0 if it failed. Only collectors whose subject is present on the node have this series (see plateau_scrape_collector_present).
 # TYPE plateau_scrape_collector_success gauge
 plateau_scrape_collector_success{collector="gpfs"} 1
 `

@@ -160,6 +160,14 @@ func newInfiniBandCollector(sysRoot string, logger log.Logger) (*infinibandColle
 // read is a management datagram to the HCA firmware, and one HCA that fails
 // to read does not hide the others.
 //
+// presence lists the sysfs class: absent or empty, there is no HCA.
+func (c *infinibandCollector) presence() (bool, string) {
+	if !dirHasEntries(c.classDir) {
+		return false, "no InfiniBand HCA on this node (nothing in " + c.classDir + ")"
+	}
+	return true, ""
+}
+
 // The collector reads the attribute and counter files it exports itself
 // instead of through procfs's sysfs.InfiniBandDevice, which also reads
 // every hw_counters file of every port (dozens per port on mlx5, each read

@@ -58,7 +58,7 @@ var (
 )
 
 func init() {
-	registerCollector(lustreSubsystem, false, func(logger log.Logger) (Collector, error) {
+	registerCollector(lustreSubsystem, true, func(logger log.Logger) (Collector, error) {
 		debugfs := *lustreDebugfsPath
 		if debugfs == "" {
 			debugfs = sysFilePath("kernel", "debug")
@@ -335,6 +335,17 @@ func (c *lustreCollector) sources() []string {
 // roots are the trees a parameter file may be in, in lctl's order.
 func (c *lustreCollector) roots() [3]string {
 	return [...]string{c.cfg.sysRoot, c.cfg.procRoot, c.cfg.debugRoot}
+}
+
+// presence stats the Lustre roots (the client's tree is there once the
+// module is loaded), so that an absent Lustre never starts the rounds.
+func (c *lustreCollector) presence() (bool, string) {
+	for _, r := range c.roots() {
+		if _, err := os.Stat(r); err == nil {
+			return true, ""
+		}
+	}
+	return false, fmt.Sprintf("no Lustre on this node (no %s, %s or %s)", c.cfg.procRoot, c.cfg.sysRoot, c.cfg.debugRoot)
 }
 
 // Update exports the last complete round. The first scrape starts the

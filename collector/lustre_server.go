@@ -62,7 +62,7 @@ var (
 const lustreOtherJobs = "_other"
 
 func init() {
-	registerCollector(lustreServerSubsystem, false, func(logger log.Logger) (Collector, error) {
+	registerCollector(lustreServerSubsystem, true, func(logger log.Logger) (Collector, error) {
 		return newLustreServerCollector(lustreServerConfig{
 			procRoot:    procFilePath("fs", "lustre"),
 			sysRoot:     sysFilePath("fs", "lustre"),
@@ -253,6 +253,19 @@ func (c *lustreServerCollector) parseErrors() *parseErrorCounter { return c.pars
 // roots are the trees a statistics file may be in, in lctl's order.
 func (c *lustreServerCollector) roots() [2]string {
 	return [...]string{c.cfg.sysRoot, c.cfg.procRoot}
+}
+
+// presence stats the server directories, so that a client or a node
+// without Lustre never starts the rounds.
+func (c *lustreServerCollector) presence() (bool, string) {
+	for _, r := range c.roots() {
+		for _, k := range lustreServerKinds() {
+			if _, err := os.Stat(filepath.Join(r, k.dir)); err == nil {
+				return true, ""
+			}
+		}
+	}
+	return false, fmt.Sprintf("no Lustre server target on this node (no obdfilter or mdt under %s or %s)", c.cfg.sysRoot, c.cfg.procRoot)
 }
 
 // Update exports the last complete round. The first scrape starts the

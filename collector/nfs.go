@@ -176,7 +176,7 @@ func (c *nfsCollector) Update(ch chan<- prometheus.Metric) error {
 		if malformed != nil {
 			return malformed
 		}
-		return fmt.Errorf("no NFS mounts: %w", ErrNoData)
+		return fmt.Errorf("no NFS mount on this node (none in %s): %w", path, ErrNoData)
 	}
 	sort.Slice(selected, func(i, j int) bool { return selected[i].mountpoint < selected[j].mountpoint })
 	for i := range selected {

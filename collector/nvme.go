@@ -175,6 +175,14 @@ const nvmeSourceSMART = "smart_log"
 
 func (c *nvmeCollector) parseErrors() *parseErrorCounter { return c.parseErrs }
 
+// presence lists the sysfs class: absent or empty, there is no controller.
+func (c *nvmeCollector) presence() (bool, string) {
+	if !dirHasEntries(c.classDir) {
+		return false, "no NVMe controller on this node (nothing in " + c.classDir + ")"
+	}
+	return true, ""
+}
+
 func (c *nvmeCollector) Update(ch chan<- prometheus.Metric) error {
 	if c.helperRunning != nil {
 		up := 0.0

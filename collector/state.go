@@ -14,7 +14,11 @@ type State struct {
 	Name string
 	// Scraped is false until a scrape has run the collector; the other
 	// fields are then zero.
-	Scraped  bool
+	Scraped bool
+	// Absent is true when that scrape found the collector's subject
+	// missing from the node: the collector is idle, Success and Duration
+	// are zero and mean nothing.
+	Absent   bool
 	Success  bool
 	Duration time.Duration
 	// At is when that scrape began.
@@ -75,7 +79,7 @@ func (t *Tracked) Collect(ch chan<- prometheus.Metric) {
 // observe records m in seen when it is one of the per-collector metrics.
 func observe(seen map[string]State, m prometheus.Metric) {
 	desc := m.Desc()
-	if desc != scrapeSuccessDesc && desc != scrapeDurationDesc {
+	if desc != scrapeSuccessDesc && desc != scrapeDurationDesc && desc != scrapePresentDesc {
 		return
 	}
 	var d dto.Metric
@@ -84,9 +88,12 @@ func observe(seen map[string]State, m prometheus.Metric) {
 	}
 	name := d.Label[0].GetValue()
 	s := seen[name]
-	if desc == scrapeSuccessDesc {
+	switch desc {
+	case scrapePresentDesc:
+		s.Absent = d.Gauge.GetValue() == 0
+	case scrapeSuccessDesc:
 		s.Success = d.Gauge.GetValue() == 1
-	} else {
+	default:
 		s.Duration = time.Duration(d.Gauge.GetValue() * float64(time.Second))
 	}
 	seen[name] = s

@@ -33,8 +33,9 @@ func TestTrackedRemembersTheLastScrape(t *testing.T) {
 			t.Fatalf("%s scraped before any scrape: %+v", s.Name, s)
 		}
 	}
-	// Three collectors' success and duration, and the good one's counter,
-	// through an unchecked registry as the daemon's is.
+	// Two present collectors' presence, success and duration, the absent
+	// one's presence alone, and the good one's counter, through an
+	// unchecked registry as the daemon's is.
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(tr)
 	mfs, err := reg.Gather()
@@ -45,15 +46,15 @@ func TestTrackedRemembersTheLastScrape(t *testing.T) {
 	for _, mf := range mfs {
 		n += len(mf.Metric)
 	}
-	if n != 7 {
-		t.Errorf("%d metrics passed on, want 7", n)
+	if n != 8 {
+		t.Errorf("%d metrics passed on, want 8", n)
 	}
 	states := tr.States()
 	if len(states) != 3 || states[0].Name != "absent" || states[1].Name != "broken" || states[2].Name != "good" {
 		t.Fatalf("states not one per collector, sorted: %+v", states)
 	}
 	for _, s := range states {
-		if !s.Scraped || s.Success != (s.Name == "good") || !s.At.Equal(at) || s.Duration < 0 {
+		if !s.Scraped || s.Success != (s.Name == "good") || s.Absent != (s.Name == "absent") || !s.At.Equal(at) || s.Duration < 0 {
 			t.Errorf("%s: %+v", s.Name, s)
 		}
 	}

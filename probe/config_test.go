@@ -113,7 +113,7 @@ func TestBadConfigsNameLineAndField(t *testing.T) {
 		{"unknown when_job_running", "targets:\n  - name: a\n    path: /tmp\n    when_job_running: pause\n    probes:\n      - {name: s, kind: sequential}\n", "cfg.yml:4: targets[0].when_job_running: must be skip or run, got \"pause\""},
 		{"when_job_running as a list", "targets:\n  - name: a\n    path: /tmp\n    when_job_running: [skip]\n    probes:\n      - {name: s, kind: sequential}\n", "cfg.yml:4: targets[0].when_job_running: must be a single value"},
 		{"duplicate key", "targets:\n  - name: a\n    name: b\n    path: /tmp\n    probes:\n      - {name: s, kind: sequential}\n", "cfg.yml:3: targets[0].name: duplicate key"},
-		{"yaml syntax", "targets: [\n", "cfg.yml: line"},
+		{"yaml syntax", "targets: [\n", "cfg.yml:1: did not find expected node content"},
 		{"no targets", "defaults: {interval: 1m}\n", "cfg.yml:1: targets: at least one target is required"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

@@ -22,7 +22,7 @@ func ValidName(s string) bool { return nameRE.MatchString(s) }
 func ParseConfig(data []byte, source string) (*Config, error) {
 	var doc yaml.Node
 	if err := yaml.Unmarshal(data, &doc); err != nil {
-		return nil, &ConfigError{File: source, Msg: strings.TrimPrefix(err.Error(), "yaml: ")}
+		return nil, yamlfield.SyntaxError(data, source, err)
 	}
 	p := &parser{yamlfield.Decoder{File: source}}
 	cfg := &Config{

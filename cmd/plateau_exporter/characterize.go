@@ -27,6 +27,8 @@ type characterizeOptions struct {
 	targets       []string
 	probes        []string
 	runs          int
+	maxRuns       int
+	maxSpread     float64
 	runSpacing    time.Duration
 	sweep         bool
 	maxWorkers    int
@@ -62,6 +64,8 @@ func characterizeCommand(app *kingpin.Application) (*kingpin.CmdClause, func(log
 	cmd.Flag("target", "Only probes of this target (repeatable).").StringsVar(&o.targets)
 	cmd.Flag("probe", "Only probes of this name (repeatable).").StringsVar(&o.probes)
 	cmd.Flag("runs", "Runs per probe; the baseline is their median.").Default("5").IntVar(&o.runs)
+	cmd.Flag("max-runs", "Most runs per probe while one of its ops spreads more than a verdict allows (1.4826 x MAD / median above half the distance from 1 to the target's warning_ratio: 10% at 0.8); an op still that unstable gets no baseline, and characterize exits 2 naming it. 0: three times --runs.").Default("0").IntVar(&o.maxRuns)
+	cmd.Flag("max-spread", "The most an op's runs may spread (1.4826 x MAD / median, 0.1 for ±10%) for its baseline to be written. 0: half the distance from 1 to the target's warning_ratio. A baseline that spreads more cannot tell a drop from the node's noise.").Default("0").Float64Var(&o.maxSpread)
 	cmd.Flag("run-spacing", "Least time between the starts of a probe's runs, so the baseline reflects the system over minutes rather than one moment.").Default("15s").DurationVar(&o.runSpacing)
 	cmd.Flag("sweep", "Also sweep each probe over doubling workers (queue depth for random probes) and report the knee, maximum and sustained values, with an SVG chart and a CSV of the curve.").BoolVar(&o.sweep)
 	cmd.Flag("max-workers", "Highest worker count a sweep tries; levels are the powers of two up to it.").Default(strconv.Itoa(2 * runtime.NumCPU())).IntVar(&o.maxWorkers)
@@ -102,6 +106,8 @@ func runCharacterize(w *os.File, logger log.Logger, o characterizeOptions) error
 	switch {
 	case o.runs < 1:
 		return exitErr(2, fmt.Errorf("--runs must be at least 1, got %d", o.runs))
+	case o.maxRuns < 0:
+		return exitErr(2, fmt.Errorf("--max-runs must not be negative, got %d", o.maxRuns))
 	case o.sweep && o.sweepRuns < 1:
 		return exitErr(2, fmt.Errorf("--sweep-runs must be at least 1, got %d", o.sweepRuns))
 	case o.sweep && o.maxWorkers < 1:
@@ -170,9 +176,15 @@ func runCharacterize(w *os.File, logger log.Logger, o characterizeOptions) error
 		},
 		Hostname: o.hostname,
 		Runs:     o.runs,
-		Spacing:  o.runSpacing,
-		OnStart:  prog.Start,
-		OnDone:   prog.Done,
+		MaxRuns:  o.maxRuns,
+		// 0: from each target's warning ratio.
+		MaxSpread: o.maxSpread,
+		Spacing:   o.runSpacing,
+		OnStart:   prog.Start,
+		OnDone:    prog.Done,
+	}
+	if c.MaxRuns == 0 {
+		c.MaxRuns = 3 * o.runs
 	}
 	if o.sweep {
 		c.SweepRuns, c.MaxLevel, c.MaxQueueDepth = o.sweepRuns, o.maxWorkers, o.maxQueueDepth

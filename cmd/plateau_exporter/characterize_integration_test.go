@@ -225,7 +225,7 @@ func TestIntegrationCharacterizeOnLoopExt4(t *testing.T) {
 	// 3. A sweep up to 4 workers (queue depth 4) writes a chart and the data per probe.
 	charts := filepath.Join(dir, "charts")
 	start := time.Now()
-	out, stderr, code = runBinary(t, "--config.file", cfg, "characterize", "--runs", "2", "--run-spacing", "0s", "--sweep", "--max-workers", "4", "--max-queue-depth", "4", "--sweep-runs", "2", "--output-dir", charts)
+	out, stderr, code = runBinary(t, "--config.file", cfg, "characterize", "--runs", "2", "--run-spacing", "0s", "--sweep", "--max-workers", "4", "--max-queue-depth", "4", "--sweep-runs", "2", "--max-spread=100", "--output-dir", charts)
 	t.Logf("characterize --sweep took %s:\n%s", time.Since(start).Round(time.Millisecond), out)
 	if code != 0 {
 		t.Fatalf("characterize --sweep exited %d:\n%s", code, stderr)
@@ -287,6 +287,12 @@ func characterizeAndCompare(t *testing.T, cfg, baseFile string, ops map[string][
 	start := time.Now()
 	out, stderr, code := runBinary(t, "--config.file", cfg, "characterize", "--runs", "3", "--run-spacing", "2s")
 	t.Logf("characterize --runs 3 took %s:\n%s", time.Since(start).Round(time.Millisecond), out)
+	// Runs too unstable for a baseline are refused with the reason: on
+	// this shared machine that is a burst of other work, as a ratio off
+	// is, and gets the same second attempt.
+	if code == 2 && strings.Contains(out+stderr, "too unstable for a baseline") {
+		return nil, []string{"characterize refused unstable runs:\n" + out}
+	}
 	if code != 0 {
 		t.Fatalf("characterize exited %d:\n%s", code, stderr)
 	}
@@ -296,7 +302,7 @@ func characterizeAndCompare(t *testing.T, cfg, baseFile string, ops map[string][
 	}
 	for p, list := range ops {
 		for _, op := range list {
-			if e := baselines.Entries[plateau.BaselineKey{Target: "loop", Probe: p, Op: op}]; e == nil || !(e.Value > 0) || e.Runs != 3 {
+			if e := baselines.Entries[plateau.BaselineKey{Target: "loop", Probe: p, Op: op}]; e == nil || !(e.Value > 0) || e.Runs < 3 || e.Runs > 9 {
 				t.Fatalf("%s %s: baseline %+v", p, op, e)
 			}
 		}

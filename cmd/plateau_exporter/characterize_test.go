@@ -74,7 +74,7 @@ func TestCharacterizeWritesBaselinesKeepsOthersAndBacksUp(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	out, stderr, code := runBinary(t, "--config.file", cfg, "--probe.hostname", "node1", "characterize", "--runs", "2", "--run-spacing", "0s")
+	out, stderr, code := runBinary(t, "--config.file", cfg, "--probe.hostname", "node1", "characterize", "--runs", "2", "--run-spacing", "0s", "--max-spread=100")
 	if code != 0 {
 		t.Fatalf("characterize exited %d:\n%s\n%s", code, out, stderr)
 	}
@@ -118,7 +118,7 @@ func TestCharacterizeWritesBaselinesKeepsOthersAndBacksUp(t *testing.T) {
 		t.Fatal(err)
 	}
 	oldWrite := onFile.Entries[plateau.BaselineKey{Target: "e2e", Probe: "seq", Op: "write"}].Value
-	out, stderr, code = runBinary(t, "--config.file", cfg, "characterize", "--runs", "2", "--run-spacing", "0s", "--probe", "seq")
+	out, stderr, code = runBinary(t, "--config.file", cfg, "characterize", "--runs", "2", "--run-spacing", "0s", "--probe", "seq", "--max-spread=100")
 	if code != 0 {
 		t.Fatalf("second characterize exited %d:\n%s\n%s", code, out, stderr)
 	}
@@ -162,7 +162,7 @@ func TestCharacterizeWritesWhatItCouldAndExits2(t *testing.T) {
 		"good:"+smallProbes,
 		"full:    min_free_ratio: 0.9999\n    probes:\n      - {name: seq, kind: sequential, workers: 1, file_size: 4MiB, block_size: 1MiB}\n")
 	baseFile := filepath.Join(dir, "out.yml")
-	out, stderr, code := runBinary(t, "--config.file", cfg, "characterize", "--runs", "2", "--run-spacing", "0s", "--baselines-file", baseFile)
+	out, stderr, code := runBinary(t, "--config.file", cfg, "characterize", "--runs", "2", "--run-spacing", "0s", "--max-spread=100", "--baselines-file", baseFile)
 	if code != 2 {
 		t.Fatalf("exit status %d, want 2:\n%s\n%s", code, out, stderr)
 	}
@@ -207,7 +207,7 @@ func TestCharacterizeRefusesWithoutAUsableBaselinesFile(t *testing.T) {
 func TestCharacterizeSweepWritesChartAndData(t *testing.T) {
 	cfg, dir := characterizeConfig(t, "", "e2e:"+smallProbes)
 	outDir := filepath.Join(dir, "charts")
-	out, stderr, code := runBinary(t, "--config.file", cfg, "characterize", "--runs", "1", "--run-spacing", "0s", "--sweep", "--max-workers", "2", "--sweep-runs", "2",
+	out, stderr, code := runBinary(t, "--config.file", cfg, "characterize", "--runs", "1", "--run-spacing", "0s", "--sweep", "--max-workers", "2", "--sweep-runs", "2", "--max-spread=100",
 		"--baselines-file", filepath.Join(dir, "b.yml"), "--output-dir", outDir, "--probe", "seq")
 	if code != 0 {
 		t.Fatalf("exit %d:\n%s\n%s", code, out, stderr)

@@ -49,6 +49,7 @@ func checkConfig(w io.Writer, o checkOptions) error {
 	default:
 		fmt.Fprintf(w, "baselines %s are valid: %d op(s)\n", cfg.BaselinesFile, len(baselines.Entries))
 	}
+	perr := preflightTargets(w, cfg, hostname)
 	fmt.Fprintln(w)
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "TARGET\tPROBE\tKIND\tINTERVAL\tTIMEOUT\tSLOT OFFSET\tNEXT RUN\tI/O PER HOUR\tBASELINE")
@@ -121,6 +122,9 @@ func checkConfig(w io.Writer, o checkOptions) error {
 	}
 	if berr != nil {
 		return exitErr(2, berr)
+	}
+	if perr != nil {
+		return exitErr(2, perr)
 	}
 	return nil
 }

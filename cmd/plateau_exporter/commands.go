@@ -34,7 +34,7 @@ func checkConfigCommand(app *kingpin.Application) (*kingpin.CmdClause, func(comm
 // probeCommand declares probe on app and returns it with the function that
 // runs it once the flags are parsed.
 func probeCommand(app *kingpin.Application) (*kingpin.CmdClause, func(commandEnv) error) {
-	cmd := app.Command("probe", "Run the configured probes once now and print each result beside its plateau. Exit status 0: all at or above the warning ratio; 1: one is below; 2: error (for Slurm prolog/epilog and NHC). Never skips for a Slurm job on the node: it is how a node the daemon finds always busy is measured between jobs (packaging/slurm/epilog.sh).")
+	cmd := app.Command("probe", "Run the configured probes once now and print each result beside its plateau. A probe below its warning ratio, or failed, is run once more to confirm, both runs are printed, and the second decides. Exit status 0: all at or above the warning ratio; 1: one is below; 2: error (for Slurm prolog/epilog and NHC). Never skips for a Slurm job on the node: it is how a node the daemon finds always busy is measured between jobs (packaging/slurm/epilog.sh).")
 	var o probeOptions
 	cmd.Flag("target", "Only probes of this target (repeatable).").StringsVar(&o.targets)
 	cmd.Flag("probe", "Only probes of this name (repeatable).").StringsVar(&o.probes)

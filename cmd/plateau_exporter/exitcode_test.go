@@ -42,7 +42,7 @@ func TestProbeCommandExitsTwoOnBadBaselines(t *testing.T) {
 			`:5: targets.e2e.s.measured_at: invalid time "2026-02-30 08:52:31+00:00": day 30 out of range`},
 		{"unknown key", "targets:\n  e2e:\n    s:\n      kind: sequential\n      colour: red\n      ops:\n        write: {bytes_per_second: 1}\n",
 			":5: targets.e2e.s.colour: unknown key"},
-		{"not YAML", "targets:\n  e2e: [\n", ": line 2: did not find expected node content"},
+		{"not YAML", "targets:\n  e2e: [\n", ":2: did not find expected node content"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			baselines := filepath.Join(t.TempDir(), "baselines.yml")

@@ -10,6 +10,16 @@ import (
 	slgokit "github.com/tjhop/slog-gokit"
 )
 
+// daemonLogger is the go-kit logger every part of the daemon uses, with
+// the same logger before the timestamp and caller were added, for the slog
+// bridge: a slog record carries its own time and source, and through the
+// full logger each line of exporter-toolkit said caller= twice (the
+// bridge's line, then the real one) and its time twice.
+type daemonLogger struct {
+	log.Logger
+	bare log.Logger
+}
+
 // newLogger builds the go-kit logger every part of the daemon uses.
 func newLogger(lvl, format string, w io.Writer) log.Logger {
 	var l log.Logger
@@ -18,14 +28,16 @@ func newLogger(lvl, format string, w io.Writer) log.Logger {
 	} else {
 		l = log.NewLogfmtLogger(log.NewSyncWriter(w))
 	}
+	filter := level.Allow(level.ParseDefault(lvl, level.InfoValue()))
 	// Caller depth 5 skips the level and filter wrappers to name the
 	// line that logged.
-	l = log.With(l, "ts", log.TimestampFormat(time.Now, time.RFC3339Nano), "caller", log.Caller(5))
-	return level.NewFilter(l, level.Allow(level.ParseDefault(lvl, level.InfoValue())))
+	full := log.With(l, "ts", log.TimestampFormat(time.Now, time.RFC3339Nano), "caller", log.Caller(5))
+	return daemonLogger{Logger: level.NewFilter(full, filter), bare: level.NewFilter(l, filter)}
 }
 
 // slogFor bridges to the *slog.Logger that exporter-toolkit wants, so its
-// messages land in the same stream and format.
+// messages land in the same stream and format, each with one ts and one
+// caller: the record's.
 func slogFor(l log.Logger, lvl string) *slog.Logger {
 	sl := slog.LevelInfo
 	switch lvl {
@@ -36,5 +48,24 @@ func slogFor(l log.Logger, lvl string) *slog.Logger {
 	case "error":
 		sl = slog.LevelError
 	}
+	if d, ok := l.(daemonLogger); ok {
+		l = renameKey(d.bare, "time", "ts")
+	}
 	return slog.New(slgokit.NewGoKitHandler(l, sl))
+}
+
+// renameKey renames one key of every line: the bridge's "time" becomes
+// the daemon's "ts", so that a line of exporter-toolkit reads as the
+// daemon's own.
+func renameKey(next log.Logger, from, to string) log.Logger {
+	return log.LoggerFunc(func(kv ...any) error {
+		out := make([]any, len(kv))
+		copy(out, kv)
+		for i := 0; i+1 < len(out); i += 2 {
+			if k, ok := out[i].(string); ok && k == from {
+				out[i] = to
+			}
+		}
+		return next.Log(out...)
+	})
 }

@@ -16,6 +16,8 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"runtime/debug"
+	"strings"
 	"syscall"
 	"time"
 
@@ -28,7 +30,7 @@ import (
 
 const defaultConfigFile = "/etc/plateau_exporter/plateau.yml"
 
-const appHelp = "Probes file systems against their characterized plateau and exports the results, with GPFS, InfiniBand, NVMe and NFS counters, for Prometheus."
+const appHelp = "Probes file systems against their characterized plateau and exports the results, with GPFS, Lustre, InfiniBand, NVMe and NFS counters, for Prometheus."
 
 // commandEnv is what a command gets from the flags it shares with the
 // daemon.
@@ -73,8 +75,10 @@ func commands() []command {
 }
 
 func main() {
+	stampVersion(debug.ReadBuildInfo)
 	args := os.Args[1:]
 	app := newApp(kingpin.CommandLine)
+	app.UsageTemplate(defaultCommandUsageTemplate)
 	kingpin.ManPageTemplate = manPageTemplate(kingpin.ManPageTemplate, version.Version, version.BuildDate)
 	flags := addSharedFlags(app, shared{log: true, config: true})
 	daemon := registerDaemonCommands(app)
@@ -89,6 +93,66 @@ func main() {
 		os.Exit(exitCode(err))
 	}
 }
+
+// stampVersion fills in what the release build's -ldflags set (Makefile)
+// from the build information Go embeds, for a binary built with plain go
+// build or go run: the module version (a tag, or a pseudo-version with
+// the commit), the VCS revision and time, with "-dirty" for a modified
+// tree. Without it the status page and build_info said version= and
+// revision=unknown.
+func stampVersion(read func() (*debug.BuildInfo, bool)) {
+	bi, ok := read()
+	if !ok {
+		return
+	}
+	if version.Version == "" {
+		version.Version = "devel"
+		if v := bi.Main.Version; v != "" && v != "(devel)" {
+			version.Version = v
+		}
+	}
+	var rev, at string
+	modified := false
+	for _, s := range bi.Settings {
+		switch s.Key {
+		case "vcs.revision":
+			rev = s.Value
+		case "vcs.time":
+			at = s.Value
+		case "vcs.modified":
+			modified = s.Value == "true"
+		}
+	}
+	if (version.Revision == "" || version.Revision == "unknown") && rev != "" {
+		if modified {
+			rev += "-dirty"
+		}
+		version.Revision = rev
+	}
+	if version.BuildDate == "" && at != "" {
+		version.BuildDate = at
+	}
+	if version.Branch == "" {
+		version.Branch = "unknown"
+	}
+}
+
+// defaultCommandUsageTemplate is kingpin's usage with, when no command is
+// named (`plateau_exporter --help`), the flags of the default command
+// (serve) first: those a newcomer starts the daemon with (web, probe
+// history, Slurm), which are serve's and not the application's, so that
+// kingpin's own template listed only the collectors' and the shared ones.
+var defaultCommandUsageTemplate = strings.Replace(kingpin.DefaultUsageTemplate, `{{if .Context.Flags -}}
+Flags:`, `{{if not .Context.SelectedCommand -}}
+{{range .App.Commands -}}
+{{if .Default -}}
+Flags of {{.Name}}, the default command:
+{{.Flags|FlagsToTwoColumns|FormatTwoColumns}}
+{{end -}}
+{{end -}}
+{{end -}}
+{{if .Context.Flags -}}
+Flags:`, 1)
 
 // newApp is an application with the name, help and version every one of
 // plateau_exporter's carries.

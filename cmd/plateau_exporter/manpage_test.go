@@ -129,7 +129,7 @@ func TestEachCommandsHelpShowsItsOwnFlags(t *testing.T) {
 		}
 	}
 	top := helpFlags(t, "--help")
-	if !top["collector.gpfs"] || !top["config.file"] {
+	if !top["collector.gpfs"] || !top["config.file"] || !top["web.listen-address"] || !top["web.config.file"] || !top["probe.history-file"] {
 		t.Errorf("--help does not list the daemon's flags: %v", top)
 	}
 	for _, tc := range []struct {

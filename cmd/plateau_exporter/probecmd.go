@@ -65,8 +65,25 @@ func runProbes(w io.Writer, logger log.Logger, o probeOptions) error {
 
 	var report plateau.ProbeReport
 	for _, sp := range selected {
+		from := len(report.Ops)
 		res := runWhenFree(ctx, runner, probe.NewRequest(sp.target, sp.probe, o.hostname), sp.probe.Timeout)
 		report.Add(sp.target, sp.probe, res, baselines)
+		// One run below the plateau is one sample of a node that may be
+		// busy for a moment; what acts on the exit status (a prolog that
+		// drains the node) must not rest on it. As NHC checks are usually
+		// confirmed, a probe below its warning ratio, or failed, is run
+		// once more, and the second run's verdict is the probe's; both
+		// are printed.
+		var first plateau.ProbeReport
+		first.Ops = report.Ops[from:]
+		if first.Worst() == "" || ctx.Err() != nil {
+			continue
+		}
+		report.MarkAttempt(from, 1)
+		second := len(report.Ops)
+		res = runWhenFree(ctx, runner, probe.NewRequest(sp.target, sp.probe, o.hostname), sp.probe.Timeout)
+		report.Add(sp.target, sp.probe, res, baselines)
+		report.MarkAttempt(second, 2)
 	}
 	if o.output == "json" {
 		if err := report.WriteJSON(w); err != nil {

@@ -220,7 +220,7 @@ func newStatusPage(o serveOptions, rl *reloader, results *store.Store, counters 
 func collectorStates(counters *collector.Tracked) []statuspage.CollectorState {
 	var out []statuspage.CollectorState
 	for _, c := range counters.States() {
-		out = append(out, statuspage.CollectorState{Name: c.Name, Scraped: c.Scraped, Success: c.Success, Duration: c.Duration, At: c.At})
+		out = append(out, statuspage.CollectorState{Name: c.Name, Scraped: c.Scraped, Absent: c.Absent, Success: c.Success, Duration: c.Duration, At: c.At})
 	}
 	return out
 }

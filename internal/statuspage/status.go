@@ -83,7 +83,9 @@ type CollectorState struct {
 	Name string
 	// Scraped is false until a scrape has run the collector; the other
 	// fields are then zero.
-	Scraped  bool
+	Scraped bool
+	// Absent: the collector's subject is not on this node; it is idle.
+	Absent   bool
 	Success  bool
 	Duration time.Duration
 	// At is when that scrape began.
@@ -213,7 +215,9 @@ type OpStatus struct {
 type CollectorStatus struct {
 	Name string `json:"name"`
 	// Scraped is false until a scrape of /metrics has run the collector.
-	Scraped         bool       `json:"scraped"`
+	Scraped bool `json:"scraped"`
+	// Absent: nothing of the collector's kind on this node (idle).
+	Absent          bool       `json:"absent,omitempty"`
 	Success         bool       `json:"success"`
 	DurationSeconds float64    `json:"duration_seconds"`
 	At              *time.Time `json:"at"`
@@ -282,7 +286,7 @@ func Build(in Input) Status {
 		st.Targets = append(st.Targets, ts)
 	}
 	for _, c := range in.Collectors {
-		cs := CollectorStatus{Name: c.Name, Scraped: c.Scraped, Success: c.Success, DurationSeconds: c.Duration.Seconds()}
+		cs := CollectorStatus{Name: c.Name, Scraped: c.Scraped, Absent: c.Absent, Success: c.Success, DurationSeconds: c.Duration.Seconds()}
 		if c.Scraped {
 			cs.At = timePtr(c.At)
 		}

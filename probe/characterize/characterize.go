@@ -10,9 +10,11 @@ package characterize
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"math"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/plateau-exporter/plateau_exporter/probe"
@@ -69,8 +71,16 @@ type Characterizer struct {
 	// while the daemon holds the target.
 	Run      func(ctx context.Context, req probe.Request) *probe.Result
 	Hostname string
-	// Runs is how many runs a baseline is the median of.
-	Runs int
+	// Runs is how many runs a baseline is the median of, at the least.
+	// While an op's runs spread more than its target's stability allows
+	// (plateau.StableSpread), more runs are made, up to MaxRuns (Runs when
+	// smaller); an op still unstable then gets no baseline.
+	Runs    int
+	MaxRuns int
+	// MaxSpread overrides the stability a baseline needs
+	// (plateau.StableSpread of the target's warning ratio) when above 0;
+	// tests of other things on real, noisy runs set it high.
+	MaxSpread float64
 	// Spacing is the least time between the starts of a probe's baseline
 	// runs. Back-to-back runs catch one moment of the system: on a shared
 	// or virtual device that moment can be a fast one, and a baseline
@@ -120,18 +130,23 @@ func (c *Characterizer) Baseline(ctx context.Context, ref ProbeRef) (*plateau.Me
 	m := &plateau.Measured{Target: ref.Target.Name, Probe: p, Entries: map[string]*plateau.Baseline{}, Values: map[string][]float64{}}
 	step := Step{Total: c.total, Target: ref.Target.Name, Probe: p.Name, Kind: p.Kind, Runs: c.Runs}
 	var first *probe.Result
-	for run := 1; run <= c.Runs; run++ {
+	limit := max(c.Runs, c.MaxRuns)
+	stable := plateau.StableSpread(ref.Target.WarningRatio)
+	if c.MaxSpread > 0 {
+		stable = c.MaxSpread
+	}
+	for run := 1; run <= step.Runs; run++ {
 		step.Run = run
 		if run > 1 && c.Spacing > 0 {
 			if err := probe.Sleep(ctx, time.Until(c.lastStart.Add(c.Spacing))); err != nil {
-				c.index += c.Runs - run + 1
-				return nil, fmt.Errorf("%s/%s: before run %d of %d: %w", ref.Target.Name, p.Name, run, c.Runs, err)
+				c.index += step.Runs - run + 1
+				return nil, fmt.Errorf("%s/%s: before run %d of %d: %w", ref.Target.Name, p.Name, run, step.Runs, err)
 			}
 		}
 		res, values, err := c.measure(ctx, step, probe.NewRequest(ref.Target, p, c.Hostname), unit)
 		if err != nil {
-			c.index += c.Runs - run
-			return nil, fmt.Errorf("%s/%s: run %d of %d: %w", ref.Target.Name, p.Name, run, c.Runs, err)
+			c.index += step.Runs - run
+			return nil, fmt.Errorf("%s/%s: run %d of %d: %w", ref.Target.Name, p.Name, run, step.Runs, err)
 		}
 		if first == nil {
 			first = res
@@ -140,15 +155,23 @@ func (c *Characterizer) Baseline(ctx context.Context, ref ProbeRef) (*plateau.Me
 		// different things; their median describes neither, so the runs
 		// left are not worth their I/O.
 		if res.Direct != first.Direct {
-			c.index += c.Runs - run
+			c.index += step.Runs - run
 			return nil, fmt.Errorf("%s/%s: some runs used O_DIRECT and some did not; characterize again once the file system behaves the same way on every run", ref.Target.Name, p.Name)
 		}
 		if res.Engine != first.Engine {
-			c.index += c.Runs - run
+			c.index += step.Runs - run
 			return nil, fmt.Errorf("%s/%s: runs used engines %s and %s (libaio falls back to goroutines when fs.aio-nr reaches fs.aio-max-nr); characterize again once every run can use the same one", ref.Target.Name, p.Name, first.Engine, res.Engine)
 		}
 		for op, v := range values {
 			m.Values[op] = append(m.Values[op], v)
+		}
+		// One more run while an op is unstable and the limit allows:
+		// the median and its spread firm up with each run, and a burst of
+		// other work on the node is outvoted.
+		if run == step.Runs && run < limit && len(unstableOps(m.Values, stable)) > 0 {
+			step.Runs++
+			c.total++
+			step.Total = c.total
 		}
 	}
 	now := time.Now
@@ -156,14 +179,25 @@ func (c *Characterizer) Baseline(ctx context.Context, ref ProbeRef) (*plateau.Me
 		now = c.Now
 	}
 	at := now().UTC().Truncate(time.Second)
+	unstable := unstableOps(m.Values, stable)
 	for op, vs := range m.Values {
+		if spread, bad := unstable[op]; bad {
+			if m.Unstable == nil {
+				m.Unstable = map[string]float64{}
+			}
+			m.Unstable[op] = spread
+			continue
+		}
 		m.Entries[op] = &plateau.Baseline{
-			Kind:       p.Kind,
-			Unit:       unit,
-			Value:      plateau.Median(vs),
-			Spread:     plateau.Spread(vs),
+			Kind:  p.Kind,
+			Unit:  unit,
+			Value: plateau.Median(vs),
+			// The robust spread: the range of a few runs is one
+			// outlier's (a run that met a burst of other work gave a
+			// baseline of steady runs ±78%), and the verdict reads it.
+			Spread:     plateau.RobustSpread(vs),
 			Runs:       len(vs),
-			Method:     "characterize --runs " + strconv.Itoa(c.Runs),
+			Method:     "characterize --runs " + strconv.Itoa(len(vs)),
 			MeasuredAt: at,
 			Host:       c.Hostname,
 			Params:     plateau.ProbeParams(p),
@@ -171,7 +205,35 @@ func (c *Characterizer) Baseline(ctx context.Context, ref ProbeRef) (*plateau.Me
 			Engine:     first.Engine,
 		}
 	}
+	if len(unstable) > 0 {
+		ops := make([]string, 0, len(unstable))
+		for _, op := range probe.OpsOf(p.Kind) {
+			if spread, ok := unstable[op]; ok {
+				ops = append(ops, fmt.Sprintf("%s ±%.0f%%", op, 100*spread))
+			}
+		}
+		return m, fmt.Errorf("%s/%s: %w: %s over %d runs, more than the ±%.0f%% a verdict at warning_ratio %.2f needs; "+
+			"no baseline written for those ops (an older one is kept). Characterize on a quieter node, with more runs (--max-runs), "+
+			"or with a larger probe (file_size, files, duration) whose runs last longer than the node's noise",
+			ref.Target.Name, p.Name, ErrUnstable, strings.Join(ops, ", "), step.Runs, 100*stable, ref.Target.WarningRatio)
+	}
 	return m, nil
+}
+
+// ErrUnstable is returned, wrapped, by Baseline when some op's runs spread
+// too much for a baseline to carry a verdict.
+var ErrUnstable = errors.New("runs too unstable for a baseline")
+
+// unstableOps lists the ops whose runs spread more than stable, with their
+// robust spread (plateau.RobustSpread).
+func unstableOps(values map[string][]float64, stable float64) map[string]float64 {
+	out := map[string]float64{}
+	for op, vs := range values {
+		if s := plateau.RobustSpread(vs); s > stable {
+			out[op] = s
+		}
+	}
+	return out
 }
 
 // ResultError says why a run measured nothing, or nil.

@@ -34,9 +34,10 @@ func TerminalWidth(f *os.File) int {
 // Progress shows how far a characterization is. On a terminal it redraws
 // one line each second, "[12/40] scratch/seq workers=4 run 2/3  elapsed
 // 1m03s  ETA 2m10s"; elsewhere it logs one line per finished run, which
-// batch logs keep. The ETA is the mean duration of the runs so far times
-// the runs left, which underestimates a sweep whose later steps are
-// longer, but needs no model of the storage.
+// batch logs keep. The ETA is the mean time from one finished run to the
+// next so far (the run and the wait for --run-spacing before it) times the
+// runs left, which underestimates a sweep whose later steps are longer,
+// but needs no model of the storage.
 type Progress struct {
 	mu     sync.Mutex
 	w      io.Writer
@@ -49,11 +50,13 @@ type Progress struct {
 	last   int // Index of the last finished run
 	ran    int // runs finished, for the mean
 	ranFor time.Duration
-	cur    *Step
-	curAt  time.Time
-	shown  bool // the progress line is on the terminal
-	stop   chan struct{}
-	ticker sync.WaitGroup
+	// lastDone is when the last run finished.
+	lastDone time.Time
+	cur      *Step
+	curAt    time.Time
+	shown    bool // the progress line is on the terminal
+	stop     chan struct{}
+	ticker   sync.WaitGroup
 }
 
 // NewProgress writes the report text to w and, when width is above 0
@@ -114,6 +117,8 @@ func (p *Progress) Start(s Step) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	p.cur, p.curAt = &s, p.now()
+	// A baseline that needs more runs to be stable adds them as it goes.
+	p.total = max(p.total, s.Total)
 	p.draw()
 }
 
@@ -125,6 +130,8 @@ func (p *Progress) Done(s Step, res *probe.Result) {
 	took := now.Sub(p.curAt)
 	p.ran++
 	p.ranFor += took
+	p.lastDone = now
+	p.total = max(p.total, s.Total)
 	p.last = max(p.last, s.Index)
 	p.cur = nil
 	if p.width > 0 {
@@ -166,11 +173,12 @@ func (p *Progress) eta(now time.Time) string {
 	if p.ran == 0 {
 		return "--"
 	}
-	mean := p.ranFor / time.Duration(p.ran)
+	// The mean of the runs' own durations leaves out the spacing waited
+	// between them: with 15 s between starts and runs of half a second,
+	// it said 0s while 15 s remained.
+	mean := p.lastDone.Sub(p.began) / time.Duration(p.ran)
 	left := time.Duration(p.total-p.last) * mean
-	if p.cur != nil {
-		left -= now.Sub(p.curAt)
-	}
+	left -= min(now.Sub(p.lastDone), mean)
 	return formatElapsed(max(0, left))
 }
 

@@ -57,7 +57,11 @@ func (c *Characterizer) Characterize(ctx context.Context, refs []ProbeRef, s Ses
 		if err != nil {
 			failed++
 			call1(s.OnNotCharacterized, err)
-			continue
+			// Unstable ops are refused; the probe's stable ones are
+			// written.
+			if m == nil || len(m.Entries) == 0 {
+				continue
+			}
 		}
 		measured = append(measured, m)
 		characterized = append(characterized, ref)

@@ -109,17 +109,13 @@ func Execute(ctx context.Context, req probe.Request) *probe.Result {
 	// "skip data probes ... while the file system's free space is under this share"); a probe that writes no
 	// data (a metadata probe of empty files) runs on, so a full file
 	// system still has its metadata measured.
-	if req.MinFreeRatio > 0 && probe.BytesPerRun(&req.Probe) > 0 {
-		free, err := freeRatio(dir.fd)
-		if err != nil {
-			res.Fail(err)
-			return res
-		}
-		if free < req.MinFreeRatio {
-			res.Skipped = probe.SkipMinFree
-			res.Error = fmt.Sprintf("%.1f%% free is below min_free_ratio %.1f%%", 100*free, 100*req.MinFreeRatio)
-			return res
-		}
+	if skip, err := checkFree(dir, req); err != nil {
+		res.Fail(err)
+		return res
+	} else if skip != "" {
+		res.Skipped = probe.SkipMinFree
+		res.Error = skip
+		return res
 	}
 
 	runDir, err := dir.newRunDir(req.Probe.Name)

@@ -35,7 +35,9 @@ type Baseline struct {
 	Unit  string
 	Value float64
 	// Spread is the relative spread of the runs the value is the median of:
-	// (max - min) / (2 * median). 0 when unknown or hand-written.
+	// 1.4826 x MAD / median (RobustSpread) as characterize writes it, (max
+	// - min) / (2 * median) in files written before. 0 when unknown or
+	// hand-written. Compare reads it (ClassifyWithin).
 	Spread     float64
 	Runs       int
 	Method     string

@@ -57,7 +57,7 @@ func TestBadBaselinesNameLineAndField(t *testing.T) {
 		{"targets:\n  t:\n    s:\n      kind: sequential\n      measured_at: yesterday\n      ops:\n        write: {bytes_per_second: 1}\n", "b.yml:5: targets.t.s.measured_at: invalid time"},
 		{"targets:\n  t:\n    s:\n      kind: sequential\n      direct: yes\n      ops:\n        write: {bytes_per_second: 1}\n", "b.yml:5: targets.t.s.direct: must be true or false"},
 		{"targets:\n  t:\n    s:\n      kind: random\n      engine: io_uring\n      ops:\n        read: {operations_per_second: 1}\n", "b.yml:5: targets.t.s.engine: unknown engine \"io_uring\" (one of sync, libaio, goroutines)"},
-		{"targets: [\n", "b.yml: "},
+		{"targets: [\n", "b.yml:1: did not find expected node content"},
 	} {
 		if _, err := ParseBaselines([]byte(tc.yaml), "b.yml"); err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("got %v, want %q", err, tc.want)

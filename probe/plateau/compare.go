@@ -1,6 +1,7 @@
 package plateau
 
 import (
+	"fmt"
 	"slices"
 	"strings"
 
@@ -97,6 +98,11 @@ func (pl Plateau) Compare(r *probe.Result) []OpVerdict {
 	mismatch := pl.ModeMismatch(r)
 	out := make([]OpVerdict, 0, len(r.Ops))
 	for _, op := range r.Ops {
+		// A phase that is no measurement (the random probe's
+		// preallocation) gets no verdict.
+		if slices.Contains(probe.IOOnlyOpsOf(pl.Kind), op.Op) {
+			continue
+		}
 		v := OpVerdict{Op: op.Op, Unit: probe.OpUnit(pl.Kind)}
 		b := pl.Baselines[op.Op]
 		if b != nil {
@@ -111,7 +117,10 @@ func (pl Plateau) Compare(r *probe.Result) []OpVerdict {
 			v.Baseline, v.Verdict, v.Note = b, VerdictNoBaseline, mismatch
 		default:
 			v.Baseline, v.Ratio, v.HasRatio = b, v.Value/b.Value, true
-			v.Verdict = pl.Classify(v.Ratio)
+			v.Verdict = pl.ClassifyWithin(v.Ratio, b.Spread)
+			if v.Verdict != pl.Classify(v.Ratio) {
+				v.Note = fmt.Sprintf("within the noise of the baseline's runs (spread ±%.0f%%)", 100*b.Spread)
+			}
 		}
 		out = append(out, v)
 	}
@@ -124,6 +133,28 @@ func (pl Plateau) Classify(ratio float64) string {
 	case ratio < pl.Critical:
 		return VerdictCritical
 	case ratio < pl.Warning:
+		return VerdictWarning
+	}
+	return VerdictOK
+}
+
+// ClassifyWithin is the verdict on a ratio to a plateau whose runs spread
+// ±spread (Baseline.Spread, about one standard deviation of a run over
+// the median). A ratio within two of them, 1 - 2 x spread or above, is no
+// warning: an unchanged node gives one that low on about 2% of runs.
+// Critical also needs the ratio below 1 - 4 x spread: a baseline of runs
+// spread ±15% cannot tell a drop to 0.45 from its noise. A baseline that
+// characterize accepted (spread at most half the distance to the warning
+// ratio) keeps the target's ratios as they are; a hand-written one
+// (spread 0) too.
+func (pl Plateau) ClassifyWithin(ratio, spread float64) string {
+	if !(spread > 0) {
+		return pl.Classify(ratio)
+	}
+	switch {
+	case ratio < pl.Critical && ratio < 1-4*spread:
+		return VerdictCritical
+	case ratio < pl.Warning && ratio < 1-2*spread:
 		return VerdictWarning
 	}
 	return VerdictOK

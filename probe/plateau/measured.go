@@ -15,6 +15,10 @@ type Measured struct {
 	Entries map[string]*Baseline
 	// Values is each op's value in every run, in run order.
 	Values map[string][]float64
+	// Unstable holds the ops whose runs spread too much for a baseline
+	// (their RobustSpread): they have no entry, and Replace keeps the one
+	// on file.
+	Unstable map[string]float64
 }
 
 // Replace puts the measured entries of one probe in place of whatever the
@@ -24,6 +28,9 @@ func (b *Baselines) Replace(m *Measured) []BaselineChange {
 	var changes []BaselineChange
 	old := map[string]*Baseline{}
 	for k, e := range b.Entries {
+		if _, unstable := m.Unstable[k.Op]; unstable && k.Target == m.Target && k.Probe == m.Probe.Name {
+			continue
+		}
 		if k.Target == m.Target && k.Probe == m.Probe.Name {
 			old[k.Op] = e
 			delete(b.Entries, k)

@@ -36,6 +36,19 @@ type OpReport struct {
 	Engine    string   `json:"engine,omitempty"`
 	Error     string   `json:"error,omitempty"`
 	Rationale string   `json:"note,omitempty"`
+	// Attempt is 1 on the lines of a run that was below its plateau or
+	// failed and was run again, 2 on the lines of that second run, 0 on a
+	// run that was not repeated. The verdict of a repeated probe is its
+	// second run's: Worst leaves attempt 1 out.
+	Attempt int `json:"attempt,omitempty"`
+}
+
+// MarkAttempt sets Attempt on the lines of target t's probe p from index
+// from on.
+func (r *ProbeReport) MarkAttempt(from, attempt int) {
+	for i := from; i < len(r.Ops); i++ {
+		r.Ops[i].Attempt = attempt
+	}
 }
 
 // Add compares a run of probe p of target t with its plateau in baselines
@@ -66,9 +79,11 @@ func (r *ProbeReport) Add(t *probe.Target, p *probe.ProbeConfig, res *probe.Resu
 // Worst is the most severe verdict of the report, as Worst has it: failed
 // over critical over warning, "" when none is severe.
 func (r *ProbeReport) Worst() string {
-	vs := make([]OpVerdict, len(r.Ops))
-	for i, o := range r.Ops {
-		vs[i].Verdict = o.Verdict
+	vs := make([]OpVerdict, 0, len(r.Ops))
+	for _, o := range r.Ops {
+		if o.Attempt != 1 {
+			vs = append(vs, OpVerdict{Verdict: o.Verdict})
+		}
 	}
 	return Worst(vs)
 }
@@ -106,6 +121,12 @@ func (r *ProbeReport) WriteTable(w io.Writer) {
 			ratio = fmt.Sprintf("%.2f", *o.Ratio)
 		}
 		verdict := o.Verdict
+		switch o.Attempt {
+		case 1:
+			verdict += " [first run; run again to confirm]"
+		case 2:
+			verdict += " [second run]"
+		}
 		if o.Error != "" {
 			verdict += ": " + o.Error
 		} else if o.Rationale != "" && o.Rationale != "no baseline" {

@@ -35,3 +35,33 @@ func Spread(values []float64) float64 {
 	}
 	return (hi - lo) / (2 * m)
 }
+
+// RobustSpread is the runs' spread as a fraction of their median, from the
+// median absolute deviation: 1.4826 x MAD / median, which estimates the
+// coefficient of variation of normally distributed runs and, unlike the
+// range (Spread), is not moved by one run that met a burst of other work.
+// 0 for fewer than two runs or a median that is not positive.
+func RobustSpread(values []float64) float64 {
+	m := Median(values)
+	if len(values) < 2 || !(m > 0) {
+		return 0
+	}
+	dev := make([]float64, len(values))
+	for i, v := range values {
+		dev[i] = math.Abs(v - m)
+	}
+	return 1.4826 * Median(dev) / m
+}
+
+// StableSpread is the most RobustSpread a baseline may have for a verdict
+// at the given warning ratio: half the distance from the plateau to the
+// warning ratio (0.10 at the default 0.8). The warning ratio is then two
+// standard deviations of one run below the median, so an unchanged node
+// crosses it on about 2% of single runs, and on a run and its
+// confirmation (probe re-runs a failing probe once) about 1 in 2,000.
+func StableSpread(warningRatio float64) float64 {
+	if !(warningRatio > 0 && warningRatio < 1) {
+		return 0.10
+	}
+	return (1 - warningRatio) / 2
+}

@@ -86,6 +86,12 @@ func (s *Store) Collect(ch chan<- prometheus.Metric) {
 			// failing probe must not keep showing yesterday's numbers.
 			if st.last == ls {
 				for _, op := range ls.Ops {
+					// A phase that is no measurement (the random
+					// probe's preallocation) moves bytes, counted in
+					// io_bytes_total, but is no result.
+					if !isMeasurement(st.kind, op.Op) {
+						continue
+					}
 					gauge(descThroughput, op.BytesPerSecond(), append(l, op.Op)...)
 					gauge(descOpsRate, op.OperationsPerSecond(), append(l, op.Op)...)
 				}
@@ -112,6 +118,9 @@ func (s *Store) Collect(ch chan<- prometheus.Metric) {
 					}
 				}
 				for _, op := range ls.Ops {
+					if !isMeasurement(st.kind, op.Op) {
+						continue
+					}
 					k := plateau.HistoryKey{Target: st.target, Probe: st.probe, Op: op.Op, Params: st.params}
 					ol := append(l, op.Op)
 					v := plateau.RunVerdicts(s.history[k].Results, plateaus[op.Op])

@@ -394,6 +394,9 @@ func (s *Store) addHistory(st *probeState, r *probe.Result) {
 	}
 	unit := probe.OpUnit(st.kind)
 	for _, op := range r.Ops {
+		if !isMeasurement(st.kind, op.Op) {
+			continue
+		}
 		v := op.Value(unit)
 		// Not a rate, and JSON cannot hold it: such a result would make
 		// the file unwritable rather than the statistic absent.
@@ -479,4 +482,11 @@ func (s *Store) targetState(target string) *targetState {
 		s.targets[target] = ts
 	}
 	return ts
+}
+
+// isMeasurement reports whether op is one of its kind's results, not a
+// phase that only moves bytes (probe.IOOnlyOpsOf: the random probe's
+// preallocation, whose rate says how fast one file was first written).
+func isMeasurement(kind, op string) bool {
+	return !slices.Contains(probe.IOOnlyOpsOf(kind), op)
 }

@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
 	"github.com/plateau-exporter/plateau_exporter/internal/probefixture"
@@ -116,4 +117,39 @@ func TestStoreStartsIOBytesAtZero(t *testing.T) {
 			t.Errorf("io_bytes_total{op=%q} = %v before any run, want a zero series", op, got)
 		}
 	}
+}
+
+// A random probe's first run writes its kept file (op prealloc): those
+// bytes are load, counted in io_bytes_total, but no result, so no
+// throughput, operations or history series carries them.
+func TestPreallocIsNoResult(t *testing.T) {
+	p := probe.ProbeConfig{Name: "r", Kind: probe.KindRandom}
+	s := New()
+	s.Configure(&probe.Config{Targets: []*probe.Target{{Name: "t", Probes: []*probe.ProbeConfig{&p}}}}, nil)
+	now := time.Now()
+	s.Record(&probe.Result{Target: "t", Probe: "r", Kind: probe.KindRandom, Start: now.Add(-time.Second), End: now, Ops: []probe.OpResult{
+		{Op: probe.OpPrealloc, Bytes: 1 << 20, Operations: 256, Seconds: 0.01},
+		{Op: "read", Bytes: 4096 * 100, Operations: 100, Seconds: 0.05},
+		{Op: "write", Bytes: 4096 * 50, Operations: 50, Seconds: 0.05},
+	}}, false)
+	for _, name := range []string{"plateau_probe_throughput_bytes_per_second", "plateau_probe_operations_per_second"} {
+		n, err := testutil.GatherAndCount(registryOf(s), name)
+		if err != nil || n != 2 {
+			t.Errorf("%s: %d series (err %v), want read and write only", name, n, err)
+		}
+	}
+	if got := probetest.MetricValue(t, s, "plateau_probe_io_bytes_total", map[string]string{"op": probe.OpPrealloc}); got != 1<<20 {
+		t.Errorf("io_bytes_total{op=prealloc} = %v, want the 1 MiB written", got)
+	}
+	for k := range s.history {
+		if k.Op == probe.OpPrealloc {
+			t.Errorf("prealloc entered the run history: %+v", k)
+		}
+	}
+}
+
+func registryOf(c prometheus.Collector) *prometheus.Registry {
+	r := prometheus.NewRegistry()
+	r.MustRegister(c)
+	return r
 }
