@@ -26,6 +26,8 @@ import (
 	"github.com/prometheus/common/version"
 	"github.com/prometheus/exporter-toolkit/web"
 	"github.com/prometheus/exporter-toolkit/web/kingpinflag"
+
+	"github.com/plateau-exporter/plateau_exporter/internal/daemonlog"
 )
 
 const defaultConfigFile = "/etc/plateau_exporter/plateau.yml"
@@ -188,7 +190,7 @@ func (f sharedFlags) env() (commandEnv, error) {
 	if f.logLevel != nil {
 		e.logLevel, e.logFormat = *f.logLevel, *f.logFormat
 	}
-	e.logger = newLogger(e.logLevel, e.logFormat, os.Stderr)
+	e.logger = daemonlog.New(e.logLevel, e.logFormat, os.Stderr)
 	if f.configFile != nil {
 		e.configFile, e.hostname = *f.configFile, *f.hostname
 		if e.hostname == "" {

@@ -20,7 +20,9 @@ import (
 	"github.com/prometheus/exporter-toolkit/web"
 
 	"github.com/plateau-exporter/plateau_exporter/collector"
+	"github.com/plateau-exporter/plateau_exporter/internal/daemonlog"
 	"github.com/plateau-exporter/plateau_exporter/internal/statuspage"
+	"github.com/plateau-exporter/plateau_exporter/internal/webguard"
 	"github.com/plateau-exporter/plateau_exporter/probe"
 	"github.com/plateau-exporter/plateau_exporter/probe/iocount"
 	"github.com/plateau-exporter/plateau_exporter/probe/nodejobs"
@@ -141,10 +143,10 @@ func serve(logger log.Logger, o serveOptions) error {
 		ReadHeaderTimeout: 10 * time.Second,
 		ReadTimeout:       o.readTimeout,
 		IdleTimeout:       o.idleTimeout,
-		ConnState:         newConnLimiter(logger, o.maxConnections).connState,
+		ConnState:         webguard.NewConnLimiter(logger, o.maxConnections).ConnState,
 	}
 	serveErr := make(chan error, 1)
-	go func() { serveErr <- web.ListenAndServe(server, o.webFlags, slogFor(logger, o.logLevel)) }()
+	go func() { serveErr <- web.ListenAndServe(server, o.webFlags, daemonlog.Slog(logger, o.logLevel)) }()
 
 	// The first load runs as a reload would, off this loop: the server
 	// answers (not ready) while a target path hangs or the baselines load.

@@ -1,4 +1,4 @@
-package main
+package webguard
 
 import (
 	"net/http"
@@ -14,7 +14,7 @@ import (
 func TestHostileInFlightLimit(t *testing.T) {
 	release := make(chan struct{})
 	entered := make(chan struct{}, 3)
-	h := newInFlight(2).wrap(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+	h := NewInFlight(2).Wrap(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
 		entered <- struct{}{}
 		<-release
 	}))
@@ -59,7 +59,7 @@ func TestSameOrigin(t *testing.T) {
 		if c.origin != "" {
 			r.Header.Set("Origin", c.origin)
 		}
-		if got := sameOrigin(r); got != c.want {
+		if got := SameOrigin(r); got != c.want {
 			t.Errorf("Origin %q to %s: %v, want %v", c.origin, c.host, got, c.want)
 		}
 	}

@@ -1,4 +1,7 @@
-package main
+// Package daemonlog builds the daemon's go-kit logger (--log.level,
+// --log.format) and the slog bridge exporter-toolkit logs through, so that
+// every line, the toolkit's included, has one ts and one caller.
+package daemonlog
 
 import (
 	"io"
@@ -20,8 +23,8 @@ type daemonLogger struct {
 	bare log.Logger
 }
 
-// newLogger builds the go-kit logger every part of the daemon uses.
-func newLogger(lvl, format string, w io.Writer) log.Logger {
+// New builds the go-kit logger every part of the daemon uses.
+func New(lvl, format string, w io.Writer) log.Logger {
 	var l log.Logger
 	if format == "json" {
 		l = log.NewJSONLogger(log.NewSyncWriter(w))
@@ -35,10 +38,10 @@ func newLogger(lvl, format string, w io.Writer) log.Logger {
 	return daemonLogger{Logger: level.NewFilter(full, filter), bare: level.NewFilter(l, filter)}
 }
 
-// slogFor bridges to the *slog.Logger that exporter-toolkit wants, so its
+// Slog bridges to the *slog.Logger that exporter-toolkit wants, so its
 // messages land in the same stream and format, each with one ts and one
 // caller: the record's.
-func slogFor(l log.Logger, lvl string) *slog.Logger {
+func Slog(l log.Logger, lvl string) *slog.Logger {
 	sl := slog.LevelInfo
 	switch lvl {
 	case "debug":
