@@ -16,6 +16,8 @@ import (
 
 	"github.com/plateau-exporter/plateau_exporter/probe/backtest/ruleeval"
 	"github.com/plateau-exporter/plateau_exporter/probe/plateau"
+
+	"github.com/plateau-exporter/plateau_exporter/probe/backtest/groundtruth"
 )
 
 // The fleet replay (`backtest --fleet`): the series of one group (one file
@@ -200,7 +202,7 @@ func fleetGroups(input []Series, o FleetOptions) ([]fleetGroup, []string, error)
 			for i := 1; i < len(s.times); i++ {
 				own = append(own, float64(s.times[i].Sub(s.times[i-1])))
 			}
-			gaps = append(gaps, time.Duration(median(own)))
+			gaps = append(gaps, time.Duration(groundtruth.Median(own)))
 			if g.start.IsZero() || s.times[0].Before(g.start) {
 				g.start = s.times[0]
 			}

@@ -8,6 +8,8 @@ import (
 	"slices"
 	"strings"
 	"text/tabwriter"
+
+	"github.com/plateau-exporter/plateau_exporter/probe/backtest/groundtruth"
 )
 
 // FleetReport is what `backtest --fleet` prints: per group, the figures of
@@ -151,8 +153,8 @@ func (r *FleetReport) build(groups []fleetGroup, cases []*fleetCase, perSet map[
 					FSPageWithin1:              round(float64(t.within[0])/float64(t.n), 3),
 					FSPageWithin2:              round(float64(t.within[1])/float64(t.n), 3),
 					FSPageWithin3:              round(float64(t.within[2])/float64(t.n), 3),
-					NotificationsMedian:        median(t.notification),
-					NotificationsWithin3Median: median(t.early),
+					NotificationsMedian:        groundtruth.Median(t.notification),
+					NotificationsWithin3Median: groundtruth.Median(t.early),
 					FiringAtOnset:              round(float64(t.atOnset)/float64(t.n), 3),
 					Trials:                     t.n,
 				}
@@ -169,7 +171,7 @@ func (r *FleetReport) build(groups []fleetGroup, cases []*fleetCase, perSet map[
 	for set, figs := range all {
 		s := FleetSummary{}
 		summarize := func(into map[string]any, name string, values []float64) {
-			into[name+"_median"] = round(median(values), 4)
+			into[name+"_median"] = round(groundtruth.Median(values), 4)
 			into[name+"_max"] = round(slices.Max(values), 4)
 		}
 		pick := func(f func(FleetFigures) float64) []float64 {

@@ -120,7 +120,7 @@ func (gt groupTruth) judge(f *FleetFigures, g *fleetGroup, gi int, cases []*flee
 			d.FSPageWithin1 = round(float64(t.within[0])/float64(t.n), 3)
 			d.FSPageWithin2 = round(float64(t.within[1])/float64(t.n), 3)
 			d.FSPageWithin3 = round(float64(t.within[2])/float64(t.n), 3)
-			d.NotificationsMedian = median(t.notification)
+			d.NotificationsMedian = groundtruth.Median(t.notification)
 		}
 		f.DetectCalm[k] = d
 	}
@@ -170,7 +170,7 @@ func summarizeTruth(s FleetSummary, figs []FleetFigures, drops []float64) {
 		for i, name := range []string{"fs_page_within_1", "fs_page_within_2", "fs_page_within_3"} {
 			m[name+"_median_detectable"] = nil
 			if len(w[i]) > 0 {
-				m[name+"_median_detectable"] = round(median(w[i]), 4)
+				m[name+"_median_detectable"] = round(groundtruth.Median(w[i]), 4)
 			}
 		}
 		m["notifications_median_max"] = nil

@@ -21,6 +21,8 @@ import (
 	"github.com/plateau-exporter/plateau_exporter/probe"
 	"github.com/plateau-exporter/plateau_exporter/probe/backtest/ruleeval"
 	"github.com/plateau-exporter/plateau_exporter/probe/plateau"
+
+	"github.com/plateau-exporter/plateau_exporter/probe/backtest/groundtruth"
 )
 
 // Options say how series are replayed.
@@ -221,7 +223,7 @@ func prepare(s Series, o Options) (prepared, error) {
 	for i := range base {
 		base[i] = s.Values[i] * o.Scale
 	}
-	p.baseline = median(base)
+	p.baseline = groundtruth.Median(base)
 	if !(p.baseline > 0) {
 		return p, fmt.Errorf("backtest: series %s: the median of its first %d runs is %v, no plateau", s.Key, o.BaselineRuns, p.baseline)
 	}
@@ -636,17 +638,4 @@ func b2f(b bool) float64 {
 		return 1
 	}
 	return 0
-}
-
-func median(xs []float64) float64 {
-	s := slices.Clone(xs)
-	slices.Sort(s)
-	n := len(s)
-	if n == 0 {
-		return math.NaN()
-	}
-	if n%2 == 1 {
-		return s[n/2]
-	}
-	return (s[n/2-1] + s[n/2]) / 2
 }

@@ -9,6 +9,8 @@ import (
 	"strconv"
 	"strings"
 	"text/tabwriter"
+
+	"github.com/plateau-exporter/plateau_exporter/probe/backtest/groundtruth"
 )
 
 // Report is what `backtest` prints: per series and over all series, the
@@ -127,7 +129,7 @@ func (r *Report) build(series []prepared, cases []replayCase, perSet map[string]
 					d.FiringAtOnset = float64(atOnset) / float64(trials)
 				}
 				if len(delays) > 0 {
-					m := median(delays)
+					m := groundtruth.Median(delays)
 					d.MedianDelayRuns = &m
 				}
 				f.Detect[dropKey(drop)] = d

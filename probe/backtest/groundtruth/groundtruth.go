@@ -59,7 +59,7 @@ func (g *Group) MedianRatios() []Sample {
 	perNode := make([][]point, len(g.Nodes))
 	for si, s := range g.Nodes {
 		for i := plateau.MinNormalRuns; i < len(s.Values); i++ {
-			normal := median(s.Values[max(0, i-plateau.NormalRuns):i])
+			normal := Median(s.Values[max(0, i-plateau.NormalRuns):i])
 			if normal > 0 {
 				perNode[si] = append(perNode[si], point{s.Times[i], s.Values[i] / normal})
 			}
@@ -81,12 +81,14 @@ func (g *Group) MedianRatios() []Sample {
 		if 2*len(ratios) < len(perNode) {
 			continue
 		}
-		out = append(out, Sample{t, median(ratios)})
+		out = append(out, Sample{t, Median(ratios)})
 	}
 	return out
 }
 
-func median(xs []float64) float64 {
+// Median is the middle value of xs (the mean of the two middle ones for an
+// even count), NaN for none; xs is left as it was.
+func Median(xs []float64) float64 {
 	s := slices.Clone(xs)
 	slices.Sort(s)
 	n := len(s)

@@ -176,7 +176,7 @@ func Detectability(series [][]float64, drop float64) float64 {
 	if len(sigmas) == 0 {
 		return 0
 	}
-	return math.Abs(math.Log(1-drop)) * math.Sqrt(float64(len(sigmas))) / median(sigmas)
+	return math.Abs(math.Log(1-drop)) * math.Sqrt(float64(len(sigmas))) / Median(sigmas)
 }
 
 // RobustDeviation is the median over a series' runs of the robust
@@ -192,15 +192,15 @@ func RobustDeviation(values []float64) (float64, bool) {
 	var devs []float64
 	for i := plateau.MinNormalRuns; i < len(logs); i++ {
 		window := logs[max(0, i-plateau.NormalRuns):i]
-		c := median(window)
+		c := Median(window)
 		abs := make([]float64, len(window))
 		for k, x := range window {
 			abs[k] = math.Abs(x - c)
 		}
-		devs = append(devs, max(1.4826*median(abs), plateau.ScoreNoiseFloor))
+		devs = append(devs, max(1.4826*Median(abs), plateau.ScoreNoiseFloor))
 	}
 	if len(devs) == 0 {
 		return 0, false
 	}
-	return median(devs), true
+	return Median(devs), true
 }
