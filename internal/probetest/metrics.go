@@ -5,6 +5,8 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	dto "github.com/prometheus/client_model/go"
+
+	"github.com/plateau-exporter/plateau_exporter/internal/testkit/scrape"
 )
 
 // MetricValue is the value of the counter or gauge name, among what c
@@ -32,30 +34,5 @@ func MetricValue(t *testing.T, c prometheus.Collector, name string, labels map[s
 // parsed or gathered exposition), whose labels include labels: a gauge's,
 // a counter's or an untyped one's. ok is false when there is none.
 func FamilyValue(fams map[string]*dto.MetricFamily, name string, labels map[string]string) (v float64, ok bool) {
-metrics:
-	for _, m := range fams[name].GetMetric() {
-		for k, v := range labels {
-			if !hasLabel(m, k, v) {
-				continue metrics
-			}
-		}
-		switch {
-		case m.Gauge != nil:
-			return m.GetGauge().GetValue(), true
-		case m.Counter != nil:
-			return m.GetCounter().GetValue(), true
-		case m.Untyped != nil:
-			return m.GetUntyped().GetValue(), true
-		}
-	}
-	return 0, false
-}
-
-func hasLabel(m *dto.Metric, k, v string) bool {
-	for _, lp := range m.GetLabel() {
-		if lp.GetName() == k && lp.GetValue() == v {
-			return true
-		}
-	}
-	return false
+	return scrape.Value(fams, name, labels)
 }
