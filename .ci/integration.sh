@@ -50,6 +50,7 @@ for dir in $(printf '%s\n' "${!names[@]}" | sort); do
 		continue
 	fi
 	echo "== integration $dir"
-	$GO test -count=1 -p 1 -tags integration -timeout 40m -run "$pattern" "$@" "$dir" || status=1
+	# -v: each test's time is in the log, so where CI's time goes is read, not guessed.
+	$GO test -count=1 -p 1 -tags integration -timeout 40m -v -run "$pattern" "$@" "$dir" || status=1
 done
 exit $status
