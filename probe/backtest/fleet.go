@@ -12,7 +12,6 @@ import (
 	"time"
 
 	"github.com/prometheus/prometheus/model/labels"
-	"github.com/prometheus/prometheus/promql"
 
 	"github.com/plateau-exporter/plateau_exporter/probe/backtest/ruleeval"
 	"github.com/plateau-exporter/plateau_exporter/probe/plateau"
@@ -357,25 +356,9 @@ func evaluateFleet(ctx context.Context, groups []fleetGroup, cases []*fleetCase,
 		}
 		end = maxTime(end, c.sim(g, c.to, o.Options))
 	}
-	groupsOfRules, err := ruleeval.LoadRuleGroups(files)
+	rules, err := newEvaluator(files, store, o.Options)
 	if err != nil {
 		return nil, err
-	}
-	logger := o.Logger
-	if logger == nil {
-		logger = discardLogger()
-	}
-	rules := &ruleeval.Evaluator{
-		Groups: groupsOfRules,
-		Store:  store,
-		Logger: logger,
-		Engine: promql.NewEngine(promql.EngineOpts{
-			MaxSamples:               50_000_000,
-			Timeout:                  5 * time.Minute,
-			NoStepSubqueryIntervalFn: func(int64) int64 { return o.EvaluationInterval.Milliseconds() },
-			EnableAtModifier:         true,
-			EnableNegativeOffset:     true,
-		}),
 	}
 	byID := map[string]int{}
 	for i, c := range cases {
@@ -402,7 +385,7 @@ func evaluateFleet(ctx context.Context, groups []fleetGroup, cases []*fleetCase,
 		for i := range states {
 			states[i].firing = states[i].firing[:0]
 		}
-		for _, g := range groupsOfRules {
+		for _, g := range rules.Groups {
 			for _, r := range g.Rules {
 				for _, a := range r.Active {
 					if a.State != ruleeval.AlertFiring {
