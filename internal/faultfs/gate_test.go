@@ -11,8 +11,9 @@ import (
 // assert the state, never how fast it came.
 const testTimeout = 30 * time.Second
 
-func timeoutCtx(t *testing.T) context.Context {
-	ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
+// timeoutCtx is a context that ends after d and at the end of the test.
+func timeoutCtx(t *testing.T, d time.Duration) context.Context {
+	ctx, cancel := context.WithTimeout(context.Background(), d)
 	t.Cleanup(cancel)
 	return ctx
 }
@@ -48,7 +49,7 @@ func TestGateHangUntilSet(t *testing.T) {
 	} {
 		t.Run(tc.next.String(), func(t *testing.T) {
 			g := newGate(Hang())
-			ctx := timeoutCtx(t)
+			ctx := timeoutCtx(t, testTimeout)
 			a := enterAsync(context.Background(), g, OpWrite)
 			b := enterAsync(context.Background(), g, OpWrite)
 			if err := g.waitBlocked(ctx, "2", func(n int) bool { return n == 2 }); err != nil {
@@ -80,7 +81,7 @@ func TestGateHangUntilSet(t *testing.T) {
 // another keeps the request waiting.
 func TestGateHangStaysThroughOtherHang(t *testing.T) {
 	g := newGate(Hang())
-	ctx := timeoutCtx(t)
+	ctx := timeoutCtx(t, testTimeout)
 	res := enterAsync(context.Background(), g, OpLookup)
 	if err := g.waitBlocked(ctx, "1", func(n int) bool { return n == 1 }); err != nil {
 		t.Fatal(err)
@@ -107,7 +108,7 @@ func TestGateInterrupt(t *testing.T) {
 	for _, m := range []Mode{Hang(), Latency(time.Hour)} {
 		t.Run(m.String(), func(t *testing.T) {
 			g := newGate(m)
-			ctx := timeoutCtx(t)
+			ctx := timeoutCtx(t, testTimeout)
 			reqCtx, interrupt := context.WithCancel(context.Background())
 			res := enterAsync(reqCtx, g, OpRead)
 			if err := g.waitBlocked(ctx, "1", func(n int) bool { return n == 1 }); err != nil {
@@ -143,7 +144,7 @@ func TestGateLatency(t *testing.T) {
 func TestGateLatencyCutShortBySet(t *testing.T) {
 	g := newGate(Latency(time.Hour))
 	res := enterAsync(context.Background(), g, OpStatfs)
-	if err := g.waitBlocked(timeoutCtx(t), "1", func(n int) bool { return n == 1 }); err != nil {
+	if err := g.waitBlocked(timeoutCtx(t, testTimeout), "1", func(n int) bool { return n == 1 }); err != nil {
 		t.Fatal(err)
 	}
 	g.set(ReadOnly())
