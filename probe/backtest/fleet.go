@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"math"
 	"math/rand/v2"
 	"slices"
@@ -167,7 +168,7 @@ func fleetGroups(input []Series, o FleetOptions) ([]fleetGroup, []string, error)
 	var groups []fleetGroup
 	var skipped []string
 	minRuns := o.BaselineRuns + o.OnsetAfter + o.InjectRuns + 1
-	for _, key := range sortedKeys(byKey) {
+	for _, key := range slices.Sorted(maps.Keys(byKey)) {
 		g := fleetGroup{key: key, fsPlateau: map[string]float64{}}
 		summed := map[string][]float64{}
 		for _, s := range byKey[key] {
@@ -226,15 +227,6 @@ func fleetGroups(input []Series, o FleetOptions) ([]fleetGroup, []string, error)
 		return nil, skipped, fmt.Errorf("backtest: no group to replay as a fleet: %s", strings.Join(skipped, "; "))
 	}
 	return groups, skipped, nil
-}
-
-func sortedKeys[V any](m map[string]V) []string {
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	return keys
 }
 
 // fleetCases lays out, per group, the unmodified timeline in segments and
@@ -531,7 +523,7 @@ func writeFleetLoad(store *ruleeval.Store, g *fleetGroup, c *fleetCase, o Option
 			}
 		}
 	}
-	for _, op := range sortedKeys(byOp) {
+	for _, op := range slices.Sorted(maps.Keys(byOp)) {
 		samples := byOp[op]
 		sort.Slice(samples, func(a, b int) bool { return samples[a].t.Before(samples[b].t) })
 		counter := store.Series(labels.FromStrings("__name__", "plateau_gpfs_fs_"+op+"_bytes_total", "job", "backtest", "instance", "others", "filesystem", c.id))

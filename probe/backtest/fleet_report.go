@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"maps"
 	"slices"
 	"strings"
 	"text/tabwriter"
@@ -219,7 +220,7 @@ func (r *FleetReport) WriteTable(w io.Writer) error {
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', tabwriter.AlignRight)
 	var drops []string
 	if len(r.Groups) > 0 {
-		drops = sortedKeys(r.Groups[0].Current.Detect)
+		drops = slices.Sorted(maps.Keys(r.Groups[0].Current.Detect))
 	}
 	header := []string{"group", "series", "fs firing", "fs eps/mo", "node eps/mo"}
 	for _, d := range drops {
@@ -269,7 +270,7 @@ func (r *FleetReport) WriteTable(w io.Writer) error {
 	// fall together as far as each injected drop.
 	for _, g := range r.Groups {
 		var parts []string
-		for _, d := range sortedKeys(g.FileDrops) {
+		for _, d := range slices.Sorted(maps.Keys(g.FileDrops)) {
 			f := g.FileDrops[d]
 			parts = append(parts, fmt.Sprintf("-%s: %.1f%% of the time, %.2f episodes/month", d, 100*f.Fraction, f.EpisodesPerMonth))
 		}

@@ -619,6 +619,22 @@ func lastSuccessMetric(job, instance, probe string) model.Metric {
 		"target": "scratch", "probe": model.LabelValue(probe), "kind": "sequential"}
 }
 
+// checkScratchN1Series holds that the splitter gave want, and that each
+// series carries the labels --fleet groups it by (target scratch,
+// instance n1), which want leaves out.
+func checkScratchN1Series(t *testing.T, got, want []backtest.Series) {
+	t.Helper()
+	for i := range got {
+		if got[i].Labels["target"] != "scratch" || got[i].Labels["instance"] != "n1" {
+			t.Errorf("series %s has labels %v, want its target and instance among them", got[i].Key, got[i].Labels)
+		}
+		got[i].Labels = nil
+	}
+	if !reflect.DeepEqual(got, want) {
+		t.Fatalf("got %+v, want %+v", got, want)
+	}
+}
+
 func TestFetchPrometheusRunSplitting(t *testing.T) {
 	t0 := time.Unix(1_700_000_000, 0)
 	ts := func(sec float64) float64 { return float64(t0.Unix()) + sec }
@@ -640,16 +656,7 @@ func TestFetchPrometheusRunSplitting(t *testing.T) {
 			t.Fatal(err)
 		}
 		want := []backtest.Series{{Key: "n1/scratch/seq/read", Times: []time.Time{at(30), at(150), at(290)}, Values: []float64{5, 5, 7}}}
-		// The labels name the series for --fleet's groups.
-		for i := range got {
-			if got[i].Labels["target"] != "scratch" || got[i].Labels["instance"] != "n1" {
-				t.Errorf("series %s has labels %v, want its target and instance among them", got[i].Key, got[i].Labels)
-			}
-			got[i].Labels = nil
-		}
-		if !reflect.DeepEqual(got, want) {
-			t.Fatalf("got %+v, want %+v", got, want)
-		}
+		checkScratchN1Series(t, got, want)
 	})
 
 	t.Run("a run seen in two chunks is one entry; runs before start are dropped", func(t *testing.T) {
@@ -668,16 +675,7 @@ func TestFetchPrometheusRunSplitting(t *testing.T) {
 			t.Fatal(err)
 		}
 		want := []backtest.Series{{Key: "n1/scratch/seq/write", Times: []time.Time{at(60), at(200)}, Values: []float64{2, 3}}}
-		// The labels name the series for --fleet's groups.
-		for i := range got {
-			if got[i].Labels["target"] != "scratch" || got[i].Labels["instance"] != "n1" {
-				t.Errorf("series %s has labels %v, want its target and instance among them", got[i].Key, got[i].Labels)
-			}
-			got[i].Labels = nil
-		}
-		if !reflect.DeepEqual(got, want) {
-			t.Fatalf("got %+v, want %+v", got, want)
-		}
+		checkScratchN1Series(t, got, want)
 	})
 
 	t.Run("keys: job when several, metric when both, sorted; no-run series dropped", func(t *testing.T) {
