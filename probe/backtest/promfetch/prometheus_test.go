@@ -280,24 +280,11 @@ func checkSeries(t *testing.T, what string, got []backtest.Series, want map[stri
 	}
 }
 
-// requirePrometheusTool finds a command of the Debian package prometheus.
-// `make test` must pass on a machine with Go alone, so a missing one skips,
-// loudly; in CI, which installs the package (.ci/packages.txt), it fails,
+// requirePrometheusTool finds a command of the Debian package prometheus,
 // so that the Prometheus reader is never shipped untested.
 func requirePrometheusTool(t *testing.T, name string) string {
 	t.Helper()
-	path, err := exec.LookPath(name)
-	if err == nil {
-		return path
-	}
-	msg := fmt.Sprintf("%s is not on PATH (%v): install the Debian package prometheus (apt-get install prometheus); "+
-		"FetchPrometheus is NOT tested against a real Prometheus in this run", name, err)
-	if os.Getenv("CI") == "true" {
-		t.Fatal(msg)
-	}
-	fmt.Fprintln(os.Stderr, "WARNING: "+msg)
-	t.Skip(msg)
-	return ""
+	return probetest.RequireTool(t, name, "prometheus", "FetchPrometheus against a real Prometheus")
 }
 
 // startPrometheus runs the prometheus binary on an existing TSDB directory
