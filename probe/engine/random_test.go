@@ -26,6 +26,16 @@ func keptRandomFile(target, probe string) string {
 	return filepath.Join(target, "node1", keepDirPrefix+probe, randomFileName)
 }
 
+// keptAfterARun runs p once on target, which must succeed, and returns the
+// path of the file the run keeps for the next one.
+func keptAfterARun(t *testing.T, target string, p probe.ProbeConfig) string {
+	t.Helper()
+	if res := Execute(context.Background(), probefixture.Request(target, p)); !res.OK() {
+		t.Fatalf("%s: %s", res.Reason, res.Error)
+	}
+	return keptRandomFile(target, p.Name)
+}
+
 // keptState is what must survive between runs: the same inode, the full
 // size, and the permission bits that mark a finished preallocation.
 type keptState struct {
@@ -176,10 +186,7 @@ func TestRandomRecreatesAnUnusableFile(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			target := t.TempDir()
-			if res := Execute(context.Background(), probefixture.Request(target, p)); !res.OK() {
-				t.Fatalf("%s: %s", res.Reason, res.Error)
-			}
-			path := keptRandomFile(target, p.Name)
+			path := keptAfterARun(t, target, p)
 			tc.spoil(t, path)
 			res := Execute(context.Background(), probefixture.Request(target, p))
 			checkRandomPhases(t, res, p)
@@ -198,11 +205,8 @@ func TestRandomRecreatesAnUnusableFile(t *testing.T) {
 func TestRandomReplacesASymlinkWithoutFollowingIt(t *testing.T) {
 	target := t.TempDir()
 	p := smallRandom("r")
-	if res := Execute(context.Background(), probefixture.Request(target, p)); !res.OK() {
-		t.Fatalf("%s: %s", res.Reason, res.Error)
-	}
+	path := keptAfterARun(t, target, p)
 	outside, unchanged := outsideFile(t)
-	path := keptRandomFile(target, p.Name)
 	if err := os.Remove(path); err != nil {
 		t.Fatal(err)
 	}
@@ -245,10 +249,7 @@ func TestRandomEnginesBothMeasure(t *testing.T) {
 func TestRandomStopsAtTheDeadline(t *testing.T) {
 	target := t.TempDir()
 	p := smallRandom("r")
-	if res := Execute(context.Background(), probefixture.Request(target, p)); !res.OK() {
-		t.Fatalf("%s: %s", res.Reason, res.Error)
-	}
-	path := keptRandomFile(target, p.Name)
+	path := keptAfterARun(t, target, p)
 	before := statKept(t, path)
 	p.Duration = time.Minute
 	p.Timeout = 5 * time.Minute
