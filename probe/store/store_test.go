@@ -13,6 +13,15 @@ import (
 	"github.com/plateau-exporter/plateau_exporter/probe"
 )
 
+// compareSeries fails the test unless s exports exactly the exposition want
+// of the metrics named.
+func compareSeries(t *testing.T, s *Store, want string, metrics ...string) {
+	t.Helper()
+	if err := testutil.CollectAndCompare(s, strings.NewReader(want), metrics...); err != nil {
+		t.Fatal(err)
+	}
+}
+
 func storeWithProbe() (*Store, *probe.ProbeConfig) {
 	p := probefixture.SmallSeq("s")
 	s := New()
@@ -38,9 +47,7 @@ plateau_probe_success{kind="sequential",probe="s",target="t"} 1
 # TYPE plateau_probe_throughput_bytes_per_second gauge
 plateau_probe_throughput_bytes_per_second{kind="sequential",op="write",probe="s",target="t"} 500
 `
-	if err := testutil.CollectAndCompare(s, strings.NewReader(want), strings.Fields(names)...); err != nil {
-		t.Fatal(err)
-	}
+	compareSeries(t, s, want, strings.Fields(names)...)
 	bad := &probe.Result{Target: "t", Probe: "s", Kind: probe.KindSequential, Start: end, End: end.Add(time.Second), Reason: probe.ReasonEIO, Error: "read: input/output error"}
 	s.Record(bad, false)
 	want = `
@@ -51,9 +58,7 @@ plateau_probe_info{direct="true",engine="sync",kind="sequential",probe="s",targe
 # TYPE plateau_probe_success gauge
 plateau_probe_success{kind="sequential",probe="s",target="t"} 0
 `
-	if err := testutil.CollectAndCompare(s, strings.NewReader(want), strings.Fields(names)...); err != nil {
-		t.Fatal(err)
-	}
+	compareSeries(t, s, want, strings.Fields(names)...)
 	if got := probetest.MetricValue(t, s, "plateau_probe_errors_total", map[string]string{"reason": probe.ReasonEIO}); got != 1 {
 		t.Errorf("errors_total{reason=eio} = %v", got)
 	}

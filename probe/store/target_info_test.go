@@ -3,7 +3,6 @@ package store
 import (
 	"bytes"
 	"os"
-	"strings"
 	"testing"
 
 	"github.com/prometheus/client_golang/prometheus/testutil"
@@ -22,14 +21,6 @@ func configured(t *testing.T, yaml string) (*Store, *probe.Config) {
 	s := New()
 	s.Configure(cfg, nil)
 	return s, cfg
-}
-
-// compareSeries fails the test unless s exports exactly want of metric.
-func compareSeries(t *testing.T, s *Store, want, metric string) {
-	t.Helper()
-	if err := testutil.CollectAndCompare(s, strings.NewReader(want), metric); err != nil {
-		t.Fatal(err)
-	}
 }
 
 // reload configures s again with the first n of cfg's targets, as a
