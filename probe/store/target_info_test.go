@@ -23,6 +23,15 @@ func configured(t *testing.T, yaml string) (*Store, *probe.Config) {
 	return s, cfg
 }
 
+// homeTarget is a config's first target, an ordinary one: neither made
+// by a servers list nor serving a file system.
+const homeTarget = `targets:
+  - name: home
+    path: /tmp
+    probes:
+      - {name: m, kind: metadata}
+`
+
 // reload configures s again with the first n of cfg's targets, as a
 // reload that drops the others.
 func reload(s *Store, cfg *probe.Config, n int) {
@@ -33,12 +42,7 @@ func reload(s *Store, cfg *probe.Config, n int) {
 // plateau_target_server_info names the server of each target a servers
 // list made, follows a reload, and is absent for an ordinary target.
 func TestTargetServerInfo(t *testing.T) {
-	s, cfg := configured(t, `targets:
-  - name: home
-    path: /tmp
-    probes:
-      - {name: m, kind: metadata}
-  - name: scratch
+	s, cfg := configured(t, homeTarget+`  - name: scratch
     path: /mnt/scratch/ost{server}
     servers: ["0", "1"]
     probes:
@@ -63,12 +67,7 @@ plateau_target_server_info{server="1",server_group="scratch",target="scratch-1"}
 // plateau_target_serves_info says which file system a storage server's
 // own target serves, follows a reload, and is absent for other targets.
 func TestTargetServesInfo(t *testing.T) {
-	s, cfg := configured(t, `targets:
-  - name: home
-    path: /tmp
-    probes:
-      - {name: m, kind: metadata}
-  - name: ost0-disk
+	s, cfg := configured(t, homeTarget+`  - name: ost0-disk
     path: /srv/ost0
     serves: scratch
     probes:
