@@ -302,6 +302,23 @@ func TestUnitCapabilities(t *testing.T) {
 	}
 }
 
+// gpfsWholeCommands is the GPFS command lines the collector runs as they
+// stand, without a file system's device in them: the sudoers snippet grants
+// each exactly (TestSudoersCommandLines reads the file, the root-only TestRPM
+// asks sudo itself).
+func gpfsWholeCommands() []string {
+	return []string{
+		"/usr/lpp/mmfs/bin/mmpmon -p -s -i /usr/share/plateau_exporter/mmpmon-client.requests",
+		"/usr/lpp/mmfs/bin/mmpmon -p -s -i /usr/share/plateau_exporter/mmpmon-nsd.requests",
+		"/usr/lpp/mmfs/bin/mmgetstate -Y",
+		"/usr/lpp/mmfs/bin/mmhealth node show -Y",
+		"/usr/lpp/mmfs/bin/mmdiag --waiters -Y",
+		"/usr/lpp/mmfs/bin/mmdiag --iohist",
+		"/usr/lpp/mmfs/bin/mmfsadm test verbs status",
+		"/usr/lpp/mmfs/bin/mmlsfs all -T -Y",
+	}
+}
+
 // The sudoers snippet grants the GPFS command lines the collector runs and
 // the lustre collector's one lctl line, and no other; the root-only TestRPM checks the same through sudo itself. This
 // catches an edit without root: every granted line and the refusal of the
@@ -331,18 +348,9 @@ func TestSudoersCommandLines(t *testing.T) {
 		}
 	}
 	want := map[string][]string{
-		"PLATEAU_GPFS": {
-			"/usr/lpp/mmfs/bin/mmpmon -p -s -i /usr/share/plateau_exporter/mmpmon-client.requests",
-			"/usr/lpp/mmfs/bin/mmpmon -p -s -i /usr/share/plateau_exporter/mmpmon-nsd.requests",
-			"/usr/lpp/mmfs/bin/mmgetstate -Y",
-			"/usr/lpp/mmfs/bin/mmhealth node show -Y",
-			"/usr/lpp/mmfs/bin/mmdiag --waiters -Y",
-			"/usr/lpp/mmfs/bin/mmdiag --iohist",
-			"/usr/lpp/mmfs/bin/mmfsadm test verbs status",
-			"/usr/lpp/mmfs/bin/mmlsfs all -T -Y",
+		"PLATEAU_GPFS": append(gpfsWholeCommands(),
 			"/usr/lpp/mmfs/bin/mmlsdisk [A-Za-z0-9_]* -Y",
-			"/usr/lpp/mmfs/bin/mmlsqos [A-Za-z0-9_]* -Y",
-		},
+			"/usr/lpp/mmfs/bin/mmlsqos [A-Za-z0-9_]* -Y"),
 		"PLATEAU_GPFS_BAD_DEVICE": {
 			"/usr/lpp/mmfs/bin/mmlsdisk *[!A-Za-z0-9_.-]* -Y",
 			"/usr/lpp/mmfs/bin/mmlsqos *[!A-Za-z0-9_.-]* -Y",

@@ -739,16 +739,7 @@ func testSudoers(t *testing.T, root, binRPM string) {
 	// The fixed command lines, then the per-file-system patterns and the
 	// refusal of every device part with another character (see the
 	// sudoers file for why it takes two patterns).
-	fixed := []string{
-		"/usr/lpp/mmfs/bin/mmpmon -p -s -i /usr/share/plateau_exporter/mmpmon-client.requests",
-		"/usr/lpp/mmfs/bin/mmpmon -p -s -i /usr/share/plateau_exporter/mmpmon-nsd.requests",
-		"/usr/lpp/mmfs/bin/mmgetstate -Y",
-		"/usr/lpp/mmfs/bin/mmhealth node show -Y",
-		"/usr/lpp/mmfs/bin/mmdiag --waiters -Y",
-		"/usr/lpp/mmfs/bin/mmdiag --iohist",
-		"/usr/lpp/mmfs/bin/mmfsadm test verbs status",
-		"/usr/lpp/mmfs/bin/mmlsfs all -T -Y",
-	}
+	fixed := gpfsWholeCommands()
 	want := append(append([]string{}, fixed...),
 		"/usr/lpp/mmfs/bin/mmlsdisk [A-Za-z0-9_]* -Y",
 		"/usr/lpp/mmfs/bin/mmlsqos [A-Za-z0-9_]* -Y",

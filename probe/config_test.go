@@ -89,12 +89,31 @@ baselines_file: /var/lib/plateau_exporter/baselines.yml
 	}
 }
 
+// configError is a bad config and the part of its error that names file,
+// line and field.
+type configError struct{ name, yaml, want string }
+
+// checkConfigErrors holds that ParseConfig refuses each config with an
+// error containing its want, one subtest a config.
+func checkConfigErrors(t *testing.T, cases []configError) {
+	t.Helper()
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := ParseConfig([]byte(tc.yaml), "cfg.yml")
+			if err == nil {
+				t.Fatalf("config accepted:\n%s", tc.yaml)
+			}
+			if !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("error %q\ndoes not contain %q", err, tc.want)
+			}
+		})
+	}
+}
+
 // Every bad config must be rejected with an error naming file, line and field.
 func TestBadConfigsNameLineAndField(t *testing.T) {
 	const head = "targets:\n  - name: a\n    path: /tmp\n    probes:\n"
-	for _, tc := range []struct {
-		name, yaml, want string
-	}{
+	checkConfigErrors(t, []configError{
 		{"unknown top-level key", "bogus: 1\n" + head + "      - {name: s, kind: sequential}\n", "cfg.yml:1: bogus: unknown key"},
 		{"unknown target key", "targets:\n  - name: a\n    path: /tmp\n    colour: red\n    probes:\n      - {name: s, kind: sequential}\n", "cfg.yml:4: targets[0].colour: unknown key"},
 		{"unknown probe key", head + "      - name: s\n        kind: sequential\n        blocksize: 4MiB\n", "cfg.yml:7: targets[0].probes[0].blocksize: unknown key"},
@@ -115,17 +134,7 @@ func TestBadConfigsNameLineAndField(t *testing.T) {
 		{"duplicate key", "targets:\n  - name: a\n    name: b\n    path: /tmp\n    probes:\n      - {name: s, kind: sequential}\n", "cfg.yml:3: targets[0].name: duplicate key"},
 		{"yaml syntax", "targets: [\n", "cfg.yml:1: did not find expected node content"},
 		{"no targets", "defaults: {interval: 1m}\n", "cfg.yml:1: targets: at least one target is required"},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			_, err := ParseConfig([]byte(tc.yaml), "cfg.yml")
-			if err == nil {
-				t.Fatalf("config accepted:\n%s", tc.yaml)
-			}
-			if !strings.Contains(err.Error(), tc.want) {
-				t.Fatalf("error %q\ndoes not contain %q", err, tc.want)
-			}
-		})
-	}
+	})
 }
 
 // when_job_running defaults to skip: a probe beside a job slows the job

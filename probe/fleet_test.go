@@ -116,25 +116,18 @@ targets:
 func TestBadFleetConfigsNameLineAndField(t *testing.T) {
 	const head = "targets:\n  - name: a\n    path: /tmp\n"
 	const probes = "    probes:\n      - {name: s, kind: sequential, file_size: 16MiB, block_size: 1MiB}\n"
-	for _, tc := range []struct{ name, fleet, want string }{
-		{"unknown key", "    fleet:\n      nodes: 10\n      max_bytes_per_hours: 1GiB\n", "cfg.yml:6: targets[0].fleet.max_bytes_per_hours: unknown key"},
-		{"no nodes", "    fleet:\n      max_bytes_per_hour: 1GiB\n", "cfg.yml:5: targets[0].fleet.nodes: is required"},
-		{"zero nodes", "    fleet: {nodes: 0, max_bytes_per_hour: 1GiB}\n", "cfg.yml:4: targets[0].fleet.nodes: must be at least 1"},
-		{"bad nodes", "    fleet: {nodes: many}\n", "cfg.yml:4: targets[0].fleet.nodes: invalid integer \"many\""},
-		{"zero budget", "    fleet:\n      nodes: 10\n      max_bytes_per_hour: 0\n", "cfg.yml:6: targets[0].fleet.max_bytes_per_hour: must be positive"},
-		{"decimal budget", "    fleet: {nodes: 10, max_bytes_per_hour: 400GB}\n", "cfg.yml:4: targets[0].fleet.max_bytes_per_hour: invalid size unit \"GB\""},
-		{"bad plateau", "    fleet:\n      nodes: 10\n      filesystem_plateau: fast\n", "cfg.yml:6: targets[0].fleet.filesystem_plateau: invalid rate \"fast\""},
-		{"negative plateau", "    fleet:\n      nodes: 10\n      filesystem_plateau: -5\n", "cfg.yml:6: targets[0].fleet.filesystem_plateau: rate \"-5\" must be a positive"},
-		{"not a mapping", "    fleet: 5000\n", "cfg.yml:4: targets[0].fleet: must be a mapping"},
-		{"budget too small", "    fleet:\n      nodes: 5000\n      max_bytes_per_hour: 1MiB\n", "cfg.yml:6: targets[0].fleet.max_bytes_per_hour: the share 210B per hour would stretch"},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			_, err := ParseConfig([]byte(head+tc.fleet+probes), "cfg.yml")
-			if err == nil || !strings.Contains(err.Error(), tc.want) {
-				t.Fatalf("error %v, want %q", err, tc.want)
-			}
-		})
-	}
+	checkConfigErrors(t, []configError{
+		{"unknown key", head + "    fleet:\n      nodes: 10\n      max_bytes_per_hours: 1GiB\n" + probes, "cfg.yml:6: targets[0].fleet.max_bytes_per_hours: unknown key"},
+		{"no nodes", head + "    fleet:\n      max_bytes_per_hour: 1GiB\n" + probes, "cfg.yml:5: targets[0].fleet.nodes: is required"},
+		{"zero nodes", head + "    fleet: {nodes: 0, max_bytes_per_hour: 1GiB}\n" + probes, "cfg.yml:4: targets[0].fleet.nodes: must be at least 1"},
+		{"bad nodes", head + "    fleet: {nodes: many}\n" + probes, "cfg.yml:4: targets[0].fleet.nodes: invalid integer \"many\""},
+		{"zero budget", head + "    fleet:\n      nodes: 10\n      max_bytes_per_hour: 0\n" + probes, "cfg.yml:6: targets[0].fleet.max_bytes_per_hour: must be positive"},
+		{"decimal budget", head + "    fleet: {nodes: 10, max_bytes_per_hour: 400GB}\n" + probes, "cfg.yml:4: targets[0].fleet.max_bytes_per_hour: invalid size unit \"GB\""},
+		{"bad plateau", head + "    fleet:\n      nodes: 10\n      filesystem_plateau: fast\n" + probes, "cfg.yml:6: targets[0].fleet.filesystem_plateau: invalid rate \"fast\""},
+		{"negative plateau", head + "    fleet:\n      nodes: 10\n      filesystem_plateau: -5\n" + probes, "cfg.yml:6: targets[0].fleet.filesystem_plateau: rate \"-5\" must be a positive"},
+		{"not a mapping", head + "    fleet: 5000\n" + probes, "cfg.yml:4: targets[0].fleet: must be a mapping"},
+		{"budget too small", head + "    fleet:\n      nodes: 5000\n      max_bytes_per_hour: 1MiB\n" + probes, "cfg.yml:6: targets[0].fleet.max_bytes_per_hour: the share 210B per hour would stretch"},
+	})
 }
 
 func TestParseRate(t *testing.T) {

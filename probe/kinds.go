@@ -48,9 +48,7 @@ var sequentialKind = kindSpec{
 	validate: func(p *ProbeConfig) []fieldError {
 		errs := checkWorkers(p, nil)
 		errs = checkBlockSize(p.BlockSize, errs)
-		if p.FileSize <= 0 || (p.BlockSize > 0 && p.FileSize%p.BlockSize != 0) {
-			errs = append(errs, fieldError{"file_size", "must be a positive multiple of block_size"})
-		}
+		errs = checkWholeBlocks(p.FileSize, p.BlockSize, "file_size", errs)
 		if p.ReadAfter < 0 {
 			errs = append(errs, fieldError{"read_after", "must not be negative"})
 		}
@@ -70,9 +68,7 @@ var sharedFileKind = kindSpec{
 	validate: func(p *ProbeConfig) []fieldError {
 		errs := checkWorkers(p, nil)
 		errs = checkBlockSize(p.BlockSize, errs)
-		if p.SegmentSize <= 0 || (p.BlockSize > 0 && p.SegmentSize%p.BlockSize != 0) {
-			errs = append(errs, fieldError{"segment_size", "must be a positive multiple of block_size"})
-		}
+		errs = checkWholeBlocks(p.SegmentSize, p.BlockSize, "segment_size", errs)
 		return errs
 	},
 	bytesPerRun: func(p *ProbeConfig) int64 { return 2 * int64(p.Workers) * p.SegmentSize },
@@ -103,9 +99,7 @@ var randomKind = kindSpec{
 
 func validateRandom(p *ProbeConfig) []fieldError {
 	errs := checkBlockSize(p.BlockSize, nil)
-	if p.FileSize <= 0 || (p.BlockSize > 0 && p.FileSize%p.BlockSize != 0) {
-		errs = append(errs, fieldError{"file_size", "must be a positive multiple of block_size"})
-	}
+	errs = checkWholeBlocks(p.FileSize, p.BlockSize, "file_size", errs)
 	switch {
 	case p.QueueDepth < 1 || p.QueueDepth > MaxQueueDepth:
 		errs = append(errs, fieldError{"queue_depth", "must be between 1 and 1024"})

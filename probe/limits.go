@@ -33,6 +33,15 @@ func checkBlockSize(bs int64, errs []fieldError) []fieldError {
 	return errs
 }
 
+// checkWholeBlocks enforces that a data probe's file or segment of size
+// bytes, the key named key, is moved in whole blocks of the block size.
+func checkWholeBlocks(size, blockSize int64, key string, errs []fieldError) []fieldError {
+	if size <= 0 || (blockSize > 0 && size%blockSize != 0) {
+		errs = append(errs, fieldError{key, "must be a positive multiple of block_size"})
+	}
+	return errs
+}
+
 func checkWorkers(p *ProbeConfig, errs []fieldError) []fieldError {
 	if p.Workers <= 0 || p.Workers > MaxWorkers {
 		errs = append(errs, fieldError{"workers", "must be between 1 and 256"})

@@ -76,9 +76,7 @@ func TestServersShareOneFleetBudget(t *testing.T) {
 // Every bad servers list or path names file, line and field.
 func TestBadServersNameLineAndField(t *testing.T) {
 	const probes = "    probes:\n      - {name: s, kind: sequential}\n"
-	for _, tc := range []struct {
-		name, yaml, want string
-	}{
+	checkConfigErrors(t, []configError{
 		{"empty list", "targets:\n  - name: a\n    path: /tmp/{server}\n    servers: []\n" + probes, "cfg.yml:4: targets[0].servers: must list at least one server"},
 		{"not a list", "targets:\n  - name: a\n    path: /tmp/{server}\n    servers: ost0\n" + probes, "cfg.yml:4: targets[0].servers: must be a list of server names, got"},
 		{"empty name", "targets:\n  - name: a\n    path: /tmp/{server}\n    servers:\n      - \"0\"\n      - \"\"\n" + probes, "cfg.yml:6: targets[0].servers[1]: must not be empty"},
@@ -92,15 +90,5 @@ func TestBadServersNameLineAndField(t *testing.T) {
 		{"no placeholder", "targets:\n  - name: a\n    path: /tmp/ost\n    servers: [\"0\"]\n" + probes, "cfg.yml:3: targets[0].path: must contain {server}"},
 		{"placeholder without servers", "targets:\n  - name: a\n    path: /tmp/ost{server}\n" + probes, "cfg.yml:3: targets[0].path: contains {server} but the target has no servers list"},
 		{"fleet budget too small for the servers", "targets:\n  - name: a\n    path: /tmp/{server}\n    servers: [\"0\", \"1\"]\n    fleet: {nodes: 5000, max_bytes_per_hour: 1MiB}\n" + probes, "cfg.yml:5: targets[0].fleet.max_bytes_per_hour: the share"},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			_, err := ParseConfig([]byte(tc.yaml), "cfg.yml")
-			if err == nil {
-				t.Fatalf("config accepted:\n%s", tc.yaml)
-			}
-			if !strings.Contains(err.Error(), tc.want) {
-				t.Fatalf("error %q\ndoes not contain %q", err, tc.want)
-			}
-		})
-	}
+	})
 }

@@ -19,7 +19,6 @@ import (
 	"path/filepath"
 	"regexp"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
@@ -169,7 +168,6 @@ func startTLSDaemon(t *testing.T, f *webFixture) *tlsDaemon {
 		addr:   addr,
 		url:    "https://" + addr,
 		stderr: &probetest.LogBuffer{},
-		done:   make(chan struct{}),
 		client: &http.Client{
 			Timeout:   30 * time.Second,
 			Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: f.pool}},
@@ -178,30 +176,9 @@ func startTLSDaemon(t *testing.T, f *webFixture) *tlsDaemon {
 	d.cmd = exec.Command(binary, "--web.listen-address="+addr, "--web.enable-lifecycle", "--web.config.file="+f.config,
 		"--config.file="+cfg, "--probe.hostname=n1", "--collector.disable-defaults", "--log.level=debug",
 		"--slurm.cgroup-path="+t.TempDir(), "--slurm.spool-path="+t.TempDir())
-	d.cmd.Stderr = d.stderr
-	if err := d.cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	go func() { _ = d.cmd.Wait(); close(d.done) }()
-	t.Cleanup(func() {
-		_ = d.cmd.Process.Signal(syscall.SIGTERM)
-		select {
-		case <-d.done:
-		case <-time.After(10 * time.Second):
-			_ = d.cmd.Process.Kill()
-			<-d.done
-		}
-		d.client.CloseIdleConnections()
-		if t.Failed() {
-			t.Logf("daemon log:\n%s", d.stderr.String())
-		}
-	})
+	d.done = runUntilCleanup(t, d.cmd, d.stderr, d.client.CloseIdleConnections)
 	probetest.WaitUntil(t, "the daemon to answer /-/healthy over TLS with credentials", 30*time.Second, func() bool {
-		select {
-		case <-d.done:
-			t.Fatalf("daemon exited: %s", d.stderr.String())
-		default:
-		}
+		failIfExited(t, d.done, d.stderr)
 		code, _, err := d.do(http.MethodGet, "/-/healthy", authUser, f.password)
 		return err == nil && code == http.StatusOK
 	})

@@ -157,13 +157,9 @@ func runCharacterize(w *os.File, logger log.Logger, o characterizeOptions) error
 			return exitErr(2, fmt.Errorf("output directory: %w", err))
 		}
 	}
-	selected, err := selectProbes(cfg, o.targets, o.probes)
+	refs, err := selectProbes(cfg, o.targets, o.probes)
 	if err != nil {
 		return exitErr(2, err)
-	}
-	refs := make([]characterize.ProbeRef, len(selected))
-	for i, sp := range selected {
-		refs[i] = characterize.ProbeRef{Target: sp.target, Probe: sp.probe}
 	}
 
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)

@@ -212,16 +212,12 @@ func TestCharacterizeSweepWritesChartAndData(t *testing.T) {
 	if code != 0 {
 		t.Fatalf("exit %d:\n%s\n%s", code, out, stderr)
 	}
-	for _, s := range []string{
+	outputHas(t, out,
 		"sweep of e2e/seq (sequential workers=1 file_size=4MiB block_size=1MiB): workers 1, 2, median of 2 run(s) per step",
 		"OP ", "MAX", "SUSTAINED", "KNEE", "\nwrite ", "\nread ", "suggestion: ",
-		"chart: " + filepath.Join(outDir, "e2e_seq_sweep.svg"),
-		"data:  " + filepath.Join(outDir, "e2e_seq_sweep.csv"),
-	} {
-		if !strings.Contains(out, s) {
-			t.Errorf("output lacks %q:\n%s", s, out)
-		}
-	}
+		"chart: "+filepath.Join(outDir, "e2e_seq_sweep.svg"),
+		"data:  "+filepath.Join(outDir, "e2e_seq_sweep.csv"),
+	)
 	svg, err := os.ReadFile(filepath.Join(outDir, "e2e_seq_sweep.svg"))
 	if err != nil {
 		t.Fatal(err)

@@ -120,20 +120,13 @@ func TestCheckConfigFleetLoad(t *testing.T) {
 	if tg.Probes[0].Interval != 2110*time.Second || tg.Probes[1].Interval != 4220*time.Second {
 		t.Fatalf("stretched intervals %s, %s; want 2110s and 4220s", tg.Probes[0].Interval, tg.Probes[1].Interval)
 	}
-	out, stderr, code := runBinary(t, "--config.file", file, "--probe.hostname", "node0001", "check-config", "--fleet-nodes", "5000")
-	if code != 0 {
-		t.Fatalf("check-config exited %d:\n%s\n%s", code, out, stderr)
-	}
-	for _, want := range []string{
+	out := checkConfigOK(t, "--config.file", file, "--probe.hostname", "node0001", "check-config", "--fleet-nodes", "5000")
+	outputHas(t, out,
 		"scratch  seq     sequential   35m10s (configured 15m0s)",
 		"fleet of target scratch: 5000 nodes (node0001 … node5000, simulated names)\n",
 		"fleet budget 400GiB per hour: a node's share is 81.9MiB per hour",
 		"per node: 192MiB of I/O per hour at the configured intervals, 81.9MiB after stretching them x2.344 (seq 15m0s→35m10s, shared 30m0s→1h10m20s, md 15m0s→35m10s)",
-	} {
-		if !strings.Contains(out, want) {
-			t.Errorf("output lacks %q:\n%s", want, out)
-		}
-	}
+	)
 	mean, peak := printedRate(t, out, "mean"), printedRate(t, out, "peak")
 	if want := arithmeticMean(tg, 5000); math.Abs(mean-want) > 0.5 {
 		t.Errorf("printed mean %v B/s, want nodes x bytes per run / interval = %v", mean, want)
@@ -146,11 +139,7 @@ func TestCheckConfigFleetLoad(t *testing.T) {
 	}
 	herd := fmt.Sprintf("herd factor (peak/mean): %.2f (1.0 = perfectly spread)", peak/mean)
 	plateau := fmt.Sprintf("file system plateau 40GiB/s: mean %.3g%% of it, peak %.3g%%", 100*mean/(40<<30), 100*peak/(40<<30))
-	for _, want := range []string{herd, plateau} {
-		if !strings.Contains(out, want) {
-			t.Errorf("output lacks %q:\n%s", want, out)
-		}
-	}
+	outputHas(t, out, herd, plateau)
 	if peak < mean || peak > 1.5*mean {
 		t.Errorf("a spread fleet of 5000 peaks at %v B/s over a mean of %v", peak, mean)
 	}
@@ -162,10 +151,7 @@ func TestCheckConfigFleetLoad(t *testing.T) {
 func TestCheckConfigFleetLoadWithoutSplay(t *testing.T) {
 	file, cfg := fleetConfig(t, "  splay: false\n", "    fleet: {nodes: 5000, max_bytes_per_hour: 400GiB}\n")
 	tg := cfg.Targets[0]
-	out, stderr, code := runBinary(t, "--config.file", file, "check-config")
-	if code != 0 {
-		t.Fatalf("check-config exited %d:\n%s\n%s", code, out, stderr)
-	}
+	out := checkConfigOK(t, "--config.file", file, "check-config")
 	// seq, shared and md all start at unix time 0 mod their interval.
 	var perRun float64
 	for _, p := range tg.Probes {
@@ -181,11 +167,7 @@ func TestCheckConfigFleetLoadWithoutSplay(t *testing.T) {
 	if peak < 20*mean {
 		t.Errorf("no herd shown: peak %v, mean %v", peak, mean)
 	}
-	for _, want := range []string{"0s into a simulation", "(splay off: every node starts the same probe at the same instant)", "file system plateau: unknown"} {
-		if !strings.Contains(out, want) {
-			t.Errorf("output lacks %q:\n%s", want, out)
-		}
-	}
+	outputHas(t, out, "0s into a simulation", "(splay off: every node starts the same probe at the same instant)", "file system plateau: unknown")
 }
 
 // --hosts places the slots of the named hosts and sets the fleet size; a
@@ -204,20 +186,13 @@ func TestCheckConfigFleetHostsFile(t *testing.T) {
 	if err := os.WriteFile(hostsFile, []byte(sb.String()), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	out, stderr, code := runBinary(t, "--config.file", file, "check-config", "--hosts", hostsFile, "--fleet-bin", "30s")
-	if code != 0 {
-		t.Fatalf("check-config exited %d:\n%s\n%s", code, out, stderr)
-	}
+	out := checkConfigOK(t, "--config.file", file, "check-config", "--hosts", hostsFile, "--fleet-bin", "30s")
 	tg := cfg.Targets[0]
-	for _, want := range []string{
+	outputHas(t, out,
 		"fleet of target scratch: 300 nodes (cn001.cluster … cn300.cluster, from --hosts)",
 		"per node: 192MiB of I/O per hour; no fleet budget (fleet.max_bytes_per_hour): intervals as configured",
 		"in the busiest 30s,",
-	} {
-		if !strings.Contains(out, want) {
-			t.Errorf("output lacks %q:\n%s", want, out)
-		}
-	}
+	)
 	if got, want := printedRate(t, out, "peak"), bruteForcePeak(t, tg, hosts, 30); math.Abs(got-want) > 0.5 {
 		t.Errorf("peak %v B/s, brute force over the file's hosts says %v", got, want)
 	}

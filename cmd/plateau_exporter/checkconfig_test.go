@@ -7,6 +7,27 @@ import (
 	"testing"
 )
 
+// checkConfigOK runs the binary with args (check-config among them),
+// which must exit 0, and returns what it printed.
+func checkConfigOK(t *testing.T, args ...string) string {
+	t.Helper()
+	out, stderr, code := runBinary(t, args...)
+	if code != 0 {
+		t.Fatalf("check-config exited %d:\n%s\n%s", code, out, stderr)
+	}
+	return out
+}
+
+// outputHas fails the test for each of wants that out lacks.
+func outputHas(t *testing.T, out string, wants ...string) {
+	t.Helper()
+	for _, want := range wants {
+		if !strings.Contains(out, want) {
+			t.Errorf("output lacks %q:\n%s", want, out)
+		}
+	}
+}
+
 // check-config prints each target's and the whole config's hourly I/O,
 // and warns about a probe smaller than the smallest good size the
 // baselines file holds for it (characterize --size-sweep's min_<key>).
@@ -41,22 +62,15 @@ func TestCheckConfigHourlyIOAndSmallProbeWarning(t *testing.T) {
 	if err := os.WriteFile(base, []byte(baselines), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	out, stderr, code := runBinary(t, "--config.file", cfg, "check-config")
-	if code != 0 {
-		t.Fatalf("check-config exited %d:\n%s\n%s", code, out, stderr)
-	}
+	out := checkConfigOK(t, "--config.file", cfg, "check-config")
 	// a/seq: 2 × 4MiB × 60 = 480MiB; a/md moves no data; b/seq: 2 × 2 ×
 	// 8MiB × 120 = 3840MiB.
-	for _, want := range []string{
+	outputHas(t, out,
 		"target a: 480MiB of I/O per hour (max_bytes_per_hour 1GiB)",
 		"target b: 3.8GiB of I/O per hour",
 		"all targets: 4.2GiB of I/O per hour",
 		"warning: a/seq: file_size 4MiB is below 16MiB, the smallest size that measured the plateau on this target",
-	} {
-		if !strings.Contains(out, want) {
-			t.Errorf("check-config output lacks %q:\n%s", want, out)
-		}
-	}
+	)
 	if strings.Count(out, "warning:") != 1 {
 		t.Errorf("only a/seq is below its size (md and b/seq are at theirs):\n%s", out)
 	}
@@ -64,7 +78,7 @@ func TestCheckConfigHourlyIOAndSmallProbeWarning(t *testing.T) {
 	if err := os.WriteFile(base, []byte(strings.Replace(baselines, "min_files: 64", "min_file_size: 64", 1)), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	out, _, code = runBinary(t, "--config.file", cfg, "check-config")
+	out, _, code := runBinary(t, "--config.file", cfg, "check-config")
 	if code != 2 || !strings.Contains(out, base+":10: targets.a.md.min_file_size: does not apply to kind metadata") {
 		t.Errorf("exit %d, want 2 naming file, line and field:\n%s", code, out)
 	}
@@ -86,24 +100,17 @@ func TestCheckConfigListsServerTargets(t *testing.T) {
 	if err := os.WriteFile(cfg, []byte(data), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	out, stderr, code := runBinary(t, "--config.file", cfg, "check-config")
-	if code != 0 {
-		t.Fatalf("check-config exited %d:\n%s\n%s", code, out, stderr)
-	}
+	out := checkConfigOK(t, "--config.file", cfg, "check-config")
 	// 2 × 4MiB × 60 = 480MiB an hour per node and server target; the share
 	// of each is 20GiB / 10 nodes / 2 servers = 1GiB.
-	for _, want := range []string{
-		"config " + cfg + " is valid: 2 target(s)",
-		"target scratch-0 (server 0 of scratch, " + dir + "/ost0): 480MiB of I/O per hour",
-		"target scratch-1 (server 1 of scratch, " + dir + "/ost1): 480MiB of I/O per hour",
+	outputHas(t, out,
+		"config "+cfg+" is valid: 2 target(s)",
+		"target scratch-0 (server 0 of scratch, "+dir+"/ost0): 480MiB of I/O per hour",
+		"target scratch-1 (server 1 of scratch, "+dir+"/ost1): 480MiB of I/O per hour",
 		"fleet of target scratch-1: 10 nodes",
 		"  server 1 of scratch: the fleet block covers its 2 servers' targets together, so each gets 1/2 of its budget",
 		"fleet budget 20GiB per hour: a node's share is 1GiB per hour",
-	} {
-		if !strings.Contains(out, want) {
-			t.Errorf("check-config output lacks %q:\n%s", want, out)
-		}
-	}
+	)
 	if !strings.Contains(out, "\nscratch-0 ") || !strings.Contains(out, "\nscratch-1 ") {
 		t.Errorf("check-config's table lacks a row per server target:\n%s", out)
 	}

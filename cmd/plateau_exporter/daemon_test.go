@@ -54,7 +54,7 @@ type daemon struct {
 func startDaemon(t *testing.T, args ...string) *daemon {
 	t.Helper()
 	addr := probetest.FreeAddr(t)
-	d := &daemon{t: t, url: "http://" + addr, stderr: &probetest.LogBuffer{}, done: make(chan struct{})}
+	d := &daemon{t: t, url: "http://" + addr, stderr: &probetest.LogBuffer{}}
 	base := []string{"--web.listen-address=" + addr, "--log.level=debug"}
 	// The tests reload over HTTP; a test of the default gate says
 	// --no-web.enable-lifecycle.
@@ -70,29 +70,9 @@ func startDaemon(t *testing.T, args ...string) *daemon {
 		}
 	}
 	d.cmd = exec.Command(binary, append(base, args...)...)
-	d.cmd.Stderr = d.stderr
-	if err := d.cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	go func() { _ = d.cmd.Wait(); close(d.done) }()
-	t.Cleanup(func() {
-		_ = d.cmd.Process.Signal(syscall.SIGTERM)
-		select {
-		case <-d.done:
-		case <-time.After(10 * time.Second):
-			_ = d.cmd.Process.Kill()
-			<-d.done
-		}
-		if t.Failed() {
-			t.Logf("daemon log:\n%s", d.stderr.String())
-		}
-	})
+	d.done = runUntilCleanup(t, d.cmd, d.stderr, nil)
 	probetest.WaitUntil(t, "the daemon to answer /-/healthy", 30*time.Second, func() bool {
-		select {
-		case <-d.done:
-			t.Fatalf("daemon exited: %s", d.stderr.String())
-		default:
-		}
+		failIfExited(t, d.done, d.stderr)
 		resp, err := http.Get(d.url + "/-/healthy")
 		if err != nil {
 			return false
@@ -101,6 +81,47 @@ func startDaemon(t *testing.T, args ...string) *daemon {
 		return resp.StatusCode == http.StatusOK
 	})
 	return d
+}
+
+// runUntilCleanup starts cmd, its stderr into log, and returns a channel
+// closed when it exits. The test's cleanup stops it (SIGTERM, SIGKILL after
+// 10 s), then runs after when not nil, and logs what it wrote if the test
+// failed.
+func runUntilCleanup(t *testing.T, cmd *exec.Cmd, log *probetest.LogBuffer, after func()) chan struct{} {
+	t.Helper()
+	cmd.Stderr = log
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan struct{})
+	go func() { _ = cmd.Wait(); close(done) }()
+	t.Cleanup(func() {
+		_ = cmd.Process.Signal(syscall.SIGTERM)
+		select {
+		case <-done:
+		case <-time.After(10 * time.Second):
+			_ = cmd.Process.Kill()
+			<-done
+		}
+		if after != nil {
+			after()
+		}
+		if t.Failed() {
+			t.Logf("daemon log:\n%s", log.String())
+		}
+	})
+	return done
+}
+
+// failIfExited fails the test with the daemon's log once it has exited:
+// a start-up wait would else wait out its deadline for a daemon that is gone.
+func failIfExited(t *testing.T, done <-chan struct{}, log *probetest.LogBuffer) {
+	t.Helper()
+	select {
+	case <-done:
+		t.Fatalf("daemon exited: %s", log.String())
+	default:
+	}
 }
 
 func (d *daemon) get(path string) (int, string) {

@@ -130,11 +130,7 @@ func startFaultDaemon(t *testing.T, bin, config string) *faultDaemon {
 	t.Helper()
 	d := startFaultDaemonNoWait(t, bin, config, probetest.FreeAddr(t))
 	waitFor(t, "the daemon to answer /-/healthy", func() bool {
-		select {
-		case <-d.done:
-			t.Fatalf("daemon exited at start: %s", d.log.String())
-		default:
-		}
+		failIfExited(t, d.done, d.log)
 		resp, err := d.client.Get(d.url + "/-/healthy")
 		if err != nil {
 			return false
@@ -203,6 +199,25 @@ func (d *faultDaemon) stop() {
 	// TimeoutStopSec=30s.
 	case <-time.After(25 * time.Second):
 		d.t.Errorf("daemon did not exit 25s after SIGTERM; killing it")
+		_ = d.cmd.Process.Kill()
+		<-d.done
+	}
+}
+
+// exitsOnTERM sends the daemon SIGTERM and fails the test unless it exits
+// within the unit's TimeoutStopSec, after which systemd would SIGKILL it
+// (and so does this); while names the situation for the messages.
+func (d *faultDaemon) exitsOnTERM(t *testing.T, while string) {
+	t.Helper()
+	stopAt := time.Now()
+	if err := d.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-d.done:
+		t.Logf("daemon exited %s after SIGTERM %s", time.Since(stopAt).Round(time.Millisecond), while)
+	case <-time.After(timeoutStopSec):
+		t.Errorf("daemon still running %s after SIGTERM %s (systemd would SIGKILL it now)", timeoutStopSec, while)
 		_ = d.cmd.Process.Kill()
 		<-d.done
 	}
@@ -334,6 +349,14 @@ func writeFaultConfig(t *testing.T, yaml string) string {
 		t.Fatal(err)
 	}
 	return path
+}
+
+// oneTargetConfig writes a config of one target, name at path, whose only
+// probe is the flow mapping probe; splay is off so that its first run
+// starts at once.
+func oneTargetConfig(t *testing.T, name, path, probe string) string {
+	t.Helper()
+	return writeFaultConfig(t, fmt.Sprintf("defaults:\n  splay: false\ntargets:\n  - name: %s\n    path: %s\n    probes:\n      - %s\n", name, path, probe))
 }
 
 // procStats is what the tests watch of a process in /proc.

@@ -449,14 +449,7 @@ func TestDaemonKilledMidRunLeavesNothing(t *testing.T) {
 	requireRoot(t)
 	bin := buildDaemon(t)
 	f := mountFault(t, faultfs.Options{})
-	cfg := writeFaultConfig(t, fmt.Sprintf(`defaults:
-  splay: false
-targets:
-  - name: kill
-    path: %s
-    probes:
-      - {name: seq, kind: sequential, workers: 1, file_size: 8MiB, block_size: 256KiB, interval: 6s, timeout: 5s}
-`, f.MountPoint()))
+	cfg := oneTargetConfig(t, "kill", f.MountPoint(), "{name: seq, kind: sequential, workers: 1, file_size: 8MiB, block_size: 256KiB, interval: 6s, timeout: 5s}")
 	probe := []string{"target=kill", "probe=seq"}
 	probeDir := filepath.Join(f.Backing(), hostname)
 

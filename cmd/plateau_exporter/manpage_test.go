@@ -2,7 +2,6 @@ package main
 
 import (
 	"bytes"
-	"fmt"
 	"os"
 	"os/exec"
 	"regexp"
@@ -12,6 +11,8 @@ import (
 	"path/filepath"
 
 	"github.com/alecthomas/kingpin/v2"
+
+	"github.com/plateau-exporter/plateau_exporter/internal/probetest"
 )
 
 // The .TH line is one line of quoted fields, whatever the version text.
@@ -25,22 +26,10 @@ func TestManPageTemplateTH(t *testing.T) {
 	}
 }
 
-// requireMan finds man-db's man (Debian man-db). `go test` must pass
-// with Go alone, so a missing one skips, loudly; in CI, which installs it
-// (.ci/packages.txt), it fails.
+// requireMan finds man-db's man (Debian man-db).
 func requireMan(t *testing.T) string {
 	t.Helper()
-	path, err := exec.LookPath("man")
-	if err == nil {
-		return path
-	}
-	msg := fmt.Sprintf("man is not on PATH (%v): install the Debian package man-db; the man page is NOT rendered in this run", err)
-	if os.Getenv("CI") == "true" {
-		t.Fatal(msg)
-	}
-	fmt.Fprintln(os.Stderr, "WARNING: "+msg)
-	t.Skip(msg)
-	return ""
+	return probetest.RequireTool(t, "man", "man-db", "the man page's rendering")
 }
 
 // `plateau_exporter --help-man | man -l -` renders a page: the header and

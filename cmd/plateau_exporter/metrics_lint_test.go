@@ -12,6 +12,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/plateau-exporter/plateau_exporter/internal/probetest"
 )
 
 // lintAccepted are the problems `promtool check metrics` reports on the
@@ -31,22 +33,10 @@ var lintAccepted = map[string]string{
 // changes from run to run; promtool needs a number there.
 var volatileValue = regexp.MustCompile(`(?m) <volatile>$`)
 
-// requirePromtool finds promtool of the Debian package prometheus. `go
-// test` must pass with Go alone, so a missing one skips, loudly; in CI,
-// which installs it (.ci/packages.txt), it fails.
+// requirePromtool finds promtool of the Debian package prometheus.
 func requirePromtool(t *testing.T) string {
 	t.Helper()
-	path, err := exec.LookPath("promtool")
-	if err == nil {
-		return path
-	}
-	msg := fmt.Sprintf("promtool is not on PATH (%v): install the Debian package prometheus; the golden /metrics is NOT linted in this run", err)
-	if os.Getenv("CI") == "true" {
-		t.Fatal(msg)
-	}
-	fmt.Fprintln(os.Stderr, "WARNING: "+msg)
-	t.Skip(msg)
-	return ""
+	return probetest.RequireTool(t, "promtool", "prometheus", "the golden /metrics' lint")
 }
 
 // TestGoldenMetricsLint runs `promtool check metrics` on the golden

@@ -16,6 +16,7 @@ import (
 	"github.com/go-kit/log"
 
 	"github.com/plateau-exporter/plateau_exporter/probe"
+	"github.com/plateau-exporter/plateau_exporter/probe/characterize"
 	"github.com/plateau-exporter/plateau_exporter/probe/plateau"
 	"github.com/plateau-exporter/plateau_exporter/probe/worker"
 )
@@ -66,8 +67,8 @@ func runProbes(w io.Writer, logger log.Logger, o probeOptions) error {
 	var report plateau.ProbeReport
 	for _, sp := range selected {
 		from := len(report.Ops)
-		res := runWhenFree(ctx, runner, probe.NewRequest(sp.target, sp.probe, o.hostname), sp.probe.Timeout)
-		report.Add(sp.target, sp.probe, res, baselines)
+		res := runWhenFree(ctx, runner, probe.NewRequest(sp.Target, sp.Probe, o.hostname), sp.Probe.Timeout)
+		report.Add(sp.Target, sp.Probe, res, baselines)
 		// One run below the plateau is one sample of a node that may be
 		// busy for a moment; what acts on the exit status (a prolog that
 		// drains the node) must not rest on it. As NHC checks are usually
@@ -81,8 +82,8 @@ func runProbes(w io.Writer, logger log.Logger, o probeOptions) error {
 		}
 		report.MarkAttempt(from, 1)
 		second := len(report.Ops)
-		res = runWhenFree(ctx, runner, probe.NewRequest(sp.target, sp.probe, o.hostname), sp.probe.Timeout)
-		report.Add(sp.target, sp.probe, res, baselines)
+		res = runWhenFree(ctx, runner, probe.NewRequest(sp.Target, sp.Probe, o.hostname), sp.Probe.Timeout)
+		report.Add(sp.Target, sp.Probe, res, baselines)
 		report.MarkAttempt(second, 2)
 	}
 	if o.output == "json" {
@@ -125,13 +126,10 @@ func loadProbeBaselines(stderr io.Writer, cfg *probe.Config, allowMissing bool) 
 	return nil, fmt.Errorf("%w (write it with `plateau_exporter characterize`; before the first characterization, --allow-missing-baselines shows results without plateaus)", err)
 }
 
-type selectedProbe struct {
-	target *probe.Target
-	probe  *probe.ProbeConfig
-}
-
-func selectProbes(cfg *probe.Config, targets, probes []string) ([]selectedProbe, error) {
-	var out []selectedProbe
+// selectProbes is the configured probes the --target and --probe flags
+// name (all when empty), in config order.
+func selectProbes(cfg *probe.Config, targets, probes []string) ([]characterize.ProbeRef, error) {
+	var out []characterize.ProbeRef
 	for _, t := range cfg.Targets {
 		if len(targets) > 0 && !slices.Contains(targets, t.Name) {
 			continue
@@ -140,7 +138,7 @@ func selectProbes(cfg *probe.Config, targets, probes []string) ([]selectedProbe,
 			if len(probes) > 0 && !slices.Contains(probes, p.Name) {
 				continue
 			}
-			out = append(out, selectedProbe{t, p})
+			out = append(out, characterize.ProbeRef{Target: t, Probe: p})
 		}
 	}
 	if len(out) == 0 {

@@ -92,18 +92,7 @@ func TestDaemonHostileSIGTERMDuringHungReload(t *testing.T) {
 	}
 	// A run is in flight on the local target when the stop comes.
 	waitFor(t, "a run on the local target in flight", func() bool { return len(runDirs(t, probeDir)) > 0 })
-	stopAt := time.Now()
-	if err := d.cmd.Process.Signal(syscall.SIGTERM); err != nil {
-		t.Fatal(err)
-	}
-	select {
-	case <-d.done:
-		t.Logf("daemon exited %s after SIGTERM, with a reload blocked on the hung mount", time.Since(stopAt).Round(time.Millisecond))
-	case <-time.After(timeoutStopSec):
-		t.Errorf("daemon still running %s after SIGTERM (systemd would SIGKILL it now)", timeoutStopSec)
-		_ = d.cmd.Process.Kill()
-		<-d.done
-	}
+	d.exitsOnTERM(t, "with a reload blocked on the hung mount")
 	if left := runDirs(t, probeDir); len(left) > 0 {
 		t.Errorf("the stop left probe files on the local target: %v", left)
 	}
@@ -169,14 +158,7 @@ func TestDaemonHostileSIGTERMWorkerOnHungMount(t *testing.T) {
 	requireRoot(t)
 	bin := buildDaemon(t)
 	f := mountFault(t, faultfs.Options{})
-	cfg := writeFaultConfig(t, fmt.Sprintf(`defaults:
-  splay: false
-targets:
-  - name: hung
-    path: %s
-    probes:
-      - {name: md, kind: metadata, workers: 1, files: 100000, file_size: 0, interval: 30s, timeout: 29s}
-`, f.MountPoint()))
+	cfg := oneTargetConfig(t, "hung", f.MountPoint(), "{name: md, kind: metadata, workers: 1, files: 100000, file_size: 0, interval: 30s, timeout: 29s}")
 	d := startFaultDaemon(t, bin, cfg)
 	waitFor(t, "a worker running", func() bool { return len(children(d.pid())) > 0 })
 	f.Set(faultfs.Hang())
@@ -186,18 +168,7 @@ targets:
 	if err := f.WaitBlocked(ctx, 1); err != nil {
 		t.Fatalf("the worker never blocked on the hung mount: %v", err)
 	}
-	stopAt := time.Now()
-	if err := d.cmd.Process.Signal(syscall.SIGTERM); err != nil {
-		t.Fatal(err)
-	}
-	select {
-	case <-d.done:
-		t.Logf("daemon exited %s after SIGTERM with its worker blocked on the hung mount", time.Since(stopAt).Round(time.Millisecond))
-	case <-time.After(timeoutStopSec):
-		t.Errorf("daemon still running %s after SIGTERM with its worker on a hung mount", timeoutStopSec)
-		_ = d.cmd.Process.Kill()
-		<-d.done
-	}
+	d.exitsOnTERM(t, "with its worker blocked on the hung mount")
 }
 
 // fewestGoroutines is the daemon's go_goroutines, the fewest of six

@@ -17,7 +17,6 @@ import (
 	"github.com/go-kit/log/level"
 
 	"github.com/plateau-exporter/plateau_exporter/probe"
-	"github.com/plateau-exporter/plateau_exporter/probe/characterize"
 	"github.com/plateau-exporter/plateau_exporter/probe/characterize/slurm"
 	"github.com/plateau-exporter/plateau_exporter/probe/engine"
 )
@@ -52,13 +51,9 @@ func runFleetCharacterize(w io.Writer, logger log.Logger, o characterizeOptions)
 	if err != nil {
 		return exitErr(2, err)
 	}
-	selected, err := selectProbes(cfg, o.targets, o.probes)
+	refs, err := selectProbes(cfg, o.targets, o.probes)
 	if err != nil {
 		return exitErr(2, err)
-	}
-	refs := make([]characterize.ProbeRef, len(selected))
-	for i, sp := range selected {
-		refs[i] = characterize.ProbeRef{Target: sp.target, Probe: sp.probe}
 	}
 	self, err := os.Executable()
 	if err != nil {

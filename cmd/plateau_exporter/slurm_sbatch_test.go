@@ -9,22 +9,37 @@ import (
 	"testing"
 )
 
+// bashScript is the text of the shell script at path, which bash -n must
+// accept.
+func bashScript(t *testing.T, path string) []byte {
+	t.Helper()
+	if out, err := exec.Command("bash", "-n", path).CombinedOutput(); err != nil {
+		t.Fatalf("bash -n %s: %v\n%s", path, err, out)
+	}
+	text, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return text
+}
+
+// commandHelp is what `plateau_exporter <command> --help` prints, both
+// streams: the flags a script may pass it.
+func commandHelp(t *testing.T, command string) string {
+	t.Helper()
+	help, stderr, code := runBinary(t, command, "--help")
+	if code != 0 {
+		t.Fatalf("%s --help: exit %d: %s", command, code, stderr)
+	}
+	return help + stderr
+}
+
 // The sbatch script of the fleet characterization is valid bash, and every
 // flag it passes to characterize is one the command has.
 func TestCharacterizeSbatchScriptFlagsExist(t *testing.T) {
 	const script = "../../packaging/slurm/characterize.sbatch"
-	if out, err := exec.Command("bash", "-n", script).CombinedOutput(); err != nil {
-		t.Fatalf("bash -n %s: %v\n%s", script, err, out)
-	}
-	text, err := os.ReadFile(script)
-	if err != nil {
-		t.Fatal(err)
-	}
-	help, stderr, code := runBinary(t, "characterize", "--help")
-	if code != 0 {
-		t.Fatalf("characterize --help: exit %d: %s", code, stderr)
-	}
-	help += stderr
+	text := bashScript(t, script)
+	help := commandHelp(t, "characterize")
 	// The command line: from the characterize call to the end of its
 	// continued lines.
 	i := strings.Index(string(text), `"$PLATEAU" --config.file`)
@@ -55,9 +70,7 @@ func TestCharacterizeSbatchScriptFlagsExist(t *testing.T) {
 // epilog drains the node.
 func TestEpilogScript(t *testing.T) {
 	const script = "../../packaging/slurm/epilog.sh"
-	if out, err := exec.Command("bash", "-n", script).CombinedOutput(); err != nil {
-		t.Fatalf("bash -n %s: %v\n%s", script, err, out)
-	}
+	text := bashScript(t, script)
 	if _, err := exec.LookPath("shellcheck"); err == nil {
 		if out, err := exec.Command("shellcheck", script).CombinedOutput(); err != nil {
 			t.Errorf("shellcheck %s: %v\n%s", script, err, out)
@@ -65,15 +78,7 @@ func TestEpilogScript(t *testing.T) {
 	} else {
 		t.Log("shellcheck not installed; only bash -n checked")
 	}
-	text, err := os.ReadFile(script)
-	if err != nil {
-		t.Fatal(err)
-	}
-	help, stderr, code := runBinary(t, "probe", "--help")
-	if code != 0 {
-		t.Fatalf("probe --help: exit %d: %s", code, stderr)
-	}
-	help += stderr
+	help := commandHelp(t, "probe")
 	for _, f := range regexp.MustCompile(`(--(?:config\.file|probe|output|target))=`).FindAllStringSubmatch(string(text), -1) {
 		if !strings.Contains(help, f[1]+"=") {
 			t.Errorf("%s passes %s, which probe does not have", script, f[1])

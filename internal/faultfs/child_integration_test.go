@@ -99,24 +99,15 @@ func childDo(req request, fds map[string]int) (reply, error) {
 	var rep reply
 	switch req.Op {
 	case "open":
+		bits := map[string]int{"r": syscall.O_RDONLY, "w": syscall.O_WRONLY, "rw": syscall.O_RDWR,
+			"creat": syscall.O_CREAT, "excl": syscall.O_EXCL, "trunc": syscall.O_TRUNC}
 		flags := syscall.O_CLOEXEC
 		for _, f := range req.Flags {
-			switch f {
-			case "r":
-				flags |= syscall.O_RDONLY
-			case "w":
-				flags |= syscall.O_WRONLY
-			case "rw":
-				flags |= syscall.O_RDWR
-			case "creat":
-				flags |= syscall.O_CREAT
-			case "excl":
-				flags |= syscall.O_EXCL
-			case "trunc":
-				flags |= syscall.O_TRUNC
-			default:
+			bit, ok := bits[f]
+			if !ok {
 				return rep, fmt.Errorf("unknown open flag %q", f)
 			}
+			flags |= bit
 		}
 		return rep, retry(func() error {
 			fd, err := syscall.Open(req.Path, flags, 0o644)

@@ -3,7 +3,6 @@
 package faultfs
 
 import (
-	"context"
 	"os"
 	"path/filepath"
 	"slices"
@@ -15,10 +14,27 @@ import (
 // the tests assert the state, never how fast it came.
 const waitTimeout = 60 * time.Second
 
-func waitCtx(t *testing.T) context.Context {
-	ctx, cancel := context.WithTimeout(context.Background(), waitTimeout)
-	t.Cleanup(cancel)
-	return ctx
+// inMount is the path p names below f's mount point; "" stays no path.
+func inMount(f *FS, p string) string {
+	if p == "" {
+		return ""
+	}
+	return filepath.Join(f.MountPoint(), p)
+}
+
+// childHungInStat mounts an FS in Hang and has a child stat a file of it:
+// when it returns, the child's stat is held in the FS.
+func childHungInStat(t *testing.T) (*FS, *child) {
+	t.Helper()
+	f := MountForTest(t, "", "", Options{})
+	c := startChild(t)
+	writeBacking(t, f, "file", "content")
+	f.Set(Hang())
+	c.send(request{Op: "stat", Path: filepath.Join(f.MountPoint(), "file")})
+	if err := f.WaitBlocked(timeoutCtx(t, waitTimeout), 1); err != nil {
+		t.Fatal(err)
+	}
+	return f, c
 }
 
 func writeBacking(t *testing.T, f *FS, name, data string) {
@@ -143,25 +159,19 @@ func TestErrorModes(t *testing.T) {
 		t.Run(tc.mode.String(), func(t *testing.T) {
 			f := MountForTest(t, "", "", Options{})
 			c := startChild(t)
-			abs := func(p string) string {
-				if p == "" {
-					return ""
-				}
-				return filepath.Join(f.MountPoint(), p)
-			}
 			writeBacking(t, f, "file", "content")
-			c.expect(request{Op: "open", ID: "pre", Path: abs("file"), Flags: []string{"rw"}}, "")
+			c.expect(request{Op: "open", ID: "pre", Path: inMount(f, "file"), Flags: []string{"rw"}}, "")
 
 			f.Set(tc.mode)
 			for _, s := range tc.steps {
 				req := s.req
-				req.Path, req.To = abs(req.Path), abs(req.To)
+				req.Path, req.To = inMount(f, req.Path), inMount(f, req.To)
 				c.expect(req, s.errno)
 			}
 
 			f.Set(Normal())
-			c.expect(request{Op: "stat", Path: abs("file")}, "")
-			c.expect(request{Op: "create", Path: abs("after")}, "")
+			c.expect(request{Op: "stat", Path: inMount(f, "file")}, "")
+			c.expect(request{Op: "create", Path: inMount(f, "after")}, "")
 			if r := c.expect(request{Op: "read", ID: "pre"}, ""); r.Data == "" {
 				t.Error("read after returning to normal: no data")
 			}
@@ -223,26 +233,20 @@ func TestHangSIGKILL(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			f := MountForTest(t, "", "", Options{})
 			c := startChild(t)
-			abs := func(p string) string {
-				if p == "" {
-					return ""
-				}
-				return filepath.Join(f.MountPoint(), p)
-			}
 			writeBacking(t, f, "file", "content")
 			if err := os.Mkdir(filepath.Join(f.Backing(), "sub"), 0o755); err != nil {
 				t.Fatal(err)
 			}
 			for _, req := range tc.setup {
-				req.Path = abs(req.Path)
+				req.Path = inMount(f, req.Path)
 				c.expect(req, "")
 			}
 
 			f.Set(tc.mode)
 			req := tc.hang
-			req.Path = abs(req.Path)
+			req.Path = inMount(f, req.Path)
 			c.send(req)
-			ctx := waitCtx(t)
+			ctx := timeoutCtx(t, waitTimeout)
 			if err := f.WaitBlocked(ctx, 1); err != nil {
 				t.Fatalf("the child's %s never reached the FS: %v", tc.name, err)
 			}
@@ -269,7 +273,7 @@ func TestReleaseAfterHang(t *testing.T) {
 	f := MountForTest(t, "", "", Options{})
 	writeBacking(t, f, "file", "content")
 	file := filepath.Join(f.MountPoint(), "file")
-	ctx := waitCtx(t)
+	ctx := timeoutCtx(t, waitTimeout)
 
 	first := startChild(t)
 	first.expect(request{Op: "open", ID: "fd", Path: file, Flags: []string{"r"}}, "")
@@ -319,14 +323,7 @@ func TestReleaseAfterHang(t *testing.T) {
 // TestSetWakesHungRequests: a request waiting in Hang decides again under
 // the new mode, so switching to Stale fails it instead of letting it in.
 func TestSetWakesHungRequests(t *testing.T) {
-	f := MountForTest(t, "", "", Options{})
-	c := startChild(t)
-	writeBacking(t, f, "file", "content")
-	f.Set(Hang())
-	c.send(request{Op: "stat", Path: filepath.Join(f.MountPoint(), "file")})
-	if err := f.WaitBlocked(waitCtx(t), 1); err != nil {
-		t.Fatal(err)
-	}
+	f, c := childHungInStat(t)
 	f.Set(Stale())
 	if r := c.next("stat after switching from hang to stale"); r.Errno != "ESTALE" {
 		t.Errorf("stat after switching from hang to stale: %q, want ESTALE", r.Errno)
@@ -400,14 +397,7 @@ func TestLazyUnmount(t *testing.T) {
 // TestUnmountWhileHung is what every test's cleanup relies on: Unmount
 // ends a hang first, so the stuck caller completes and the unmount works.
 func TestUnmountWhileHung(t *testing.T) {
-	f := MountForTest(t, "", "", Options{})
-	c := startChild(t)
-	writeBacking(t, f, "file", "content")
-	f.Set(Hang())
-	c.send(request{Op: "stat", Path: filepath.Join(f.MountPoint(), "file")})
-	if err := f.WaitBlocked(waitCtx(t), 1); err != nil {
-		t.Fatal(err)
-	}
+	f, c := childHungInStat(t)
 	if err := f.Unmount(); err != nil {
 		t.Fatal(err)
 	}

@@ -2,6 +2,7 @@ package faultfs
 
 import (
 	"context"
+	"strconv"
 	"syscall"
 	"testing"
 	"time"
@@ -11,10 +12,20 @@ import (
 // assert the state, never how fast it came.
 const testTimeout = 30 * time.Second
 
-func timeoutCtx(t *testing.T) context.Context {
-	ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
+// timeoutCtx is a context that ends after d and at the end of the test.
+func timeoutCtx(t *testing.T, d time.Duration) context.Context {
+	ctx, cancel := context.WithTimeout(context.Background(), d)
 	t.Cleanup(cancel)
 	return ctx
+}
+
+// waitExactlyBlocked waits until exactly n requests are blocked in g,
+// failing the test at ctx's end.
+func waitExactlyBlocked(t *testing.T, ctx context.Context, g *gate, n int) {
+	t.Helper()
+	if err := g.waitBlocked(ctx, strconv.Itoa(n), func(b int) bool { return b == n }); err != nil {
+		t.Fatal(err)
+	}
 }
 
 // enterAsync runs one request through g on its own goroutine, as go-fuse
@@ -48,12 +59,10 @@ func TestGateHangUntilSet(t *testing.T) {
 	} {
 		t.Run(tc.next.String(), func(t *testing.T) {
 			g := newGate(Hang())
-			ctx := timeoutCtx(t)
+			ctx := timeoutCtx(t, testTimeout)
 			a := enterAsync(context.Background(), g, OpWrite)
 			b := enterAsync(context.Background(), g, OpWrite)
-			if err := g.waitBlocked(ctx, "2", func(n int) bool { return n == 2 }); err != nil {
-				t.Fatal(err)
-			}
+			waitExactlyBlocked(t, ctx, g, 2)
 			select {
 			case e := <-a:
 				t.Fatalf("a hung request returned %v before the mode changed", e)
@@ -66,9 +75,7 @@ func TestGateHangUntilSet(t *testing.T) {
 			if e := result(t, b, "second"); e != tc.want {
 				t.Errorf("second request after switching to %s: %v, want %v", tc.next, e, tc.want)
 			}
-			if err := g.waitBlocked(ctx, "0", func(n int) bool { return n == 0 }); err != nil {
-				t.Fatal(err)
-			}
+			waitExactlyBlocked(t, ctx, g, 0)
 			if g.ops() != 2 || g.count(OpWrite) != 2 || g.interrupts() != 0 {
 				t.Errorf("counters: ops=%d write=%d interrupted=%d", g.ops(), g.count(OpWrite), g.interrupts())
 			}
@@ -80,16 +87,12 @@ func TestGateHangUntilSet(t *testing.T) {
 // another keeps the request waiting.
 func TestGateHangStaysThroughOtherHang(t *testing.T) {
 	g := newGate(Hang())
-	ctx := timeoutCtx(t)
+	ctx := timeoutCtx(t, testTimeout)
 	res := enterAsync(context.Background(), g, OpLookup)
-	if err := g.waitBlocked(ctx, "1", func(n int) bool { return n == 1 }); err != nil {
-		t.Fatal(err)
-	}
+	waitExactlyBlocked(t, ctx, g, 1)
 	g.set(Latency(time.Hour))
 	g.set(Hang())
-	if err := g.waitBlocked(ctx, "1", func(n int) bool { return n == 1 }); err != nil {
-		t.Fatal(err)
-	}
+	waitExactlyBlocked(t, ctx, g, 1)
 	select {
 	case e := <-res:
 		t.Fatalf("request left the hang (%v) on a switch to another waiting mode", e)
@@ -107,12 +110,10 @@ func TestGateInterrupt(t *testing.T) {
 	for _, m := range []Mode{Hang(), Latency(time.Hour)} {
 		t.Run(m.String(), func(t *testing.T) {
 			g := newGate(m)
-			ctx := timeoutCtx(t)
+			ctx := timeoutCtx(t, testTimeout)
 			reqCtx, interrupt := context.WithCancel(context.Background())
 			res := enterAsync(reqCtx, g, OpRead)
-			if err := g.waitBlocked(ctx, "1", func(n int) bool { return n == 1 }); err != nil {
-				t.Fatal(err)
-			}
+			waitExactlyBlocked(t, ctx, g, 1)
 			interrupt()
 			if e := result(t, res, "interrupted"); e != syscall.EINTR {
 				t.Errorf("interrupted request: %v, want EINTR", e)
@@ -143,9 +144,7 @@ func TestGateLatency(t *testing.T) {
 func TestGateLatencyCutShortBySet(t *testing.T) {
 	g := newGate(Latency(time.Hour))
 	res := enterAsync(context.Background(), g, OpStatfs)
-	if err := g.waitBlocked(timeoutCtx(t), "1", func(n int) bool { return n == 1 }); err != nil {
-		t.Fatal(err)
-	}
+	waitExactlyBlocked(t, timeoutCtx(t, testTimeout), g, 1)
 	g.set(ReadOnly())
 	if e := result(t, res, "statfs"); e != 0 {
 		t.Errorf("statfs released into read-only: %v", e)

@@ -192,27 +192,27 @@ type verdict struct {
 // decide is the whole fault policy: the mode and the request's class in,
 // the verdict out. It is pure so it can be tested without a mount.
 func decide(m Mode, c class) verdict {
+	// A failing mode fails the requests of the classes it affects and
+	// lets the others through.
+	failIf := func(affected class, errno unix.Errno) verdict {
+		if c&affected != 0 {
+			return verdict{errno: errno}
+		}
+		return verdict{}
+	}
 	switch m.kind {
 	case kindHang:
 		return verdict{hang: true}
 	case kindLatency:
 		return verdict{delay: m.delay}
 	case kindFailReadEIO:
-		if c&classRead != 0 {
-			return verdict{errno: unix.EIO}
-		}
+		return failIf(classRead, unix.EIO)
 	case kindFailWriteENOSPC:
-		if c&classAlloc != 0 {
-			return verdict{errno: unix.ENOSPC}
-		}
+		return failIf(classAlloc, unix.ENOSPC)
 	case kindFailWriteEDQUOT:
-		if c&classAlloc != 0 {
-			return verdict{errno: unix.EDQUOT}
-		}
+		return failIf(classAlloc, unix.EDQUOT)
 	case kindReadOnly:
-		if c&classMutate != 0 {
-			return verdict{errno: unix.EROFS}
-		}
+		return failIf(classMutate, unix.EROFS)
 	case kindStale:
 		return verdict{errno: unix.ESTALE}
 	}

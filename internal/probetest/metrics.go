@@ -36,3 +36,24 @@ func MetricValue(t *testing.T, c prometheus.Collector, name string, labels map[s
 func FamilyValue(fams map[string]*dto.MetricFamily, name string, labels map[string]string) (v float64, ok bool) {
 	return scrape.Value(fams, name, labels)
 }
+
+// NativeBuckets decodes the positive native buckets of a histogram as
+// client_golang writes them (spans of bucket indexes, counts as deltas)
+// into each non-empty bucket's count by index: what a test compares a
+// histogram it built against.
+func NativeBuckets(h *dto.Histogram) map[int]int64 {
+	out := map[int]int64{}
+	idx, count, di := int32(0), int64(0), 0
+	for _, s := range h.GetPositiveSpan() {
+		idx += s.GetOffset()
+		for j := uint32(0); j < s.GetLength(); j++ {
+			count += h.GetPositiveDelta()[di]
+			di++
+			if count != 0 {
+				out[int(idx)] = count
+			}
+			idx++
+		}
+	}
+	return out
+}

@@ -1,7 +1,8 @@
 // Package probetest holds what plateau_exporter's tests in several packages
-// share: a free loopback address, polling with a deadline, and, for the
-// root-only tests, loop-mounted and tmpfs file systems that are torn down
-// even when a test fails. Only tests import it.
+// share: a free loopback address, polling with a deadline, what a test does
+// when a tool it checks against is missing (skip, or fail in CI), and, for
+// the root-only tests, loop-mounted and tmpfs file systems that are torn
+// down even when a test fails. Only tests import it.
 package probetest
 
 import (
@@ -62,6 +63,32 @@ func RequireCommand(t testing.TB, name, pkg string) {
 	if _, err := exec.LookPath(name); err != nil {
 		t.Fatalf("%s not found: install the Debian package %s (listed in .ci/packages.txt)", name, pkg)
 	}
+}
+
+// RequireTool is the path of the command name, of the Debian package pkg,
+// that a test checks against; unchecked says what goes unchecked without
+// it. A missing one is MissingTool's to report.
+func RequireTool(t testing.TB, name, pkg, unchecked string) string {
+	t.Helper()
+	path, err := exec.LookPath(name)
+	if err != nil {
+		MissingTool(t, fmt.Sprintf("%s is not on PATH (%v): install the Debian package %s; NOT checked in this run: %s", name, err, pkg, unchecked))
+	}
+	return path
+}
+
+// MissingTool reports a tool a test needs and the machine lacks. `go test`
+// must pass with Go alone, so it skips the test, loudly (a WARNING on
+// stderr, which -v does not need to show); in CI (CI=true), which installs
+// every such tool (.ci/packages.txt), it fails the test instead, so that
+// nothing ships unchecked.
+func MissingTool(t testing.TB, msg string) {
+	t.Helper()
+	if os.Getenv("CI") == "true" {
+		t.Fatal(msg)
+	}
+	fmt.Fprintln(os.Stderr, "WARNING: "+msg)
+	t.Skip(msg)
 }
 
 // Run runs a command and returns its trimmed output, failing the test on

@@ -62,13 +62,20 @@ func ReadCSV(r io.Reader, name string, cols CSVColumns) ([]Series, error) {
 		}
 		return i, nil
 	}
-	var keyCols []int
-	for _, c := range cols.Series {
-		i, err := column("--series-columns", c)
-		if err != nil {
-			return nil, err
+	columns := func(flag string, names []string) ([]int, error) {
+		var out []int
+		for _, c := range names {
+			i, err := column(flag, c)
+			if err != nil {
+				return nil, err
+			}
+			out = append(out, i)
 		}
-		keyCols = append(keyCols, i)
+		return out, nil
+	}
+	keyCols, err := columns("--series-columns", cols.Series)
+	if err != nil {
+		return nil, err
 	}
 	if len(keyCols) == 0 {
 		return nil, fmt.Errorf("%s: --series-columns names no column", name)
@@ -82,13 +89,9 @@ func ReadCSV(r io.Reader, name string, cols CSVColumns) ([]Series, error) {
 		return nil, err
 	}
 
-	var labelCols []int
-	for _, c := range cols.Labels {
-		i, err := column("--group-columns", c)
-		if err != nil {
-			return nil, err
-		}
-		labelCols = append(labelCols, i)
+	labelCols, err := columns("--group-columns", cols.Labels)
+	if err != nil {
+		return nil, err
 	}
 	// The others' load is optional: read where the file has its columns.
 	fsCol, jobCol, endCol, others := -1, -1, -1, false

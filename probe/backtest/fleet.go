@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"math"
 	"math/rand/v2"
 	"slices"
@@ -12,7 +13,6 @@ import (
 	"time"
 
 	"github.com/prometheus/prometheus/model/labels"
-	"github.com/prometheus/prometheus/promql"
 
 	"github.com/plateau-exporter/plateau_exporter/probe/backtest/ruleeval"
 	"github.com/plateau-exporter/plateau_exporter/probe/plateau"
@@ -168,7 +168,7 @@ func fleetGroups(input []Series, o FleetOptions) ([]fleetGroup, []string, error)
 	var groups []fleetGroup
 	var skipped []string
 	minRuns := o.BaselineRuns + o.OnsetAfter + o.InjectRuns + 1
-	for _, key := range sortedKeys(byKey) {
+	for _, key := range slices.Sorted(maps.Keys(byKey)) {
 		g := fleetGroup{key: key, fsPlateau: map[string]float64{}}
 		summed := map[string][]float64{}
 		for _, s := range byKey[key] {
@@ -227,15 +227,6 @@ func fleetGroups(input []Series, o FleetOptions) ([]fleetGroup, []string, error)
 		return nil, skipped, fmt.Errorf("backtest: no group to replay as a fleet: %s", strings.Join(skipped, "; "))
 	}
 	return groups, skipped, nil
-}
-
-func sortedKeys[V any](m map[string]V) []string {
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	return keys
 }
 
 // fleetCases lays out, per group, the unmodified timeline in segments and
@@ -357,25 +348,9 @@ func evaluateFleet(ctx context.Context, groups []fleetGroup, cases []*fleetCase,
 		}
 		end = maxTime(end, c.sim(g, c.to, o.Options))
 	}
-	groupsOfRules, err := ruleeval.LoadRuleGroups(files)
+	rules, err := newEvaluator(files, store, o.Options)
 	if err != nil {
 		return nil, err
-	}
-	logger := o.Logger
-	if logger == nil {
-		logger = discardLogger()
-	}
-	rules := &ruleeval.Evaluator{
-		Groups: groupsOfRules,
-		Store:  store,
-		Logger: logger,
-		Engine: promql.NewEngine(promql.EngineOpts{
-			MaxSamples:               50_000_000,
-			Timeout:                  5 * time.Minute,
-			NoStepSubqueryIntervalFn: func(int64) int64 { return o.EvaluationInterval.Milliseconds() },
-			EnableAtModifier:         true,
-			EnableNegativeOffset:     true,
-		}),
 	}
 	byID := map[string]int{}
 	for i, c := range cases {
@@ -402,7 +377,7 @@ func evaluateFleet(ctx context.Context, groups []fleetGroup, cases []*fleetCase,
 		for i := range states {
 			states[i].firing = states[i].firing[:0]
 		}
-		for _, g := range groupsOfRules {
+		for _, g := range rules.Groups {
 			for _, r := range g.Rules {
 				for _, a := range r.Active {
 					if a.State != ruleeval.AlertFiring {
@@ -548,7 +523,7 @@ func writeFleetLoad(store *ruleeval.Store, g *fleetGroup, c *fleetCase, o Option
 			}
 		}
 	}
-	for _, op := range sortedKeys(byOp) {
+	for _, op := range slices.Sorted(maps.Keys(byOp)) {
 		samples := byOp[op]
 		sort.Slice(samples, func(a, b int) bool { return samples[a].t.Before(samples[b].t) })
 		counter := store.Series(labels.FromStrings("__name__", "plateau_gpfs_fs_"+op+"_bytes_total", "job", "backtest", "instance", "others", "filesystem", c.id))

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"maps"
 	"slices"
 	"strings"
 	"text/tabwriter"
@@ -174,13 +175,7 @@ func (r *FleetReport) build(groups []fleetGroup, cases []*fleetCase, perSet map[
 			into[name+"_median"] = round(groundtruth.Median(values), 4)
 			into[name+"_max"] = round(slices.Max(values), 4)
 		}
-		pick := func(f func(FleetFigures) float64) []float64 {
-			var out []float64
-			for _, fig := range figs {
-				out = append(out, f(fig))
-			}
-			return out
-		}
+		pick := func(f func(FleetFigures) float64) []float64 { return column(figs, f) }
 		summarize(s, "fs_page_firing_fraction", pick(func(f FleetFigures) float64 { return f.FSPageFiringFraction }))
 		summarize(s, "fs_page_episodes_per_month", pick(func(f FleetFigures) float64 { return f.FSPageEpisodesPerMonth }))
 		summarize(s, "node_page_episodes_per_month", pick(func(f FleetFigures) float64 { return f.NodePageEpisodesPerMonth }))
@@ -197,13 +192,7 @@ func (r *FleetReport) build(groups []fleetGroup, cases []*fleetCase, perSet map[
 			if len(have) == 0 {
 				continue
 			}
-			get := func(f func(FleetDetection) float64) []float64 {
-				var out []float64
-				for _, d := range have {
-					out = append(out, f(d))
-				}
-				return out
-			}
+			get := func(f func(FleetDetection) float64) []float64 { return column(have, f) }
 			summarize(m, "fs_page_within_1", get(func(d FleetDetection) float64 { return d.FSPageWithin1 }))
 			summarize(m, "fs_page_within_2", get(func(d FleetDetection) float64 { return d.FSPageWithin2 }))
 			summarize(m, "fs_page_within_3", get(func(d FleetDetection) float64 { return d.FSPageWithin3 }))
@@ -231,7 +220,7 @@ func (r *FleetReport) WriteTable(w io.Writer) error {
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', tabwriter.AlignRight)
 	var drops []string
 	if len(r.Groups) > 0 {
-		drops = sortedKeys(r.Groups[0].Current.Detect)
+		drops = slices.Sorted(maps.Keys(r.Groups[0].Current.Detect))
 	}
 	header := []string{"group", "series", "fs firing", "fs eps/mo", "node eps/mo"}
 	for _, d := range drops {
@@ -281,7 +270,7 @@ func (r *FleetReport) WriteTable(w io.Writer) error {
 	// fall together as far as each injected drop.
 	for _, g := range r.Groups {
 		var parts []string
-		for _, d := range sortedKeys(g.FileDrops) {
+		for _, d := range slices.Sorted(maps.Keys(g.FileDrops)) {
 			f := g.FileDrops[d]
 			parts = append(parts, fmt.Sprintf("-%s: %.1f%% of the time, %.2f episodes/month", d, 100*f.Fraction, f.EpisodesPerMonth))
 		}
@@ -296,6 +285,15 @@ func (r *FleetReport) WriteTable(w io.Writer) error {
 		fmt.Fprintf(w, "skipped: %s\n", s)
 	}
 	return nil
+}
+
+// column is f of each of rows, in order: one figure over the groups.
+func column[T any](rows []T, f func(T) float64) []float64 {
+	out := make([]float64, 0, len(rows))
+	for _, r := range rows {
+		out = append(out, f(r))
+	}
+	return out
 }
 
 func discardLogger() *slog.Logger { return slog.New(slog.DiscardHandler) }

@@ -407,25 +407,9 @@ func evaluate(ctx context.Context, series []prepared, cases []replayCase, files 
 		}
 	}
 
-	logger := o.Logger
-	if logger == nil {
-		logger = slog.New(slog.DiscardHandler)
-	}
-	groups, err := ruleeval.LoadRuleGroups(files)
+	rules, err := newEvaluator(files, store, o)
 	if err != nil {
 		return nil, err
-	}
-	rules := &ruleeval.Evaluator{
-		Groups: groups,
-		Store:  store,
-		Logger: logger,
-		Engine: promql.NewEngine(promql.EngineOpts{
-			MaxSamples:               50_000_000,
-			Timeout:                  5 * time.Minute,
-			NoStepSubqueryIntervalFn: func(int64) int64 { return o.EvaluationInterval.Milliseconds() },
-			EnableAtModifier:         true,
-			EnableNegativeOffset:     true,
-		}),
 	}
 
 	byID := map[string]int{}
@@ -445,7 +429,7 @@ func evaluate(ctx context.Context, series []prepared, cases []replayCase, files 
 		}
 		clear(page)
 		clear(warning)
-		for _, g := range groups {
+		for _, g := range rules.Groups {
 			for _, r := range g.Rules {
 				for _, a := range r.Active {
 					if a.State != ruleeval.AlertFiring {
@@ -638,4 +622,30 @@ func b2f(b bool) float64 {
 		return 1
 	}
 	return 0
+}
+
+// newEvaluator loads the rule files and evaluates them over store as
+// Prometheus would at o.EvaluationInterval: the single-node and the fleet
+// backtests run their rules through the same engine settings.
+func newEvaluator(files []string, store *ruleeval.Store, o Options) (*ruleeval.Evaluator, error) {
+	groups, err := ruleeval.LoadRuleGroups(files)
+	if err != nil {
+		return nil, err
+	}
+	logger := o.Logger
+	if logger == nil {
+		logger = discardLogger()
+	}
+	return &ruleeval.Evaluator{
+		Groups: groups,
+		Store:  store,
+		Logger: logger,
+		Engine: promql.NewEngine(promql.EngineOpts{
+			MaxSamples:               50_000_000,
+			Timeout:                  5 * time.Minute,
+			NoStepSubqueryIntervalFn: func(int64) int64 { return o.EvaluationInterval.Milliseconds() },
+			EnableAtModifier:         true,
+			EnableNegativeOffset:     true,
+		}),
+	}, nil
 }

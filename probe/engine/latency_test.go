@@ -8,6 +8,8 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	dto "github.com/prometheus/client_model/go"
+
+	"github.com/plateau-exporter/plateau_exporter/internal/probetest"
 )
 
 // The recorder buckets latencies itself so that the engine imports no
@@ -65,19 +67,7 @@ func TestRecorderBucketsAsClientGolang(t *testing.T) {
 			t.Errorf("classic bucket le=%g: got %d want %d", b.GetUpperBound(), got.Classic[i], b.GetCumulativeCount())
 		}
 	}
-	wantNative := map[int]int64{}
-	idx, count, di := int32(0), int64(0), 0
-	for _, s := range want.GetPositiveSpan() {
-		idx += s.GetOffset()
-		for j := uint32(0); j < s.GetLength(); j++ {
-			count += want.GetPositiveDelta()[di]
-			di++
-			if count != 0 {
-				wantNative[int(idx)] = count
-			}
-			idx++
-		}
-	}
+	wantNative := probetest.NativeBuckets(want)
 	if len(got.Native) != len(wantNative) {
 		t.Errorf("native buckets: got %d want %d", len(got.Native), len(wantNative))
 	}

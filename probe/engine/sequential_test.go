@@ -11,28 +11,38 @@ import (
 	"github.com/plateau-exporter/plateau_exporter/probe"
 )
 
-func TestSequentialMeasuresEveryByteAndCleansUp(t *testing.T) {
-	target := t.TempDir()
-	p := probefixture.SmallSeq("s")
-	res := Execute(context.Background(), probefixture.Request(target, p))
+// eachMeasuredOp fails the test unless res succeeded with a result for
+// each of ops whose latency histogram counts every request, and calls
+// check with each result, in order: what every data probe's run reports.
+func eachMeasuredOp(t *testing.T, res *probe.Result, ops []string, check func(op string, o *probe.OpResult)) {
+	t.Helper()
 	if !res.OK() {
 		t.Fatalf("run failed: %s: %s", res.Reason, res.Error)
 	}
-	for _, op := range []string{"write", "read"} {
+	for _, op := range ops {
 		o := res.Op(op)
 		if o == nil {
 			t.Fatalf("no %s result in %+v", op, res.Ops)
 		}
+		if o.Latency == nil || o.Latency.Count != uint64(o.Operations) {
+			t.Errorf("%s: latency histogram must count every request (%d): %+v", op, o.Operations, o.Latency)
+		}
+		check(op, o)
+	}
+}
+
+func TestSequentialMeasuresEveryByteAndCleansUp(t *testing.T) {
+	target := t.TempDir()
+	p := probefixture.SmallSeq("s")
+	res := Execute(context.Background(), probefixture.Request(target, p))
+	eachMeasuredOp(t, res, []string{"write", "read"}, func(op string, o *probe.OpResult) {
 		if o.Bytes != int64(p.Workers)*p.FileSize || o.Operations != int64(p.Workers)*p.FileSize/p.BlockSize {
 			t.Errorf("%s moved %d bytes in %d ops, want %d in %d", op, o.Bytes, o.Operations, int64(p.Workers)*p.FileSize, int64(p.Workers)*p.FileSize/p.BlockSize)
 		}
 		if o.Seconds <= 0 || o.BytesPerSecond() <= 0 {
 			t.Errorf("%s: no time measured: %+v", op, o)
 		}
-		if o.Latency == nil || o.Latency.Count != uint64(o.Operations) {
-			t.Errorf("%s: latency histogram should count every request: %+v", op, o.Latency)
-		}
-	}
+	})
 	if res.Engine != "sync" {
 		t.Errorf("engine = %q", res.Engine)
 	}

@@ -1,47 +1,25 @@
 package engine
 
-import (
-	"context"
-
-	"github.com/plateau-exporter/plateau_exporter/probe"
-)
+import "context"
 
 const sharedFileName = "shared.dat"
 
 func runSharedFile(ctx context.Context, rc *runContext) error {
 	p := rc.cfg
-	dirfd := rc.dir.fd
-	if err := createFiles(dirfd, rc.dir.path(), sharedFileName); err != nil {
-		return err
-	}
-	mode, err := chooseIOMode(dirfd, sharedFileName, p.BlockSize)
+	mode, bufs, err := rc.syncFiles(sharedFileName)
 	if err != nil {
 		return err
 	}
-	rc.result.Direct = mode.direct
-	rc.result.Engine = probe.EngineSync
-	bufs := workerBuffers(p.Workers, p.BlockSize, mode.align, rc.nonce)
 	total := int64(p.Workers) * p.SegmentSize
-	ops := total / p.BlockSize
-
-	lat := newLatencyRecorder()
-	secs, err := parallel(p.Workers, lat, func(i int, lat *latencyRecorder) error {
-		return transfer(ctx, span{mode: mode, dirfd: dirfd, name: sharedFileName, write: true, off: int64(i) * p.SegmentSize, length: p.SegmentSize, blockSize: p.BlockSize, buf: bufs[i], nonce: rc.nonce, id: uint32(i)}, lat)
+	err = rc.syncPhase(ctx, "write", total, bufs, func(i int) span {
+		return span{mode: mode, dirfd: rc.dir.fd, name: sharedFileName, write: true, off: int64(i) * p.SegmentSize, length: p.SegmentSize}
 	})
 	if err != nil {
 		return err
 	}
-	rc.addOp("write", total, ops, secs, lat)
-
-	lat = newLatencyRecorder()
-	secs, err = parallel(p.Workers, lat, func(i int, lat *latencyRecorder) error {
+	return rc.syncPhase(ctx, "read", total, bufs, func(i int) span {
 		// IOR -C: read the segment of the next worker.
 		other := (i + 1) % p.Workers
-		return transfer(ctx, span{mode: mode, dirfd: dirfd, name: sharedFileName, off: int64(other) * p.SegmentSize, length: p.SegmentSize, blockSize: p.BlockSize, buf: bufs[i], nonce: rc.nonce, id: uint32(i)}, lat)
+		return span{mode: mode, dirfd: rc.dir.fd, name: sharedFileName, off: int64(other) * p.SegmentSize, length: p.SegmentSize}
 	})
-	if err != nil {
-		return err
-	}
-	rc.addOp("read", total, ops, secs, lat)
-	return nil
 }

@@ -6,6 +6,8 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/plateau-exporter/plateau_exporter/probe"
 )
 
 // span is one worker's part of a data phase: a byte range of one file,
@@ -97,4 +99,40 @@ func workerBuffers(workers int, blockSize int64, align int, nonce uint64) [][]by
 		fillIncompressible(bufs[i], nonce+uint64(i))
 	}
 	return bufs
+}
+
+// syncFiles creates the probe's files, decides on the first of them whether
+// O_DIRECT holds, says so and the sync engine in the result, and gives each
+// worker its buffer: the set-up of the data probes whose workers write and
+// read with plain syscalls (sequential, shared_file).
+func (rc *runContext) syncFiles(names ...string) (ioMode, [][]byte, error) {
+	p := rc.cfg
+	if err := createFiles(rc.dir.fd, rc.dir.path(), names...); err != nil {
+		return ioMode{}, nil, err
+	}
+	mode, err := chooseIOMode(rc.dir.fd, names[0], p.BlockSize)
+	if err != nil {
+		return ioMode{}, nil, err
+	}
+	rc.result.Direct = mode.direct
+	rc.result.Engine = probe.EngineSync
+	return mode, workerBuffers(p.Workers, p.BlockSize, mode.align, rc.nonce), nil
+}
+
+// syncPhase runs op on every worker at once, worker i transferring the span
+// at(i) places with its own buffer, and records the op: total bytes in
+// blocks of the probe's size over the wall time of the slowest worker.
+func (rc *runContext) syncPhase(ctx context.Context, op string, total int64, bufs [][]byte, at func(i int) span) error {
+	p := rc.cfg
+	lat := newLatencyRecorder()
+	secs, err := parallel(p.Workers, lat, func(i int, lat *latencyRecorder) error {
+		s := at(i)
+		s.blockSize, s.buf, s.nonce, s.id = p.BlockSize, bufs[i], rc.nonce, uint32(i)
+		return transfer(ctx, s, lat)
+	})
+	if err != nil {
+		return err
+	}
+	rc.addOp(op, total, total/p.BlockSize, secs, lat)
+	return nil
 }

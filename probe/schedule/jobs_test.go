@@ -37,12 +37,19 @@ func (c countingRunner) Run(ctx context.Context, req probe.Request) worker.Outco
 	return worker.InProcessRunner{}.Run(ctx, req)
 }
 
-func TestSchedulerSkipsBesideAJobAndRunsOnceItEnds(t *testing.T) {
+// targetBesideAJob is a target of one small sequential probe due every
+// second, with when_job_running set to mode, and a job that holds the
+// node until the test ends it.
+func targetBesideAJob(t *testing.T, mode string) (*probe.Target, *switchableJob) {
 	p := probefixture.SmallSeq("s")
 	p.Interval, p.Timeout = time.Second, 900*time.Millisecond
-	target := &probe.Target{Name: "t", Path: t.TempDir(), WhenJobRunning: probe.WhenJobSkip, Probes: []*probe.ProbeConfig{&p}}
 	job := &switchableJob{}
 	job.running.Store(true)
+	return &probe.Target{Name: "t", Path: t.TempDir(), WhenJobRunning: mode, Probes: []*probe.ProbeConfig{&p}}, job
+}
+
+func TestSchedulerSkipsBesideAJobAndRunsOnceItEnds(t *testing.T) {
+	target, job := targetBesideAJob(t, probe.WhenJobSkip)
 	runs := new(atomic.Int32)
 	logs := &probetest.LogBuffer{}
 	logger := level.NewFilter(log.NewLogfmtLogger(logs), level.AllowInfo())
@@ -72,11 +79,7 @@ func TestSchedulerSkipsBesideAJobAndRunsOnceItEnds(t *testing.T) {
 // A target with when_job_running: run never asks: its probes run beside
 // jobs, and the node pays no readdirs for it.
 func TestSchedulerRunsBesideAJobWhenTold(t *testing.T) {
-	p := probefixture.SmallSeq("s")
-	p.Interval, p.Timeout = time.Second, 900*time.Millisecond
-	target := &probe.Target{Name: "t", Path: t.TempDir(), WhenJobRunning: probe.WhenJobRun, Probes: []*probe.ProbeConfig{&p}}
-	job := &switchableJob{}
-	job.running.Store(true)
+	target, job := targetBesideAJob(t, probe.WhenJobRun)
 	results := scheduleOneWith(t, Options{Runner: worker.InProcessRunner{}, Jobs: job}, target)
 	probetest.WaitUntil(t, "a run beside the job", 30*time.Second, func() bool {
 		return probetest.MetricValue(t, results, "plateau_probe_runs_total", map[string]string{"result": store.ResultSuccess}) >= 1

@@ -5,7 +5,8 @@ package store
 // counts the fleet rules read.
 
 import (
-	"sort"
+	"maps"
+	"slices"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -51,19 +52,19 @@ func (s *Store) Collect(ch chan<- prometheus.Metric) {
 		gauge(descFailing, b2f(failing), l...)
 		gauge(descNotRun, b2f(notRun), l...)
 		gauge(descInProgress, b2f(st.inProgress), l...)
-		for _, r := range sortedKeys(st.runs) {
+		for _, r := range slices.Sorted(maps.Keys(st.runs)) {
 			counter(descRuns, st.runs[r], append(l, r)...)
 		}
-		for _, r := range sortedKeys(st.errors) {
+		for _, r := range slices.Sorted(maps.Keys(st.errors)) {
 			counter(descErrors, st.errors[r], append(l, r)...)
 		}
-		for _, r := range sortedKeys(st.skips) {
+		for _, r := range slices.Sorted(maps.Keys(st.skips)) {
 			counter(descSkips, st.skips[r], append(l, r)...)
 		}
-		for _, op := range sortedKeys(st.ioBytes) {
+		for _, op := range slices.Sorted(maps.Keys(st.ioBytes)) {
 			counter(descIOBytes, st.ioBytes[op], append(l, op)...)
 		}
-		for _, op := range sortedKeys(st.latency) {
+		for _, op := range slices.Sorted(maps.Keys(st.latency)) {
 			ch <- newHistogramMetric(descLatency, st.latency[op], append(l, op)...)
 		}
 		if st.last != nil {
@@ -156,7 +157,7 @@ func (s *Store) Collect(ch chan<- prometheus.Metric) {
 				}
 			}
 		}
-		for _, op := range sortedKeys(st.plateau.Baselines) {
+		for _, op := range slices.Sorted(maps.Keys(st.plateau.Baselines)) {
 			b := st.plateau.Baselines[op]
 			d := descBaselineOps
 			if b.Unit == probe.UnitBytesPerSecond {
@@ -167,7 +168,7 @@ func (s *Store) Collect(ch chan<- prometheus.Metric) {
 		gauge(descThreshold, st.plateau.Warning, st.target, st.probe, "warning")
 		gauge(descThreshold, st.plateau.Critical, st.target, st.probe, "critical")
 	}
-	for _, name := range sortedKeys(targets) {
+	for _, name := range slices.Sorted(maps.Keys(targets)) {
 		tv := targets[name]
 		if tv.hasRegression {
 			gauge(descTargetRegression, b2f(tv.regression), name)
@@ -217,13 +218,4 @@ func boolLabel(b bool) string {
 		return "true"
 	}
 	return "false"
-}
-
-func sortedKeys[V any](m map[string]V) []string {
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	return keys
 }

@@ -33,9 +33,7 @@ plateau_baseline_throughput_bytes_per_second{kind="sequential",op="write",probe=
 plateau_probe_ratio{kind="sequential",op="read",probe="s",target="t"} 1.5
 plateau_probe_ratio{kind="sequential",op="write",probe="s",target="t"} 0.5
 `
-	if err := testutil.CollectAndCompare(s, strings.NewReader(want), "plateau_probe_ratio", "plateau_baseline_throughput_bytes_per_second", "plateau_alert_threshold_ratio"); err != nil {
-		t.Fatal(err)
-	}
+	compareSeries(t, s, want, "plateau_probe_ratio", "plateau_baseline_throughput_bytes_per_second", "plateau_alert_threshold_ratio")
 	// Without baselines the ratio is absent, not 0 or +Inf.
 	s.Configure(&probe.Config{Targets: []*probe.Target{{Name: "t", Probes: []*probe.ProbeConfig{&p}}}}, nil)
 	if n := testutil.CollectAndCount(s, "plateau_probe_ratio"); n != 0 {

@@ -7,6 +7,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	dto "github.com/prometheus/client_model/go"
 
+	"github.com/plateau-exporter/plateau_exporter/internal/probetest"
 	"github.com/plateau-exporter/plateau_exporter/probe"
 )
 
@@ -32,14 +33,12 @@ func snapshotOf(t *testing.T, h prometheus.Histogram) *probe.LatencyHistogram {
 	dh := m.GetHistogram()
 	out := &probe.LatencyHistogram{
 		Count: dh.GetSampleCount(), Sum: dh.GetSampleSum(), Schema: dh.GetSchema(),
-		ZeroThreshold: dh.GetZeroThreshold(), ZeroCount: dh.GetZeroCount(), Native: map[int]int64{},
+		ZeroThreshold: dh.GetZeroThreshold(), ZeroCount: dh.GetZeroCount(),
 	}
 	for _, b := range dh.GetBucket() {
 		out.Classic = append(out.Classic, b.GetCumulativeCount())
 	}
-	for k, v := range decodeNative(dh) {
-		out.Native[int(k)] = v
-	}
+	out.Native = probetest.NativeBuckets(dh)
 	return out
 }
 
@@ -77,7 +76,7 @@ func TestMergedHistogramMatchesClientGolang(t *testing.T) {
 			t.Errorf("classic bucket le=%g: got %d want %d", b.GetUpperBound(), gh.GetBucket()[i].GetCumulativeCount(), b.GetCumulativeCount())
 		}
 	}
-	if w, g := decodeNative(wh), decodeNative(gh); len(w) != len(g) {
+	if w, g := probetest.NativeBuckets(wh), probetest.NativeBuckets(gh); len(w) != len(g) {
 		t.Errorf("native buckets: got %d want %d", len(g), len(w))
 	} else {
 		for k, v := range w {
@@ -88,33 +87,16 @@ func TestMergedHistogramMatchesClientGolang(t *testing.T) {
 	}
 }
 
-func decodeNative(h *dto.Histogram) map[int32]int64 {
-	out := map[int32]int64{}
-	idx, count, di := int32(0), int64(0), 0
-	for _, s := range h.GetPositiveSpan() {
-		idx += s.GetOffset()
-		for j := uint32(0); j < s.GetLength(); j++ {
-			count += h.GetPositiveDelta()[di]
-			di++
-			if count != 0 {
-				out[idx] = count
-			}
-			idx++
-		}
-	}
-	return out
-}
-
 func TestEncodeSpansGaps(t *testing.T) {
 	in := map[int]int64{-3: 2, -2: 5, 0: 1, 10: 7}
 	spans, deltas := encodeSpans(in)
-	got := decodeNative(&dto.Histogram{PositiveSpan: spans, PositiveDelta: deltas})
+	got := probetest.NativeBuckets(&dto.Histogram{PositiveSpan: spans, PositiveDelta: deltas})
 	if len(got) != len(in) {
 		t.Fatalf("round trip: got %v want %v", got, in)
 	}
 	for k, v := range in {
-		if got[int32(k)] != v {
-			t.Errorf("bucket %d: got %d want %d", k, got[int32(k)], v)
+		if got[k] != v {
+			t.Errorf("bucket %d: got %d want %d", k, got[k], v)
 		}
 	}
 }

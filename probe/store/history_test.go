@@ -75,9 +75,7 @@ plateau_probe_change_noise_ratio{kind="sequential",op="write",probe="s",target="
 plateau_probe_change_ratio{kind="sequential",op="read",probe="s",target="t"} 1
 plateau_probe_change_ratio{kind="sequential",op="write",probe="s",target="t"} 1
 `
-	if err := testutil.CollectAndCompare(s, strings.NewReader(want), "plateau_probe_change_ratio", "plateau_probe_change_noise_ratio"); err != nil {
-		t.Fatal(err)
-	}
+	compareSeries(t, s, want, "plateau_probe_change_ratio", "plateau_probe_change_noise_ratio")
 	// The runs were in another I/O mode than the baselines': no ratio to
 	// baseline, but a change ratio.
 	if c := testutil.CollectAndCount(s, "plateau_probe_ratio"); c != 0 {

@@ -13,6 +13,15 @@ import (
 	"github.com/plateau-exporter/plateau_exporter/probe"
 )
 
+// compareSeries fails the test unless s exports exactly the exposition want
+// of the metrics named.
+func compareSeries(t *testing.T, s *Store, want string, metrics ...string) {
+	t.Helper()
+	if err := testutil.CollectAndCompare(s, strings.NewReader(want), metrics...); err != nil {
+		t.Fatal(err)
+	}
+}
+
 func storeWithProbe() (*Store, *probe.ProbeConfig) {
 	p := probefixture.SmallSeq("s")
 	s := New()
@@ -27,33 +36,25 @@ func TestStoreDropsRatesOfAFailingProbe(t *testing.T) {
 		Ops: []probe.OpResult{{Op: "write", Bytes: 1000, Operations: 10, Seconds: 2}}}
 	s.Record(ok, false)
 	const names = "plateau_probe_success plateau_probe_throughput_bytes_per_second plateau_probe_info"
-	want := `
+	// The info of the last success stays through a failure.
+	const infoAndSuccess = `
 # HELP plateau_probe_info How the last successful run of the probe did its I/O: direct (O_DIRECT) and engine.
 # TYPE plateau_probe_info gauge
 plateau_probe_info{direct="true",engine="sync",kind="sequential",probe="s",target="t"} 1
 # HELP plateau_probe_success 1 if the last run of the probe completed and measured, 0 if it failed or timed out.
 # TYPE plateau_probe_success gauge
-plateau_probe_success{kind="sequential",probe="s",target="t"} 1
+`
+	want := infoAndSuccess + `plateau_probe_success{kind="sequential",probe="s",target="t"} 1
 # HELP plateau_probe_throughput_bytes_per_second Bytes per second the op moved in the last successful run, close and fsync included.
 # TYPE plateau_probe_throughput_bytes_per_second gauge
 plateau_probe_throughput_bytes_per_second{kind="sequential",op="write",probe="s",target="t"} 500
 `
-	if err := testutil.CollectAndCompare(s, strings.NewReader(want), strings.Fields(names)...); err != nil {
-		t.Fatal(err)
-	}
+	compareSeries(t, s, want, strings.Fields(names)...)
 	bad := &probe.Result{Target: "t", Probe: "s", Kind: probe.KindSequential, Start: end, End: end.Add(time.Second), Reason: probe.ReasonEIO, Error: "read: input/output error"}
 	s.Record(bad, false)
-	want = `
-# HELP plateau_probe_info How the last successful run of the probe did its I/O: direct (O_DIRECT) and engine.
-# TYPE plateau_probe_info gauge
-plateau_probe_info{direct="true",engine="sync",kind="sequential",probe="s",target="t"} 1
-# HELP plateau_probe_success 1 if the last run of the probe completed and measured, 0 if it failed or timed out.
-# TYPE plateau_probe_success gauge
-plateau_probe_success{kind="sequential",probe="s",target="t"} 0
+	want = infoAndSuccess + `plateau_probe_success{kind="sequential",probe="s",target="t"} 0
 `
-	if err := testutil.CollectAndCompare(s, strings.NewReader(want), strings.Fields(names)...); err != nil {
-		t.Fatal(err)
-	}
+	compareSeries(t, s, want, strings.Fields(names)...)
 	if got := probetest.MetricValue(t, s, "plateau_probe_errors_total", map[string]string{"reason": probe.ReasonEIO}); got != 1 {
 		t.Errorf("errors_total{reason=eio} = %v", got)
 	}

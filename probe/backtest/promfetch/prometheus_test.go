@@ -280,24 +280,11 @@ func checkSeries(t *testing.T, what string, got []backtest.Series, want map[stri
 	}
 }
 
-// requirePrometheusTool finds a command of the Debian package prometheus.
-// `make test` must pass on a machine with Go alone, so a missing one skips,
-// loudly; in CI, which installs the package (.ci/packages.txt), it fails,
+// requirePrometheusTool finds a command of the Debian package prometheus,
 // so that the Prometheus reader is never shipped untested.
 func requirePrometheusTool(t *testing.T, name string) string {
 	t.Helper()
-	path, err := exec.LookPath(name)
-	if err == nil {
-		return path
-	}
-	msg := fmt.Sprintf("%s is not on PATH (%v): install the Debian package prometheus (apt-get install prometheus); "+
-		"FetchPrometheus is NOT tested against a real Prometheus in this run", name, err)
-	if os.Getenv("CI") == "true" {
-		t.Fatal(msg)
-	}
-	fmt.Fprintln(os.Stderr, "WARNING: "+msg)
-	t.Skip(msg)
-	return ""
+	return probetest.RequireTool(t, name, "prometheus", "FetchPrometheus against a real Prometheus")
 }
 
 // startPrometheus runs the prometheus binary on an existing TSDB directory
@@ -619,6 +606,22 @@ func lastSuccessMetric(job, instance, probe string) model.Metric {
 		"target": "scratch", "probe": model.LabelValue(probe), "kind": "sequential"}
 }
 
+// checkScratchN1Series holds that the splitter gave want, and that each
+// series carries the labels --fleet groups it by (target scratch,
+// instance n1), which want leaves out.
+func checkScratchN1Series(t *testing.T, got, want []backtest.Series) {
+	t.Helper()
+	for i := range got {
+		if got[i].Labels["target"] != "scratch" || got[i].Labels["instance"] != "n1" {
+			t.Errorf("series %s has labels %v, want its target and instance among them", got[i].Key, got[i].Labels)
+		}
+		got[i].Labels = nil
+	}
+	if !reflect.DeepEqual(got, want) {
+		t.Fatalf("got %+v, want %+v", got, want)
+	}
+}
+
 func TestFetchPrometheusRunSplitting(t *testing.T) {
 	t0 := time.Unix(1_700_000_000, 0)
 	ts := func(sec float64) float64 { return float64(t0.Unix()) + sec }
@@ -640,16 +643,7 @@ func TestFetchPrometheusRunSplitting(t *testing.T) {
 			t.Fatal(err)
 		}
 		want := []backtest.Series{{Key: "n1/scratch/seq/read", Times: []time.Time{at(30), at(150), at(290)}, Values: []float64{5, 5, 7}}}
-		// The labels name the series for --fleet's groups.
-		for i := range got {
-			if got[i].Labels["target"] != "scratch" || got[i].Labels["instance"] != "n1" {
-				t.Errorf("series %s has labels %v, want its target and instance among them", got[i].Key, got[i].Labels)
-			}
-			got[i].Labels = nil
-		}
-		if !reflect.DeepEqual(got, want) {
-			t.Fatalf("got %+v, want %+v", got, want)
-		}
+		checkScratchN1Series(t, got, want)
 	})
 
 	t.Run("a run seen in two chunks is one entry; runs before start are dropped", func(t *testing.T) {
@@ -668,16 +662,7 @@ func TestFetchPrometheusRunSplitting(t *testing.T) {
 			t.Fatal(err)
 		}
 		want := []backtest.Series{{Key: "n1/scratch/seq/write", Times: []time.Time{at(60), at(200)}, Values: []float64{2, 3}}}
-		// The labels name the series for --fleet's groups.
-		for i := range got {
-			if got[i].Labels["target"] != "scratch" || got[i].Labels["instance"] != "n1" {
-				t.Errorf("series %s has labels %v, want its target and instance among them", got[i].Key, got[i].Labels)
-			}
-			got[i].Labels = nil
-		}
-		if !reflect.DeepEqual(got, want) {
-			t.Fatalf("got %+v, want %+v", got, want)
-		}
+		checkScratchN1Series(t, got, want)
 	})
 
 	t.Run("keys: job when several, metric when both, sorted; no-run series dropped", func(t *testing.T) {
