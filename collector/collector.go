@@ -360,6 +360,15 @@ type typedDesc struct {
 	valueType prometheus.ValueType
 }
 
+// descsOf declares the descriptors of one collector: descsOf(sub).typed
+// builds plateau_<sub>_<name>, so that every collector names its series
+// the same way and none spells out NewDesc and BuildFQName again.
+type descsOf string
+
+func (sub descsOf) typed(name, help string, vt prometheus.ValueType, labels ...string) typedDesc {
+	return typedDesc{prometheus.NewDesc(prometheus.BuildFQName(namespace, string(sub), name), help, labels, nil), vt}
+}
+
 func (d *typedDesc) mustNewConstMetric(value float64, labels ...string) prometheus.Metric {
 	return prometheus.MustNewConstMetric(d.desc, d.valueType, value, labels...)
 }

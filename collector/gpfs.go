@@ -86,12 +86,12 @@ var (
 
 // gpfsGauge declares a gauge of the gpfs collector, plateau_gpfs_<name>.
 func gpfsGauge(name, help string, labels []string) typedDesc {
-	return typedDesc{prometheus.NewDesc(prometheus.BuildFQName(namespace, gpfsSubsystem, name), help, labels, nil), prometheus.GaugeValue}
+	return descsOf(gpfsSubsystem).typed(name, help, prometheus.GaugeValue, labels...)
 }
 
 // gpfsCounter declares a counter of the gpfs collector, plateau_gpfs_<name>.
 func gpfsCounter(name, help string, labels []string) typedDesc {
-	return typedDesc{prometheus.NewDesc(prometheus.BuildFQName(namespace, gpfsSubsystem, name), help, labels, nil), prometheus.CounterValue}
+	return descsOf(gpfsSubsystem).typed(name, help, prometheus.CounterValue, labels...)
 }
 
 func init() {

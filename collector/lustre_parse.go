@@ -304,38 +304,13 @@ type lustreCounter struct {
 // that is the counter's name, its count, "samples", the unit and, for the
 // counters that keep them, min, max, sum and (sometimes) the sum of
 // squares. Counters whose count is zero are not printed at all.
+//
+// The servers' obdfilter stats and mdt md_stats print the same lines, and
+// parseLustreServerStats reads them, bad lines named; the client counts
+// its bad lines only.
 func parseLustreStats(data []byte) (counters map[string]lustreCounter, bad int) {
-	counters = map[string]lustreCounter{}
-	for _, line := range splitLines(data) {
-		f := strings.Fields(line)
-		if len(f) == 0 {
-			continue
-		}
-		switch f[0] {
-		case "snapshot_time", "start_time", "elapsed_time":
-			continue
-		}
-		if len(f) < 4 || f[2] != "samples" || !strings.HasPrefix(f[3], "[") || !strings.HasSuffix(f[3], "]") {
-			bad++
-			continue
-		}
-		n, err := strconv.ParseUint(f[1], 10, 64)
-		if err != nil {
-			bad++
-			continue
-		}
-		c := lustreCounter{count: n}
-		if len(f) >= 7 {
-			sum, err := strconv.ParseUint(f[6], 10, 64)
-			if err != nil {
-				bad++
-				continue
-			}
-			c.sum, c.hasSum = sum, true
-		}
-		counters[f[0]] = c
-	}
-	return counters, bad
+	counters, b := parseLustreServerStats(data)
+	return counters, b.count
 }
 
 // parseLustreUint reads a single-value parameter file such as active,

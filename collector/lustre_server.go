@@ -125,7 +125,7 @@ var errLustreServerTimeout = errors.New("read did not return before the round's 
 // job_stats file or a directory listing, parsed in the reading goroutine
 // so that no file's text outlives its read.
 type lustreServerRead struct {
-	counters map[string]lustreServerCounter
+	counters map[string]lustreCounter
 	jobs     lustreJobStats
 	recovery lustreRecovery
 	names    []string
@@ -138,7 +138,7 @@ type lustreServerTarget struct {
 	kind           lustreServerKind
 	dir            string // scratch-OST0000
 	fsname, name   string
-	counters       map[string]lustreServerCounter
+	counters       map[string]lustreCounter
 	jobs           lustreJobStats
 	hasJobs, stuck bool
 	recovery       lustreRecovery
@@ -171,9 +171,7 @@ func newLustreServerCollector(cfg lustreServerConfig, logger log.Logger) (*lustr
 	if cfg.jobStats && cfg.jobStatsTop < 0 {
 		return nil, fmt.Errorf("lustre_server job-stats-top must not be negative, got %d", cfg.jobStatsTop)
 	}
-	desc := func(name, help string, vt prometheus.ValueType, labels ...string) typedDesc {
-		return typedDesc{prometheus.NewDesc(prometheus.BuildFQName(namespace, lustreServerSubsystem, name), help, labels, nil), vt}
-	}
+	desc := descsOf(lustreServerSubsystem).typed
 	t := []string{"filesystem", "lustre_target"}
 	job := []string{"filesystem", "lustre_target", "job_id"}
 	c := &lustreServerCollector{
@@ -271,33 +269,15 @@ func (c *lustreServerCollector) presence() (bool, string) {
 // Update exports the last complete round. The first scrape starts the
 // rounds and waits for the first; later scrapes never wait for a read.
 func (c *lustreServerCollector) Update(ch chan<- prometheus.Metric) error {
-	present := false
-	for _, r := range c.roots() {
-		for _, k := range lustreServerKinds() {
-			if _, err := os.Stat(filepath.Join(r, k.dir)); err == nil {
-				present = true
-			}
-		}
-	}
-	if !present {
+	if present, _ := c.presence(); !present {
 		return fmt.Errorf("no obdfilter or mdt directory under %s or %s: %w", c.cfg.sysRoot, c.cfg.procRoot, ErrNoData)
 	}
-	last, ok := c.rounds.latest()
-	if !ok {
-		return errors.New("lustre_server: no round has finished yet")
-	}
-	for _, m := range last {
-		ch <- m
-	}
-	return nil
+	return exportLatest(ch, c.rounds, "lustre_server", func(r []prometheus.Metric) []prometheus.Metric { return r })
 }
 
 // Close stops the rounds and waits for the one in progress, at most the
 // timeout. Reads still blocked in the kernel return on their own.
-func (c *lustreServerCollector) Close() error {
-	c.rounds.Close()
-	return nil
-}
+func (c *lustreServerCollector) Close() error { return c.rounds.Close() }
 
 // guarded runs call under the guard for key and waits for it until ctx
 // ends. A call still running from an earlier round is not started again.
@@ -327,18 +307,26 @@ const maxLustreServerStats = 64 << 10
 
 // readCounters reads and parses a stats or md_stats file.
 func (c *lustreServerCollector) readCounters(ctx context.Context, rel string) lustreServerRead {
+	return c.readSmall(ctx, rel, maxLustreServerStats, func(data []byte) lustreServerRead {
+		counters, bad := parseLustreServerStats(data)
+		return lustreServerRead{counters: counters, bad: bad}
+	})
+}
+
+// readSmall reads at most limit bytes of rel, under the guard, and hands
+// them to parse, in the reading goroutine.
+func (c *lustreServerCollector) readSmall(ctx context.Context, rel string, limit int64, parse func([]byte) lustreServerRead) lustreServerRead {
 	return c.guarded(ctx, rel, func() lustreServerRead {
 		f, err := c.open(rel)
 		if err != nil {
 			return lustreServerRead{err: err}
 		}
 		defer f.Close()
-		data, err := io.ReadAll(io.LimitReader(f, maxLustreServerStats))
+		data, err := io.ReadAll(io.LimitReader(f, limit))
 		if err != nil {
 			return lustreServerRead{err: fmt.Errorf("%s: %w", rel, err)}
 		}
-		counters, bad := parseLustreServerStats(data)
-		return lustreServerRead{counters: counters, bad: bad}
+		return parse(data)
 	})
 }
 
@@ -348,16 +336,7 @@ const maxLustreRecoveryStatus = 16 << 10
 
 // readRecovery reads and parses a recovery_status file.
 func (c *lustreServerCollector) readRecovery(ctx context.Context, rel string) lustreServerRead {
-	return c.guarded(ctx, rel, func() lustreServerRead {
-		f, err := c.open(rel)
-		if err != nil {
-			return lustreServerRead{err: err}
-		}
-		defer f.Close()
-		data, err := io.ReadAll(io.LimitReader(f, maxLustreRecoveryStatus))
-		if err != nil {
-			return lustreServerRead{err: fmt.Errorf("%s: %w", rel, err)}
-		}
+	return c.readSmall(ctx, rel, maxLustreRecoveryStatus, func(data []byte) lustreServerRead {
 		rec, bad := parseLustreRecoveryStatus(data)
 		return lustreServerRead{recovery: rec, bad: bad}
 	})
@@ -457,26 +436,13 @@ func (c *lustreServerCollector) round() []prometheus.Metric {
 			targets = append(targets, &lustreServerTarget{kind: kind, dir: dir, fsname: labelValue(m[1]), name: labelValue(m[2])})
 		}
 	}
-	work := make(chan *lustreServerTarget)
-	var wg sync.WaitGroup
 	var stuckMu sync.Mutex
-	for i := 0; i < lustreServerWorkers; i++ {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for t := range work {
-				n := c.readTarget(ctx, t)
-				stuckMu.Lock()
-				stuck += n
-				stuckMu.Unlock()
-			}
-		}()
-	}
-	for _, t := range targets {
-		work <- t
-	}
-	close(work)
-	wg.Wait()
+	readEach(targets, lustreServerWorkers, func(t *lustreServerTarget) {
+		n := c.readTarget(ctx, t)
+		stuckMu.Lock()
+		stuck += n
+		stuckMu.Unlock()
+	})
 
 	var ms []prometheus.Metric
 	for _, t := range targets {
@@ -502,12 +468,12 @@ func (c *lustreServerCollector) targetMetrics(t *lustreServerTarget) []prometheu
 			rb, wb := t.counters["read_bytes"], t.counters["write_bytes"]
 			ms = append(ms,
 				lp.metric(&c.readBytes, float64(rb.sum)), lp.metric(&c.writeBytes, float64(wb.sum)),
-				lp.metric(&c.readCalls, float64(rb.samples)), lp.metric(&c.writeCalls, float64(wb.samples)))
+				lp.metric(&c.readCalls, float64(rb.count)), lp.metric(&c.writeCalls, float64(wb.count)))
 		}
 		for _, op := range t.kind.ops {
-			n := t.counters[op].samples
+			n := t.counters[op].count
 			if old, ok := t.kind.aliases[op]; ok {
-				n += t.counters[old].samples
+				n += t.counters[old].count
 			}
 			ms = append(ms, c.ops.mustNewConstMetric(float64(n), t.fsname, t.name, op))
 		}
