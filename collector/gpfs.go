@@ -676,12 +676,11 @@ func (c *gpfsCollector) mmgetstate(ctx context.Context) ([]prometheus.Metric, er
 	if err != nil {
 		return nil, err
 	}
-	y, bad, err := parseY(out)
+	t, bad, err := parseYTable(out, "mmgetstate -Y", "mmgetstate", "")
 	c.parseErrs.record(gpfsSourceMmgetstate, bad)
 	if err != nil {
-		return nil, fmt.Errorf("mmgetstate -Y: %w", err)
+		return nil, err
 	}
-	t := y.table("mmgetstate", "")
 	if t == nil || len(t.rows) == 0 {
 		return nil, errors.New("mmgetstate -Y: no state row")
 	}
@@ -715,12 +714,11 @@ func (c *gpfsCollector) mmhealth(ctx context.Context) ([]prometheus.Metric, erro
 	if err != nil {
 		return nil, err
 	}
-	y, bad, err := parseY(out)
+	t, bad, err := parseYTable(out, "mmhealth node show -Y", "mmhealth", "State")
 	defer func() { c.parseErrs.record(gpfsSourceMmhealth, bad) }()
 	if err != nil {
-		return nil, fmt.Errorf("mmhealth node show -Y: %w", err)
+		return nil, err
 	}
-	t := y.table("mmhealth", "State")
 	if t == nil {
 		return nil, errors.New("mmhealth node show -Y: no State table")
 	}

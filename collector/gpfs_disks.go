@@ -42,11 +42,10 @@ type gpfsFilesystem struct {
 // device name is skipped and returned in bad: it will not be put on a
 // command line.
 func parseMmlsfs(out []byte) ([]gpfsFilesystem, badLines, error) {
-	y, bad, err := parseY(out)
+	t, bad, err := parseYTable(out, "mmlsfs all -T -Y", "mmlsfs", "")
 	if err != nil {
-		return nil, bad, fmt.Errorf("mmlsfs all -T -Y: %w", err)
+		return nil, bad, err
 	}
-	t := y.table("mmlsfs", "")
 	if t == nil {
 		return nil, bad, errors.New("mmlsfs all -T -Y: no mmlsfs table")
 	}
@@ -86,11 +85,10 @@ type gpfsDisk struct {
 // parseMmlsdisk parses "mmlsdisk DEVICE -Y". A disk row without its name,
 // status or availability is skipped and returned in bad.
 func parseMmlsdisk(out []byte) ([]gpfsDisk, badLines, error) {
-	y, bad, err := parseY(out)
+	t, bad, err := parseYTable(out, "mmlsdisk -Y", "mmlsdisk", "")
 	if err != nil {
-		return nil, bad, fmt.Errorf("mmlsdisk -Y: %w", err)
+		return nil, bad, err
 	}
-	t := y.table("mmlsdisk", "")
 	if t == nil {
 		return nil, bad, errors.New("mmlsdisk -Y: no mmlsdisk table")
 	}

@@ -93,16 +93,12 @@ type gpfsWaiters struct {
 // nothing there would claim that no thread waits.
 func parseMmdiagWaiters(out []byte) (gpfsWaiters, badLines, error) {
 	w := gpfsWaiters{count: map[string]int{}}
-	y, bad, err := parseY(out)
+	t, bad, err := parseYTable(out, "mmdiag --waiters -Y", "mmdiag", "waiters")
 	if err != nil {
-		return w, bad, fmt.Errorf("mmdiag --waiters -Y: %w", err)
+		return w, bad, err
 	}
-	t := y.table("mmdiag", "waiters")
 	if t == nil {
-		if bad.count > 0 {
-			return w, bad, fmt.Errorf("mmdiag --waiters -Y: no mmdiag:waiters HEADER, %d lines skipped (first %s)", bad.count, bad.first)
-		}
-		return w, bad, nil
+		return w, bad, missingYHeader("mmdiag --waiters -Y", "mmdiag", "waiters", bad)
 	}
 	timeCol, threadCol := t.column("waitTime"), t.column("threadName")
 	if timeCol < 0 {

@@ -158,40 +158,12 @@ func TestLustreHungRead(t *testing.T) {
 	root := t.TempDir()
 	devs := genLustre(t, root, 4)
 	fifo := filepath.Join(root, "proc", "fs", "lustre", "osc", devs[2], "import")
-	if err := os.Remove(fifo); err != nil {
-		t.Fatal(err)
-	}
-	if err := unix.Mkfifo(fifo, 0o644); err != nil {
-		t.Fatal(err)
-	}
-	released := false
-	release := func() {
-		if released {
-			return
-		}
-		released = true
-		// A writer that opens and closes gives the blocked reader EOF.
-		fd, err := unix.Open(fifo, unix.O_WRONLY|unix.O_NONBLOCK, 0)
-		if err != nil {
-			t.Errorf("open the FIFO for writing: %v", err)
-			return
-		}
-		unix.Close(fd)
-	}
-	t.Cleanup(release)
+	release := hungFIFO(t, fifo)
 	const timeout = time.Second
 	c := newTestLustre(t, root, timeout)
 	reg := newTestRegistry("lustre", c, nil)
 	stuckKey := "osc/" + devs[2] + "/import"
-	running := func() []string {
-		c.reads.mu.Lock()
-		defer c.reads.mu.Unlock()
-		var keys []string
-		for k := range c.reads.running {
-			keys = append(keys, k)
-		}
-		return keys
-	}
+	running := func() []string { return runningKeys(&c.reads) }
 
 	begin := time.Now()
 	if n, err := testutil.GatherAndCount(reg, "plateau_lustre_target_connected"); err != nil || n != 4 {
@@ -210,51 +182,15 @@ func TestLustreHungRead(t *testing.T) {
 		t.Fatalf("reads still running: %v, want only %s", keys, stuckKey)
 	}
 
-	for i := 0; i < 3; i++ {
-		begin = time.Now()
-		r := c.round()
-		if d := time.Since(begin); d > timeout/2 {
-			t.Errorf("round %d took %s: it waited for the read that is still blocked", i+2, d)
-		}
-		if keys := running(); len(keys) != 1 || keys[0] != stuckKey {
-			t.Fatalf("round %d: reads running %v, want only the one stuck read %s", i+2, keys, stuckKey)
-		}
-		if got := stuckReadsOf(t, r); got != 1 {
-			t.Errorf("round %d: plateau_lustre_stuck_reads %v, want 1", i+2, got)
-		}
-	}
-	begin = time.Now()
-	if _, err := reg.Gather(); err != nil {
-		t.Fatal(err)
-	}
-	if d := time.Since(begin); d > timeout/2 {
-		t.Errorf("scrape while the read is stuck took %s", d)
-	}
-
-	release()
-	probetest.WaitUntil(t, "the blocked read to return", 5*time.Second, func() bool { return len(running()) == 0 })
 	// The client recovers: the import answers again.
-	if err := os.Remove(fifo); err != nil {
-		t.Fatal(err)
-	}
-	benchWrite(t, fifo, "import:\n    state: FULL")
-	if got := stuckReadsOf(t, c.round()); got != 0 {
-		t.Errorf("after the read returned: plateau_lustre_stuck_reads %v, want 0", got)
-	}
-	if keys := running(); len(keys) != 0 {
-		t.Errorf("reads left running: %v", keys)
-	}
+	checkHungRead(t, hungRead{reg: reg, timeout: timeout, fifo: fifo, stuckKey: stuckKey, release: release, running: running,
+		stuckReads: func() float64 { return stuckReadsOf(t, c.round()) }, metric: "plateau_lustre_stuck_reads",
+		recovered: "import:\n    state: FULL"})
 }
 
 func stuckReadsOf(t *testing.T, r *lustreRound) float64 {
 	t.Helper()
-	for _, m := range r.metrics {
-		if strings.Contains(m.Desc().String(), `"plateau_lustre_stuck_reads"`) {
-			return metricValue(t, m)
-		}
-	}
-	t.Fatal("no plateau_lustre_stuck_reads in the round")
-	return 0
+	return gaugeIn(t, r.metrics, "plateau_lustre_stuck_reads")
 }
 
 // lustreHist builds a state history from "time STATE" steps, one second
