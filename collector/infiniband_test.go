@@ -39,22 +39,8 @@ func TestInfiniBandNoHCA(t *testing.T) {
 func TestInfiniBandSaturationAppears(t *testing.T) {
 	root := t.TempDir()
 	port := filepath.Join(root, "class", "infiniband", "mlx5_9", "ports", "1")
-	write := func(name, value string) {
-		t.Helper()
-		p := filepath.Join(port, name)
-		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(p, []byte(value+"\n"), 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
-	if err := os.MkdirAll(filepath.Join(root, "class", "infiniband", "mlx5_9"), 0o755); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(filepath.Join(root, "class", "infiniband", "mlx5_9", "fw_ver"), []byte("1.0\n"), 0o644); err != nil {
-		t.Fatal(err)
-	}
+	write := func(name, value string) { t.Helper(); benchWrite(t, filepath.Join(port, name), value) }
+	benchWrite(t, filepath.Join(root, "class", "infiniband", "mlx5_9", "fw_ver"), "1.0")
 	write("link_layer", "InfiniBand")
 	write("state", "4: ACTIVE")
 	write("phys_state", "5: LinkUp")
@@ -229,13 +215,7 @@ func TestInfiniBandAbsentAndBrokenCounters(t *testing.T) {
 	port := filepath.Join(root, "class", "infiniband", "hfi1_0", "ports", "1")
 	write := func(rel, value string) {
 		t.Helper()
-		f := filepath.Join(root, "class", "infiniband", "hfi1_0", rel)
-		if err := os.MkdirAll(filepath.Dir(f), 0o755); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(f, []byte(value+"\n"), 0o644); err != nil {
-			t.Fatal(err)
-		}
+		benchWrite(t, filepath.Join(root, "class", "infiniband", "hfi1_0", rel), value)
 	}
 	write("fw_ver", "1.27.0")
 	write("ports/1/state", "4: ACTIVE")
@@ -294,12 +274,7 @@ func TestInfiniBandBrokenHCA(t *testing.T) {
 		filepath.Join(bad, "ports", "1", "link_layer"):  "InfiniBand",
 		filepath.Join(bad, "ports", "1", "state"):       "garbage",
 	} {
-		if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(path, []byte(value+"\n"), 0o644); err != nil {
-			t.Fatal(err)
-		}
+		benchWrite(t, path, value)
 	}
 	c, err := newInfiniBandCollector(root, log.NewNopLogger())
 	if err != nil {
@@ -461,12 +436,7 @@ func TestInfiniBandNoReadablePort(t *testing.T) {
 		filepath.Join(hca, "ports", "1", "phys_state"): "5: LinkUp",
 		filepath.Join(hca, "ports", "1", "rate"):       "100 Gb/sec (4X EDR)",
 	} {
-		if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(path, []byte(value+"\n"), 0o644); err != nil {
-			t.Fatal(err)
-		}
+		benchWrite(t, path, value)
 	}
 	c, err := newInfiniBandCollector(root, log.NewNopLogger())
 	if err != nil {
