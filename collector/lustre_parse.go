@@ -71,20 +71,17 @@ func parseLustreImport(data []byte) (imp lustreImport, bad int) {
 				value = ""
 			}
 			imp.nid = value
-		case "inflight":
+		case "inflight", "timeouts":
 			n, err := strconv.ParseUint(value, 10, 64)
 			if err != nil {
 				bad++
 				continue
 			}
-			imp.inflight, imp.hasInflight = n, true
-		case "timeouts":
-			n, err := strconv.ParseUint(value, 10, 64)
-			if err != nil {
-				bad++
-				continue
+			if key == "inflight" {
+				imp.inflight, imp.hasInflight = n, true
+			} else {
+				imp.timeouts, imp.hasTimeouts = n, true
 			}
-			imp.timeouts, imp.hasTimeouts = n, true
 		case "avg_waittime":
 			// "avg_waittime: 1487 usec" up to 2.15.6; 2.15.7 and 2.16
 			// print the counter type's unit name, "usecs".

@@ -376,41 +376,35 @@ var lustreServerTargetDir = regexp.MustCompile(`^(.+)-((?:OST|MDT)[0-9a-fA-F]{4,
 // the target's are skipped: they would most likely block too.
 func (c *lustreServerCollector) readTarget(ctx context.Context, t *lustreServerTarget) (stuck int) {
 	rel := t.kind.dir + "/" + t.dir + "/"
-	r := c.readCounters(ctx, rel+t.kind.statsFile)
-	switch {
-	case c.isStuck(r.err):
-		t.stuck = true
-		return 1
-	case r.err == nil:
-		c.parseErrs.record(t.kind.statsFile, r.bad)
-		t.counters = r.counters
-	case !errors.Is(r.err, fs.ErrNotExist):
-		level.Debug(c.logger).Log("msg", "cannot read Lustre server stats", "target", t.dir, "err", r.err)
-	}
-	r = c.readRecovery(ctx, rel+"recovery_status")
-	switch {
-	case c.isStuck(r.err):
-		t.stuck = true
-		return 1
-	case r.err == nil:
-		c.parseErrs.record("recovery_status", r.bad)
-		t.recovery, t.hasRecovery = r.recovery, r.recovery.status != ""
-	case !errors.Is(r.err, fs.ErrNotExist):
-		level.Debug(c.logger).Log("msg", "cannot read Lustre recovery_status", "target", t.dir, "err", r.err)
+	// Each file in turn: file is its name and the source its bad lines
+	// are counted under, keep takes what was read into t.
+	files := []struct {
+		file, logMsg string
+		read         func(context.Context, string) lustreServerRead
+		keep         func(lustreServerRead)
+	}{
+		{t.kind.statsFile, "cannot read Lustre server stats", c.readCounters,
+			func(r lustreServerRead) { t.counters = r.counters }},
+		{"recovery_status", "cannot read Lustre recovery_status", c.readRecovery,
+			func(r lustreServerRead) { t.recovery, t.hasRecovery = r.recovery, r.recovery.status != "" }},
+		{"job_stats", "cannot read Lustre job_stats", c.readJobStats,
+			func(r lustreServerRead) { t.jobs, t.hasJobs = r.jobs, true }},
 	}
 	if !c.cfg.jobStats {
-		return 0
+		files = files[:2]
 	}
-	r = c.readJobStats(ctx, rel+"job_stats")
-	switch {
-	case c.isStuck(r.err):
-		t.stuck = true
-		return 1
-	case r.err == nil:
-		c.parseErrs.record("job_stats", r.bad)
-		t.jobs, t.hasJobs = r.jobs, true
-	case !errors.Is(r.err, fs.ErrNotExist):
-		level.Debug(c.logger).Log("msg", "cannot read Lustre job_stats", "target", t.dir, "err", r.err)
+	for _, f := range files {
+		r := f.read(ctx, rel+f.file)
+		switch {
+		case c.isStuck(r.err):
+			t.stuck = true
+			return 1
+		case r.err == nil:
+			c.parseErrs.record(f.file, r.bad)
+			f.keep(r)
+		case !errors.Is(r.err, fs.ErrNotExist):
+			level.Debug(c.logger).Log("msg", f.logMsg, "target", t.dir, "err", r.err)
+		}
 	}
 	return 0
 }
