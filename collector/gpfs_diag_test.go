@@ -11,8 +11,6 @@ import (
 
 	"github.com/go-kit/log/level"
 	"github.com/prometheus/client_golang/prometheus/testutil"
-
-	"github.com/plateau-exporter/plateau_exporter/internal/probetest"
 )
 
 // fakeGPFSDiag is fakeGPFS with every diagnosis command on its fake and the
@@ -90,13 +88,7 @@ plateau_scrape_collector_success{collector="gpfs"} 1
 func TestGPFSInvalidFilesystemNameNotPassed(t *testing.T) {
 	dir := t.TempDir()
 	for _, f := range []string{"fs_io_s.txt", "mmlsdisk-scratch.txt", "mmlsqos-scratch.txt"} {
-		data, err := os.ReadFile(fixturePath(t, "gpfs", f))
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(filepath.Join(dir, f), data, 0o644); err != nil {
-			t.Fatal(err)
-		}
+		copyGPFSFixture(t, dir, f, f, 0o644)
 	}
 	mmlsfs := "mmlsfs::HEADER:version:reserved:reserved:deviceName:fieldName:data:remarks:\n" +
 		"mmlsfs::0:1:::scratch:defaultMountPoint:%2Fgpfs%2Fscratch::\n" +
@@ -137,13 +129,7 @@ func TestGPFSInvalidFilesystemNameNotPassed(t *testing.T) {
 func TestGPFSMmlsdiskFailsForOneFilesystem(t *testing.T) {
 	dir := t.TempDir()
 	for _, f := range []string{"fs_io_s.txt", "mmlsfs.txt", "mmlsdisk-scratch.txt", "mmlsdisk-home.txt", "mmlsdisk-archive.txt"} {
-		data, err := os.ReadFile(fixturePath(t, "gpfs", f))
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(filepath.Join(dir, f), data, 0o644); err != nil {
-			t.Fatal(err)
-		}
+		copyGPFSFixture(t, dir, f, f, 0o644)
 	}
 	t.Setenv("FAKE_GPFS_FIXTURES", dir)
 	cfg := fakeGPFSDiag(t, 30*time.Second)
@@ -198,15 +184,7 @@ func TestGPFSHungDiagnosisCommands(t *testing.T) {
 			} else {
 				cfg.mmlsdiskPath, cfg.disksInterval = hang, 100*time.Millisecond
 			}
-			c := newTestGPFS(t, cfg)
-			t.Cleanup(func() {
-				c.Close()
-				for _, pgid := range readPIDs(t, countFile) {
-					if !processGroupGone(pgid) {
-						killGroup(pgid)
-					}
-				}
-			})
+			c := newHungGPFS(t, cfg, countFile)
 
 			ms, err := collectAll(c)
 			if !errors.Is(err, errCommandTimeout) {
@@ -232,31 +210,7 @@ func TestGPFSHungDiagnosisCommands(t *testing.T) {
 				// asks no other file system: they would hang as well.
 				t.Errorf("first Update error = %v, want the other 3 file systems left unasked", err)
 			}
-			probetest.WaitUntil(t, name+" to be started again after the timeout", 30*time.Second, func() bool {
-				return countLines(t, countFile) >= 2
-			})
-			for i := 0; i < 5; i++ {
-				start := time.Now()
-				_, err := collectAll(c)
-				if elapsed := time.Since(start); elapsed >= timeout {
-					t.Errorf("a scrape took %s while %s hung; it should not wait for the command (timeout %s)", elapsed, name, timeout)
-				}
-				if err == nil {
-					t.Errorf("a scrape succeeded while %s hangs", name)
-				}
-			}
-			c.Close()
-			pgids := readPIDs(t, countFile)
-			for i, pgid := range pgids[:len(pgids)-1] {
-				if !processGroupGone(pgid) {
-					t.Errorf("run %d (group %d) is still alive after a later run started", i+1, pgid)
-				}
-			}
-			for _, pgid := range pgids {
-				probetest.WaitUntil(t, "every hung "+name+"'s process group to disappear", 10*time.Second, func() bool {
-					return processGroupGone(pgid)
-				})
-			}
+			checkHungGPFSCommand(t, c, name, countFile, timeout)
 		})
 	}
 }
@@ -322,15 +276,8 @@ plateau_gpfs_filesystem_mounted{filesystem="scratch",mode="rw",mountpoint="/gpfs
 // exported no waiter.
 func TestGPFSWaitersKeepRowsAmongJunk(t *testing.T) {
 	dir := t.TempDir()
-	for dst, src := range map[string]string{"fs_io_s.txt": "fs_io_s.txt", "mmdiag-waiters.txt": "mmdiag-waiters-junk.txt"} {
-		data, err := os.ReadFile(fixturePath(t, "gpfs", src))
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(filepath.Join(dir, dst), data, 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
+	copyGPFSFixture(t, dir, "fs_io_s.txt", "fs_io_s.txt", 0o644)
+	copyGPFSFixture(t, dir, "mmdiag-waiters.txt", "mmdiag-waiters-junk.txt", 0o644)
 	t.Setenv("FAKE_GPFS_FIXTURES", dir)
 	cfg := fakeGPFSDiag(t, 30*time.Second)
 	cfg.nsd = false

@@ -213,6 +213,19 @@ func TestGPFSHungMmpmonDoesNotHoldScrapes(t *testing.T) {
 	const timeout = 2 * time.Second
 	cfg := fakeGPFS(t, "mmpmon-hang", timeout)
 	cfg.interval = 100 * time.Millisecond
+	c := newHungGPFS(t, cfg, countFile)
+
+	if _, err := collectAll(c); !errors.Is(err, errCommandTimeout) {
+		t.Fatalf("first Update error = %v, want a timeout", err)
+	}
+	checkHungGPFSCommand(t, c, "mmpmon", countFile, timeout)
+}
+
+// newHungGPFS is a GPFS collector one of whose commands hangs, each run's
+// process group listed in countFile; at clean-up it is closed and any
+// group left is killed.
+func newHungGPFS(t *testing.T, cfg gpfsConfig, countFile string) *gpfsCollector {
+	t.Helper()
 	c := newTestGPFS(t, cfg)
 	t.Cleanup(func() {
 		c.Close()
@@ -222,23 +235,26 @@ func TestGPFSHungMmpmonDoesNotHoldScrapes(t *testing.T) {
 			}
 		}
 	})
+	return c
+}
 
-	if _, err := collectAll(c); !errors.Is(err, errCommandTimeout) {
-		t.Fatalf("first Update error = %v, want a timeout", err)
-	}
-	// The loop starts mmpmon again once the hung copy is killed; while the
-	// new copy hangs, scrapes answer at once with the last failure.
-	probetest.WaitUntil(t, "mmpmon to be started again after the timeout", 30*time.Second, func() bool {
+// checkHungGPFSCommand checks what follows a first run of name that timed
+// out: the loop starts it again once the hung copy is killed, scrapes
+// answer at once with the last failure while the new copy hangs, and on
+// Close no run's process group is left.
+func checkHungGPFSCommand(t *testing.T, c *gpfsCollector, name, countFile string, timeout time.Duration) {
+	t.Helper()
+	probetest.WaitUntil(t, name+" to be started again after the timeout", 30*time.Second, func() bool {
 		return countLines(t, countFile) >= 2
 	})
 	for i := 0; i < 5; i++ {
 		start := time.Now()
 		_, err := collectAll(c)
 		if elapsed := time.Since(start); elapsed >= timeout {
-			t.Errorf("a scrape took %s while mmpmon hung; it should not wait for the command (timeout %s)", elapsed, timeout)
+			t.Errorf("a scrape took %s while %s hung; it should not wait for the command (timeout %s)", elapsed, name, timeout)
 		}
 		if err == nil {
-			t.Error("a scrape succeeded while mmpmon hangs")
+			t.Errorf("a scrape succeeded while %s hangs", name)
 		}
 	}
 	c.Close()
@@ -251,7 +267,7 @@ func TestGPFSHungMmpmonDoesNotHoldScrapes(t *testing.T) {
 		}
 	}
 	for _, pgid := range pgids {
-		probetest.WaitUntil(t, "every hung mmpmon's process group to disappear", 10*time.Second, func() bool {
+		probetest.WaitUntil(t, "every hung "+name+"'s process group to disappear", 10*time.Second, func() bool {
 			return processGroupGone(pgid)
 		})
 	}
