@@ -767,3 +767,29 @@ func (c *gpfsCollector) mmhealth(ctx context.Context) ([]prometheus.Metric, erro
 	}
 	return ms, nil
 }
+
+// gpfsCommandLine is one GPFS command whose output is read whole: path and
+// args, key for the guard against a second copy (the path when empty; see
+// runKeyed) and source, the name its skipped lines are counted under.
+type gpfsCommandLine struct {
+	key, path string
+	args      []string
+	source    string
+}
+
+// runGPFSParsed runs cmd and parses its output, counting the lines parse
+// skipped: a failed run is its error, as is output with nothing readable.
+func runGPFSParsed[T any](ctx context.Context, c *gpfsCollector, cmd gpfsCommandLine, parse func([]byte) (T, badLines, error)) (T, error) {
+	key := cmd.key
+	if key == "" {
+		key = cmd.path
+	}
+	out, err := c.runner.runKeyed(ctx, key, nil, cmd.path, cmd.args...)
+	if err != nil {
+		var zero T
+		return zero, err
+	}
+	v, bad, err := parse(out)
+	c.parseErrs.record(cmd.source, bad)
+	return v, err
+}

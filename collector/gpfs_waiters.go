@@ -166,12 +166,8 @@ func newGPFSWaiterDescs() gpfsWaiterDescs {
 }
 
 func (c *gpfsCollector) waiters(ctx context.Context) ([]prometheus.Metric, error) {
-	out, err := c.runner.run(ctx, nil, c.cfg.mmdiagPath, "--waiters", "-Y")
-	if err != nil {
-		return nil, err
-	}
-	w, bad, err := parseMmdiagWaiters(out)
-	c.parseErrs.record(gpfsSourceWaiters, bad)
+	w, err := runGPFSParsed(ctx, c, gpfsCommandLine{path: c.cfg.mmdiagPath,
+		args: []string{"--waiters", "-Y"}, source: gpfsSourceWaiters}, parseMmdiagWaiters)
 	if err != nil {
 		// Nothing usable: exporting zeros would claim no waiters.
 		return nil, err
