@@ -19,13 +19,24 @@ import (
 // debugfs at sys/kernel/debug, the flag's default.
 func newTestLustre(t testing.TB, root string, timeout time.Duration) *lustreCollector {
 	t.Helper()
-	c, err := newLustreCollector(lustreConfig{
+	return startTestLustre(t, testLustreConfig(root, timeout))
+}
+
+// testLustreConfig is the configuration newTestLustre reads root with.
+func testLustreConfig(root string, timeout time.Duration) lustreConfig {
+	return lustreConfig{
 		procRoot:  filepath.Join(root, "proc", "fs", "lustre"),
 		sysRoot:   filepath.Join(root, "sys", "fs", "lustre"),
 		debugRoot: filepath.Join(root, "sys", "kernel", "debug", "lustre"),
 		interval:  time.Hour,
 		timeout:   timeout,
-	}, nil)
+	}
+}
+
+// startTestLustre builds the collector of cfg, closed when the test ends.
+func startTestLustre(t testing.TB, cfg lustreConfig) *lustreCollector {
+	t.Helper()
+	c, err := newLustreCollector(cfg, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -358,20 +369,12 @@ func TestLustreLctl(t *testing.T) {
 	root := fixturePath(t)
 	out := filepath.Join(t.TempDir(), "lctl.out")
 	benchWrite(t, out, lctlOutput(t, fixturePath(t)))
-	c, err := newLustreCollector(lustreConfig{
-		procRoot:  filepath.Join(root, "proc", "fs", "lustre"),
-		sysRoot:   filepath.Join(root, "sys", "fs", "lustre"),
-		debugRoot: filepath.Join(t.TempDir(), "unreadable"),
-		interval:  time.Hour,
-		timeout:   5 * time.Second,
-		// lctl exits 1 when a pattern matches nothing, saying so on
-		// stderr; what it printed is still read.
-		lctlPath: fakeLctl(t, "cat "+out+"; echo \"error: get_param: param_path 'llite/*/stats': No such file or directory\" >&2; exit 1"),
-	}, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { c.Close() })
+	cfg := testLustreConfig(root, 5*time.Second)
+	cfg.debugRoot = filepath.Join(t.TempDir(), "unreadable")
+	// lctl exits 1 when a pattern matches nothing, saying so on stderr;
+	// what it printed is still read.
+	cfg.lctlPath = fakeLctl(t, "cat "+out+"; echo \"error: get_param: param_path 'llite/*/stats': No such file or directory\" >&2; exit 1")
+	c := startTestLustre(t, cfg)
 	file := fixturePath(t, "expected", "lustre-2.15.prom")
 	compareWithFile(t, newTestRegistry("lustre", c, nil), file, metricNames(t, file)...)
 	last, _ := c.rounds.latest()
@@ -390,19 +393,10 @@ func TestLustreLctlHung(t *testing.T) {
 	genLustre(t, root, 4)
 	pidFile := filepath.Join(t.TempDir(), "pid")
 	const timeout = time.Second
-	c, err := newLustreCollector(lustreConfig{
-		procRoot:  filepath.Join(root, "proc", "fs", "lustre"),
-		sysRoot:   filepath.Join(root, "sys", "fs", "lustre"),
-		debugRoot: filepath.Join(root, "sys", "kernel", "debug", "lustre"),
-		interval:  time.Hour,
-		timeout:   timeout,
-		// The child sleep is what must not be left behind.
-		lctlPath: fakeLctl(t, "sleep 60 & echo $! > "+pidFile+"; wait"),
-	}, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { c.Close() })
+	cfg := testLustreConfig(root, timeout)
+	// The child sleep is what must not be left behind.
+	cfg.lctlPath = fakeLctl(t, "sleep 60 & echo $! > "+pidFile+"; wait")
+	c := startTestLustre(t, cfg)
 	begin := time.Now()
 	r := c.round()
 	if d := time.Since(begin); d > timeout+time.Second {
