@@ -65,6 +65,19 @@ func metricNames(t *testing.T, file string) []string {
 }
 
 // collectAll runs one Update and returns the metrics it sent.
+// wantNoData checks what a collector built (err is its constructor's) on
+// a node without its subject reports: ErrNoData, idle and not failing.
+// absent says what is missing, for the message.
+func wantNoData(t *testing.T, c Collector, err error, absent string) {
+	t.Helper()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := collectAll(c); !IsNoDataError(err) {
+		t.Errorf("Update error = %v, want ErrNoData %s", err, absent)
+	}
+}
+
 func collectAll(c Collector) ([]prometheus.Metric, error) {
 	ch := make(chan prometheus.Metric)
 	var ms []prometheus.Metric

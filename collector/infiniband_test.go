@@ -26,12 +26,7 @@ func TestInfiniBandCollector(t *testing.T) {
 
 func TestInfiniBandNoHCA(t *testing.T) {
 	c, err := newInfiniBandCollector(t.TempDir(), log.NewNopLogger())
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := collectAll(c); !IsNoDataError(err) {
-		t.Errorf("Update error = %v, want ErrNoData without /sys/class/infiniband", err)
-	}
+	wantNoData(t, c, err, "without /sys/class/infiniband")
 }
 
 // A counter that saturates between scrapes is flagged on the scrape where

@@ -61,20 +61,10 @@ func writeProc(t *testing.T, mountstats string) string {
 func TestNFSNoMounts(t *testing.T) {
 	root := writeProc(t, "device proc mounted on /proc with fstype proc\ndevice /dev/sda2 mounted on / with fstype ext4\n")
 	c, err := newNFSCollector(root, "", log.NewNopLogger())
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := collectAll(c); !IsNoDataError(err) {
-		t.Errorf("Update error = %v, want ErrNoData without NFS mounts", err)
-	}
+	wantNoData(t, c, err, "without NFS mounts")
 	// Mounts that exist but are all filtered out are also "no data".
 	c, err = newNFSCollector(filepath.Join("fixtures", "proc"), "/nowhere", log.NewNopLogger())
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := collectAll(c); !IsNoDataError(err) {
-		t.Errorf("Update error = %v, want ErrNoData when the filter selects nothing", err)
-	}
+	wantNoData(t, c, err, "when the filter selects nothing")
 }
 
 func TestNFSBrokenMountstats(t *testing.T) {

@@ -65,12 +65,7 @@ func TestNVMeCollectorInfo(t *testing.T) {
 
 func TestNVMeNoControllers(t *testing.T) {
 	c, err := newNVMeCollector(t.TempDir(), t.TempDir(), time.Second, log.NewNopLogger())
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := collectAll(c); !IsNoDataError(err) {
-		t.Errorf("Update error = %v, want ErrNoData without /sys/class/nvme", err)
-	}
+	wantNoData(t, c, err, "without /sys/class/nvme")
 }
 
 // The SMART problem of each controller is logged once, not on every scrape.
