@@ -155,9 +155,7 @@ func TestFailingCollectorWarnsRateLimited(t *testing.T) {
 	if n := strings.Count(logs.String(), "level=warn"); n != 2 {
 		t.Errorf("%d warnings in 41 scrapes 15 s apart, want 2 (at 0 and at 10 minutes):\n%s", n, logs.String())
 	}
-	want := `
-# HELP plateau_scrape_collector_success 1 if the collector read its counters during this scrape, 0 if it failed. Only collectors whose subject is present on the node have this series (see plateau_scrape_collector_present).
-# TYPE plateau_scrape_collector_success gauge
+	want := "\n" + scrapeSuccessHelp + `
 plateau_scrape_collector_success{collector="broken"} 0
 `
 	if err := testutil.GatherAndCompare(reg, strings.NewReader(want), "plateau_scrape_collector_success"); err != nil {

@@ -62,14 +62,11 @@ func TestGPFSDiagnosisWithoutMmlsfs(t *testing.T) {
 	cfg.mmlsfsPath = ""
 	cfg.nsd = false
 	reg := newTestRegistry("gpfs", newTestGPFS(t, cfg), nil)
-	want := `
-# HELP plateau_gpfs_disks_not_up Disks of the file system whose availability is not up (mmlsdisk).
-# TYPE plateau_gpfs_disks_not_up gauge
+	want := "\n" + gpfsDisksNotUpHelp + `
 plateau_gpfs_disks_not_up{filesystem="home"} 0
 plateau_gpfs_disks_not_up{filesystem="projects"} 0
 plateau_gpfs_disks_not_up{filesystem="scratch"} 2
-# HELP plateau_scrape_collector_success 1 if the collector read its counters during this scrape, 0 if it failed. Only collectors whose subject is present on the node have this series (see plateau_scrape_collector_present).
-# TYPE plateau_scrape_collector_success gauge
+` + scrapeSuccessHelp + `
 plateau_scrape_collector_success{collector="gpfs"} 1
 `
 	if err := testutil.GatherAndCompare(reg, strings.NewReader(want), "plateau_gpfs_disks_not_up", "plateau_scrape_collector_success"); err != nil {
@@ -140,14 +137,11 @@ func TestGPFSMmlsdiskFailsForOneFilesystem(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), "mmlsdisk projects") || !strings.Contains(err.Error(), "exited with status 1") {
 		t.Errorf("Update error = %v, want mmlsdisk's failure on projects", err)
 	}
-	want := `
-# HELP plateau_gpfs_disks_not_up Disks of the file system whose availability is not up (mmlsdisk).
-# TYPE plateau_gpfs_disks_not_up gauge
+	want := "\n" + gpfsDisksNotUpHelp + `
 plateau_gpfs_disks_not_up{filesystem="archive"} 0
 plateau_gpfs_disks_not_up{filesystem="home"} 0
 plateau_gpfs_disks_not_up{filesystem="scratch"} 2
-# HELP plateau_gpfs_command_success 1 if the last run of the GPFS command succeeded and its output was parsed, 0 otherwise.
-# TYPE plateau_gpfs_command_success gauge
+` + gpfsCommandSuccessHelp + `
 plateau_gpfs_command_success{command="mmlsdisk"} 0
 plateau_gpfs_command_success{command="mmlsfs"} 1
 plateau_gpfs_command_success{command="mmpmon"} 1

@@ -99,8 +99,7 @@ func TestGPFSReturnCodeError(t *testing.T) {
 plateau_gpfs_mmpmon_return_code{request="failed"} 668
 plateau_gpfs_mmpmon_return_code{request="fs_io_s"} 0
 plateau_gpfs_mmpmon_return_code{request="nsd_ds"} 0
-# HELP plateau_gpfs_command_success 1 if the last run of the GPFS command succeeded and its output was parsed, 0 otherwise.
-# TYPE plateau_gpfs_command_success gauge
+` + gpfsCommandSuccessHelp + `
 plateau_gpfs_command_success{command="mmgetstate"} 1
 plateau_gpfs_command_success{command="mmhealth"} 1
 plateau_gpfs_command_success{command="mmpmon"} 0
@@ -110,8 +109,7 @@ plateau_gpfs_nsd_operations_total{nsd="data_nsd01",op="read"} 138448
 plateau_gpfs_nsd_operations_total{nsd="data_nsd01",op="write"} 9406
 plateau_gpfs_nsd_operations_total{nsd="meta_nsd01",op="read"} 90211
 plateau_gpfs_nsd_operations_total{nsd="meta_nsd01",op="write"} 45102
-# HELP plateau_scrape_collector_success 1 if the collector read its counters during this scrape, 0 if it failed. Only collectors whose subject is present on the node have this series (see plateau_scrape_collector_present).
-# TYPE plateau_scrape_collector_success gauge
+` + scrapeSuccessHelp + `
 plateau_scrape_collector_success{collector="gpfs"} 0
 `
 	reg := newTestRegistry("gpfs", c, nil)
@@ -142,12 +140,9 @@ func TestGPFSOptionalCommandsAbsent(t *testing.T) {
 	cfg.mmhealthPath = filepath.Join(t.TempDir(), "mmhealth")
 	cfg.mmgetstatePath = ""
 	reg := newTestRegistry("gpfs", newTestGPFS(t, cfg), nil)
-	want := `
-# HELP plateau_gpfs_command_success 1 if the last run of the GPFS command succeeded and its output was parsed, 0 otherwise.
-# TYPE plateau_gpfs_command_success gauge
+	want := "\n" + gpfsCommandSuccessHelp + `
 plateau_gpfs_command_success{command="mmpmon"} 1
-# HELP plateau_scrape_collector_success 1 if the collector read its counters during this scrape, 0 if it failed. Only collectors whose subject is present on the node have this series (see plateau_scrape_collector_present).
-# TYPE plateau_scrape_collector_success gauge
+` + scrapeSuccessHelp + `
 plateau_scrape_collector_success{collector="gpfs"} 1
 `
 	if err := testutil.GatherAndCompare(reg, strings.NewReader(want),

@@ -267,3 +267,16 @@ func parseErrorCount(c parseErrorReporter, source string) (uint64, bool) {
 	}
 	return 0, false
 }
+
+// The HELP and TYPE lines of series that several tests compare, each
+// written once (as lustreReconnectsHelp is), as the collector declares it.
+const (
+	scrapeSuccessHelp = `# HELP plateau_scrape_collector_success 1 if the collector read its counters during this scrape, 0 if it failed. Only collectors whose subject is present on the node have this series (see plateau_scrape_collector_present).
+# TYPE plateau_scrape_collector_success gauge`
+	gpfsCommandSuccessHelp = `# HELP plateau_gpfs_command_success 1 if the last run of the GPFS command succeeded and its output was parsed, 0 otherwise.
+# TYPE plateau_gpfs_command_success gauge`
+	gpfsDisksNotUpHelp = `# HELP plateau_gpfs_disks_not_up Disks of the file system whose availability is not up (mmlsdisk).
+# TYPE plateau_gpfs_disks_not_up gauge`
+	nfsMountInfoHelp = `# HELP plateau_nfs_mount_info NFS mount of this node with its protocol version and transport; the value is always 1.
+# TYPE plateau_nfs_mount_info gauge`
+)

@@ -234,8 +234,7 @@ plateau_infiniband_port_link_downed_total{device="hfi1_0",port="1"} 3
 # HELP plateau_infiniband_port_rate_bytes_per_second Signalling rate the port trained to, in bytes per second; a drop means the link trained down.
 # TYPE plateau_infiniband_port_rate_bytes_per_second gauge
 plateau_infiniband_port_rate_bytes_per_second{device="hfi1_0",port="1"} 1.25e+10
-# HELP plateau_scrape_collector_success 1 if the collector read its counters during this scrape, 0 if it failed. Only collectors whose subject is present on the node have this series (see plateau_scrape_collector_present).
-# TYPE plateau_scrape_collector_success gauge
+` + scrapeSuccessHelp + `
 plateau_scrape_collector_success{collector="infiniband"} 1
 `
 	// The garbage symbol_error costs that counter only; N/A is no error.

@@ -27,9 +27,7 @@ func TestNFSMountpointInclude(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := `
-# HELP plateau_nfs_mount_info NFS mount of this node with its protocol version and transport; the value is always 1.
-# TYPE plateau_nfs_mount_info gauge
+	want := "\n" + nfsMountInfoHelp + `
 plateau_nfs_mount_info{export="nfs01.example.org:/export/home",mountpoint="/home",protocol="tcp",server="nfs01.example.org",version="3"} 1
 plateau_nfs_mount_info{export="nfs01.example.org:/export/old runs",mountpoint="/data/old runs",protocol="tcp",server="nfs01.example.org",version="3"} 1
 `
@@ -150,9 +148,7 @@ func TestNFSInvalidUTF8Mountpoint(t *testing.T) {
 		t.Fatal(err)
 	}
 	reg := newTestRegistry("nfs", c, nil)
-	want := `
-# HELP plateau_nfs_mount_info NFS mount of this node with its protocol version and transport; the value is always 1.
-# TYPE plateau_nfs_mount_info gauge
+	want := "\n" + nfsMountInfoHelp + `
 plateau_nfs_mount_info{export="nfs01.example.org:/export/old runs",mountpoint="/data/` + "\uFFFD" + `",protocol="tcp",server="nfs01.example.org",version="3"} 1
 `
 	if err := testutil.GatherAndCompare(reg, strings.NewReader(want), "plateau_nfs_mount_info"); err != nil {

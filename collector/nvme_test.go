@@ -392,8 +392,7 @@ func TestNVMeUnreadableController(t *testing.T) {
 # HELP plateau_nvme_info NVMe controller of this node; the value is always 1.
 # TYPE plateau_nvme_info gauge
 plateau_nvme_info{device="nvme0",firmware_revision="x-firmware_rev",model="x-model",serial="x-serial",state="x-state",transport=""} 1
-# HELP plateau_scrape_collector_success 1 if the collector read its counters during this scrape, 0 if it failed. Only collectors whose subject is present on the node have this series (see plateau_scrape_collector_present).
-# TYPE plateau_scrape_collector_success gauge
+` + scrapeSuccessHelp + `
 plateau_scrape_collector_success{collector="nvme"} 0
 `
 	if err := testutil.GatherAndCompare(reg, strings.NewReader(want), "plateau_nvme_info", "plateau_scrape_collector_success"); err != nil {
