@@ -143,20 +143,30 @@ func TestKeeperMsgRoundTrip(t *testing.T) {
 // connPair is a connected SOCK_SEQPACKET pair as the helpers use.
 func connPair(t *testing.T) (*net.UnixConn, *net.UnixConn) {
 	t.Helper()
+	a, b := mustSeqpacketPair(t)
+	ca, cb := mustUnixConn(t, a, "a"), mustUnixConn(t, b, "b")
+	t.Cleanup(func() { ca.Close(); cb.Close() })
+	return ca, cb
+}
+
+// mustSeqpacketPair is seqpacketPair, failing the test on its error.
+func mustSeqpacketPair(t *testing.T) (a, b int) {
+	t.Helper()
 	a, b, err := seqpacketPair()
 	if err != nil {
 		t.Fatal(err)
 	}
-	ca, err := unixConnFromFD(a, "a")
+	return a, b
+}
+
+// mustUnixConn is unixConnFromFD, failing the test on its error.
+func mustUnixConn(t *testing.T, fd int, name string) *net.UnixConn {
+	t.Helper()
+	c, err := unixConnFromFD(fd, name)
 	if err != nil {
 		t.Fatal(err)
 	}
-	cb, err := unixConnFromFD(b, "b")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { ca.Close(); cb.Close() })
-	return ca, cb
+	return c
 }
 
 func fakeSMARTRead(log []byte) func(string, time.Duration) ([]byte, smartStatus, error) {
@@ -314,14 +324,8 @@ func (k *fakeKeeper) kill() {
 // a client of it; both are closed when the test ends.
 func startFakeKeeper(t *testing.T, read func(string, time.Duration) ([]byte, smartStatus, error)) (*fakeKeeper, *smartHelperClient) {
 	t.Helper()
-	a, b, err := seqpacketPair()
-	if err != nil {
-		t.Fatal(err)
-	}
-	control, err := unixConnFromFD(b, "keeper")
-	if err != nil {
-		t.Fatal(err)
-	}
+	a, b := mustSeqpacketPair(t)
+	control := mustUnixConn(t, b, "keeper")
 	k := &fakeKeeper{t: t, control: control, read: read}
 	go k.run()
 	c, err := newSMARTHelperClient(a, logNop())
