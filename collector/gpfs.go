@@ -626,15 +626,13 @@ func (c *gpfsCollector) mmpmon(ctx context.Context) ([]prometheus.Metric, error)
 		ms = append(ms, c.mmpmonRC.mustNewConstMetric(float64(rc), labelValue(tag)))
 	}
 
-	seen := map[[2]string]bool{}
+	seen := seenSet[[2]string]{}
 	for _, f := range res.fs {
 		key := [2]string{labelValue(f.cluster), labelValue(f.filesystem)}
-		if seen[key] {
-			// Two responses with the same labels would be a duplicate
-			// series, which fails the whole scrape; keep the first.
+		if !seen.first(key) {
+			// Two responses with the same labels: keep the first.
 			continue
 		}
-		seen[key] = true
 		l := newLabelPairs(c.fs[0].desc, key[0], key[1])
 		for i := range f.counters {
 			if f.present[i] {

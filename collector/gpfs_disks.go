@@ -257,14 +257,13 @@ func (c *gpfsCollector) mmlsdisk(ctx context.Context) ([]prometheus.Metric, erro
 			return err
 		}
 		fsLabel := labelValue(fsName)
-		seen := map[string]bool{}
+		seen := seenSet[string]{}
 		notUp, notReady := 0, 0
 		for _, disk := range disks {
 			name := labelValue(disk.name)
-			if seen[name] {
-				continue // a duplicate series would fail the scrape
+			if !seen.first(name) {
+				continue
 			}
-			seen[name] = true
 			up, ready := 0.0, 0.0
 			if disk.availability == "up" {
 				up = 1

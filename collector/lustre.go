@@ -612,7 +612,7 @@ func (c *lustreCollector) round() *lustreRound {
 		ms = append(ms, mounts...)
 	}
 
-	seen := map[[2]string]bool{}
+	seen := seenSet[[2]string]{}
 	rpcByFS := map[string]*lustreRPCStats{}
 	live := map[string]bool{}
 	c.histMu.Lock()
@@ -628,12 +628,11 @@ func (c *lustreCollector) round() *lustreRound {
 			}
 		}
 		key := [2]string{labelValue(t.fsname), labelValue(t.name)}
-		if seen[key] {
-			// A second mount of the same file system would repeat its
-			// series and fail the scrape; the first device is kept.
+		if !seen.first(key) {
+			// A second mount of the same file system: the first
+			// device is kept.
 			continue
 		}
-		seen[key] = true
 		live[t.device] = true
 		ms = append(ms, c.targetMetrics(t, key)...)
 		if t.hasRPC {

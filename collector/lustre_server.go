@@ -490,7 +490,7 @@ func (c *lustreServerCollector) targetMetrics(t *lustreServerTarget) []prometheu
 	if t.hasJobs {
 		ms = append(ms, c.jobs.mustNewConstMetric(float64(t.jobs.jobs), t.fsname, t.name))
 		rest := t.jobs.rest
-		seen := map[string]bool{lustreOtherJobs: true}
+		seen := seenSet[string]{lustreOtherJobs: true}
 		jobMetrics := func(id string, j lustreJob) {
 			lp := newLabelPairs(c.jobReadBytes.desc, t.fsname, t.name, id)
 			ms = append(ms, lp.metric(&c.jobReadBytes, float64(j.readBytes)),
@@ -498,14 +498,13 @@ func (c *lustreServerCollector) targetMetrics(t *lustreServerTarget) []prometheu
 		}
 		for _, j := range t.jobs.top {
 			id := labelValue(j.id)
-			if seen[id] {
+			if !seen.first(id) {
 				// A job named like the others' series, or two ids that are
-				// the same once made valid UTF-8: one series each would
-				// collide, so the job is added up with the others.
+				// the same once made valid UTF-8: the job is added up with
+				// the others.
 				rest.addUp(j)
 				continue
 			}
-			seen[id] = true
 			jobMetrics(id, j)
 		}
 		// Always exported, so that a target's series do not change in
