@@ -160,14 +160,9 @@ func TestGPFSHungDiagnosisCommands(t *testing.T) {
 	for _, name := range []string{"mmdiag", "mmlsdisk"} {
 		t.Run(name, func(t *testing.T) {
 			dir := t.TempDir()
-			script, err := os.ReadFile(fixturePath(t, "gpfs", "mmpmon-hang"))
-			if err != nil {
-				t.Fatal(err)
-			}
+			// The hanging fake, under the name of the command it stands for.
+			copyGPFSFixture(t, dir, name, "mmpmon-hang", 0o755)
 			hang := filepath.Join(dir, name)
-			if err := os.WriteFile(hang, script, 0o755); err != nil {
-				t.Fatal(err)
-			}
 			countFile := filepath.Join(dir, "starts")
 			t.Setenv("FAKE_GPFS_COUNTFILE", countFile)
 			const timeout = 2 * time.Second

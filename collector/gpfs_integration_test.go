@@ -80,14 +80,8 @@ func TestGPFSDiagnosisThroughSudoIntegration(t *testing.T) {
 func TestGPFSHungMmlsdiskThroughSudoIntegration(t *testing.T) {
 	requireSudo(t)
 	dir := t.TempDir()
-	script, err := os.ReadFile(fixturePath(t, "gpfs", "mmpmon-hang"))
-	if err != nil {
-		t.Fatal(err)
-	}
+	copyGPFSFixture(t, dir, "mmlsdisk", "mmpmon-hang", 0o755)
 	hang := filepath.Join(dir, "mmlsdisk")
-	if err := os.WriteFile(hang, script, 0o755); err != nil {
-		t.Fatal(err)
-	}
 	t.Cleanup(func() {
 		for _, pid := range processesRunning(hang) {
 			_ = unix.Kill(pid, unix.SIGKILL)
@@ -98,7 +92,7 @@ func TestGPFSHungMmlsdiskThroughSudoIntegration(t *testing.T) {
 	cfg.mmlsdiskPath, cfg.sudo, cfg.requestsFile = hang, true, writeRequestFile(t)
 	c := newTestGPFS(t, cfg)
 	start := time.Now()
-	_, err = collectAll(c)
+	_, err := collectAll(c)
 	elapsed := time.Since(start)
 	if !errors.Is(err, errCommandTimeout) {
 		t.Fatalf("Update error = %v, want mmlsdisk's timeout", err)
@@ -117,14 +111,8 @@ func TestGPFSHungMmlsdiskThroughSudoIntegration(t *testing.T) {
 func TestGPFSHungThroughSudoIntegration(t *testing.T) {
 	requireSudo(t)
 	dir := t.TempDir()
-	script, err := os.ReadFile(fixturePath(t, "gpfs", "mmpmon-hang"))
-	if err != nil {
-		t.Fatal(err)
-	}
+	copyGPFSFixture(t, dir, "mmpmon", "mmpmon-hang", 0o755)
 	hang := filepath.Join(dir, "mmpmon")
-	if err := os.WriteFile(hang, script, 0o755); err != nil {
-		t.Fatal(err)
-	}
 	var groups []int
 	t.Cleanup(func() {
 		for _, pid := range processesRunning(hang) {
@@ -159,7 +147,7 @@ func TestGPFSHungThroughSudoIntegration(t *testing.T) {
 		}
 		return len(groups) > 0
 	})
-	err = <-done
+	err := <-done
 	elapsed := time.Since(start)
 	if !errors.Is(err, errCommandTimeout) {
 		t.Fatalf("Update error = %v, want a timeout", err)
