@@ -274,10 +274,7 @@ func TestGPFSWaitersKeepRowsAmongJunk(t *testing.T) {
 	cfg.mmlsfsPath, cfg.mmlsdiskPath, cfg.mmlsqosPath = "", "", ""
 	logs := &logBuffer{}
 	c, err := newGPFSCollector(cfg, level.NewFilter(logs, level.AllowDebug()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { c.Close() })
+	c = closedAtEnd(t, c, err)
 	reg := newTestRegistry("gpfs", c, nil)
 
 	families, err := reg.Gather()

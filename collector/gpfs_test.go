@@ -34,11 +34,7 @@ func fakeGPFS(t *testing.T, mmpmon string, timeout time.Duration) gpfsConfig {
 func newTestGPFS(t *testing.T, cfg gpfsConfig) *gpfsCollector {
 	t.Helper()
 	c, err := newGPFSCollector(cfg, log.NewNopLogger())
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { c.Close() })
-	return c
+	return closedAtEnd(t, c, err)
 }
 
 func TestGPFSCollector(t *testing.T) {

@@ -65,6 +65,17 @@ func metricNames(t *testing.T, file string) []string {
 }
 
 // collectAll runs one Update and returns the metrics it sent.
+// closedAtEnd fails the test on err, the error of the constructor that
+// made c, and closes c when the test ends.
+func closedAtEnd[C interface{ Close() error }](t testing.TB, c C, err error) C {
+	t.Helper()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	return c
+}
+
 // wantNoData checks what a collector built (err is its constructor's) on
 // a node without its subject reports: ErrNoData, idle and not failing.
 // absent says what is missing, for the message.

@@ -27,11 +27,7 @@ func newTestLustreServer(t testing.TB, root string, timeout time.Duration, top i
 		jobStats:    top >= 0,
 		jobStatsTop: max(top, 0),
 	}, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { c.Close() })
-	return c
+	return closedAtEnd(t, c, err)
 }
 
 // TestLustreServerLayouts reads an OSS of 4 OSTs and an MDS of one MDT in

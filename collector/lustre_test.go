@@ -37,11 +37,7 @@ func testLustreConfig(root string, timeout time.Duration) lustreConfig {
 func startTestLustre(t testing.TB, cfg lustreConfig) *lustreCollector {
 	t.Helper()
 	c, err := newLustreCollector(cfg, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { c.Close() })
-	return c
+	return closedAtEnd(t, c, err)
 }
 
 // TestLustreLayouts reads the three layouts: 2.10 with everything in
