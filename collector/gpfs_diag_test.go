@@ -277,23 +277,16 @@ func TestGPFSWaitersKeepRowsAmongJunk(t *testing.T) {
 	c = closedAtEnd(t, c, err)
 	reg := newTestRegistry("gpfs", c, nil)
 
-	families, err := reg.Gather()
-	if err != nil {
-		t.Fatal(err)
-	}
 	values := map[string]float64{}
 	waiters := 0.0
-	for _, mf := range families {
-		for _, m := range mf.GetMetric() {
-			key := mf.GetName()
-			for _, lp := range m.GetLabel() {
-				key += "," + lp.GetName() + "=" + lp.GetValue()
-			}
-			v := m.GetGauge().GetValue() + m.GetCounter().GetValue()
-			values[key] = v
-			if mf.GetName() == "plateau_gpfs_waiters" {
-				waiters += v
-			}
+	for _, s := range gatherSeries(t, reg) {
+		key := s.name
+		for _, lp := range s.metric.GetLabel() {
+			key += "," + lp.GetName() + "=" + lp.GetValue()
+		}
+		values[key] = s.value
+		if s.name == "plateau_gpfs_waiters" {
+			waiters += s.value
 		}
 	}
 	if waiters != 28 {

@@ -246,19 +246,10 @@ func TestGPFSIohistCollector(t *testing.T) {
 	reg := newTestRegistry("gpfs", c, nil)
 	compareWithFile(t, reg, file, metricNames(t, file)...)
 
-	families, err := reg.Gather()
-	if err != nil {
-		t.Fatal(err)
-	}
 	var hist *dto.Histogram
-	for _, mf := range families {
-		if mf.GetName() != "plateau_gpfs_iohist_io_duration_seconds" {
-			continue
-		}
-		for _, m := range mf.GetMetric() {
-			if m.GetLabel()[0].GetValue() == "10.10.0.11" {
-				hist = m.GetHistogram()
-			}
+	for _, s := range gatherSeries(t, reg) {
+		if s.name == "plateau_gpfs_iohist_io_duration_seconds" && s.metric.GetLabel()[0].GetValue() == "10.10.0.11" {
+			hist = s.metric.GetHistogram()
 		}
 	}
 	if hist == nil || hist.GetSampleCount() != 3 || math.Abs(hist.GetSampleSum()-0.9075) > 1e-9 || hist.GetSchema() != 0 {

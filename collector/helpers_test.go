@@ -76,6 +76,38 @@ func closedAtEnd[C interface{ Close() error }](t testing.TB, c C, err error) C {
 	return c
 }
 
+// gatheredSeries is one series of a gather: its family's name, its labels
+// by name, its value (a gauge's, a counter's or an untyped one's) and the
+// metric itself, for a histogram.
+type gatheredSeries struct {
+	name   string
+	labels map[string]string
+	value  float64
+	metric *dto.Metric
+}
+
+// gatherSeries gathers g and returns every series in it, in the order of
+// the gather.
+func gatherSeries(t testing.TB, g prometheus.Gatherer) []gatheredSeries {
+	t.Helper()
+	mfs, err := g.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var all []gatheredSeries
+	for _, mf := range mfs {
+		for _, m := range mf.GetMetric() {
+			s := gatheredSeries{name: mf.GetName(), labels: map[string]string{}, metric: m,
+				value: m.GetGauge().GetValue() + m.GetCounter().GetValue() + m.GetUntyped().GetValue()}
+			for _, l := range m.GetLabel() {
+				s.labels[l.GetName()] = l.GetValue()
+			}
+			all = append(all, s)
+		}
+	}
+	return all
+}
+
 // wantNoData checks what a collector built (err is its constructor's) on
 // a node without its subject reports: ErrNoData, idle and not failing.
 // absent says what is missing, for the message.

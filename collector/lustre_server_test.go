@@ -66,18 +66,10 @@ func TestLustreServerNoTree(t *testing.T) {
 func TestLustreServerSeriesCounts(t *testing.T) {
 	count := func(t *testing.T, top int) map[string]int {
 		c := newTestLustreServer(t, fixturePath(t), 5*time.Second, top)
-		mfs, err := newTestRegistry("lustre_server", c, nil).Gather()
-		if err != nil {
-			t.Fatal(err)
-		}
 		per := map[string]int{}
-		for _, mf := range mfs {
-			for _, m := range mf.GetMetric() {
-				for _, l := range m.GetLabel() {
-					if l.GetName() == "lustre_target" {
-						per[l.GetValue()]++
-					}
-				}
+		for _, s := range gatherSeries(t, newTestRegistry("lustre_server", c, nil)) {
+			if target, ok := s.labels["lustre_target"]; ok {
+				per[target]++
 			}
 		}
 		return per
@@ -182,25 +174,15 @@ func TestLustreServerJobSeries(t *testing.T) {
 	benchWrite(t, filepath.Join(dir, "job_stats"), strings.TrimSuffix(string(data), "\n"))
 	c := newTestLustreServer(t, root, 5*time.Second, 10)
 	reg := newTestRegistry("lustre_server", c, nil)
-	mfs, err := reg.Gather()
-	if err != nil {
-		t.Fatal(err)
-	}
 	var readSum, writeSum float64
 	ids := map[string]bool{}
-	for _, mf := range mfs {
-		for _, m := range mf.GetMetric() {
-			switch mf.GetName() {
-			case "plateau_lustre_server_job_read_bytes_total":
-				readSum += m.GetCounter().GetValue()
-				for _, l := range m.GetLabel() {
-					if l.GetName() == "job_id" {
-						ids[l.GetValue()] = true
-					}
-				}
-			case "plateau_lustre_server_job_write_bytes_total":
-				writeSum += m.GetCounter().GetValue()
-			}
+	for _, s := range gatherSeries(t, reg) {
+		switch s.name {
+		case "plateau_lustre_server_job_read_bytes_total":
+			readSum += s.value
+			ids[s.labels["job_id"]] = true
+		case "plateau_lustre_server_job_write_bytes_total":
+			writeSum += s.value
 		}
 	}
 	var want lustreJob

@@ -120,26 +120,13 @@ func TestLustreSeriesPerOST(t *testing.T) {
 	root := t.TempDir()
 	genLustre(t, root, 512)
 	c := newTestLustre(t, root, 30*time.Second)
-	mfs, err := newTestRegistry("lustre", c, nil).Gather()
-	if err != nil {
-		t.Fatal(err)
-	}
 	perOST := map[string]int{}
 	other := 0
-	for _, mf := range mfs {
-		for _, m := range mf.GetMetric() {
-			target := ""
-			for _, l := range m.GetLabel() {
-				if l.GetName() == "lustre_target" {
-					target = l.GetValue()
-				}
-			}
-			switch {
-			case strings.HasPrefix(target, "OST"):
-				perOST[target]++
-			default:
-				other++
-			}
+	for _, s := range gatherSeries(t, newTestRegistry("lustre", c, nil)) {
+		if target := s.labels["lustre_target"]; strings.HasPrefix(target, "OST") {
+			perOST[target]++
+		} else {
+			other++
 		}
 	}
 	if len(perOST) != 512 {
