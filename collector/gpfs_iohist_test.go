@@ -92,11 +92,18 @@ func TestParseIohistEmptyAndUnreadable(t *testing.T) {
 
 func mustParseIohistFixture(t *testing.T, name string) ([]iohistEntry, badLines) {
 	t.Helper()
-	entries, bad, err := parseIohist(readFixtureFile(t, name))
+	return mustParseGPFSFixture(t, name, parseIohist)
+}
+
+// mustParseGPFSFixture parses fixtures/gpfs/<name> with parse, failing the
+// test when the file cannot be read or parse finds nothing readable.
+func mustParseGPFSFixture[T any](t *testing.T, name string, parse func([]byte) (T, badLines, error)) (T, badLines) {
+	t.Helper()
+	v, bad, err := parse(readFixtureFile(t, name))
 	if err != nil {
 		t.Fatal(err)
 	}
-	return entries, bad
+	return v, bad
 }
 
 func readFixtureFile(t testing.TB, name string) []byte {

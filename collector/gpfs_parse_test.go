@@ -179,14 +179,7 @@ func TestSplitMmpmonLine(t *testing.T) {
 }
 
 func TestParseY(t *testing.T) {
-	out, err := os.ReadFile(filepath.Join("fixtures", "gpfs", "mmhealth.txt"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	y, _, err := parseY(out)
-	if err != nil {
-		t.Fatal(err)
-	}
+	y, _ := mustParseGPFSFixture(t, "mmhealth.txt", parseY)
 	state := y.table("mmhealth", "State")
 	if state == nil || len(state.rows) != 9 {
 		t.Fatalf("State table = %+v", state)
