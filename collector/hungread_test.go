@@ -72,6 +72,8 @@ func gaugeIn(t *testing.T, ms []prometheus.Metric, name string) float64 {
 // hungRead is a collector whose read of fifo is blocked after its first
 // scrape.
 type hungRead struct {
+	// began is when the first scrape started.
+	began    time.Time
 	reg      *prometheus.Registry
 	timeout  time.Duration
 	fifo     string
@@ -85,12 +87,18 @@ type hungRead struct {
 	recovered string
 }
 
-// checkHungRead checks what follows a first scrape that returned without
-// the blocked read: later rounds neither wait for it nor start it again,
-// a scrape does not wait, and once it returns the next round reads the
-// file again and nothing is left running.
+// checkHungRead checks a first scrape that returned without the blocked
+// read, by the round's deadline, and what follows: later rounds neither
+// wait for it nor start it again, a scrape does not wait, and once it
+// returns the next round reads the file again and nothing is left running.
 func checkHungRead(t *testing.T, h hungRead) {
 	t.Helper()
+	if d := time.Since(h.began); d > h.timeout+time.Second {
+		t.Errorf("first scrape took %s, want the round's deadline (%s) at most", d, h.timeout)
+	}
+	if keys := h.running(); len(keys) != 1 || keys[0] != h.stuckKey {
+		t.Fatalf("reads still running: %v, want only %s", keys, h.stuckKey)
+	}
 	for i := 0; i < 3; i++ {
 		begin := time.Now()
 		got := h.stuckReads()

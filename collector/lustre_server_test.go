@@ -290,17 +290,11 @@ func TestLustreServerHungRead(t *testing.T) {
 	if n, err := testutil.GatherAndCount(reg, "plateau_lustre_server_read_bytes_total"); err != nil || n != 3 {
 		t.Fatalf("first scrape: %d read_bytes series (err %v), want the 3 OSTs that answer", n, err)
 	}
-	if d := time.Since(begin); d > timeout+time.Second {
-		t.Errorf("first scrape took %s, want the round's deadline (%s) at most", d, timeout)
-	}
 	if n, err := testutil.GatherAndCount(reg, "plateau_lustre_server_jobs"); err != nil || n != 3 {
 		// The hung OST's job_stats is not tried once its stats hangs.
 		t.Errorf("first scrape: %d jobs series (err %v), want 3", n, err)
 	}
-	if keys := running(); len(keys) != 1 || keys[0] != stuckKey {
-		t.Fatalf("reads still running: %v, want only %s", keys, stuckKey)
-	}
-	checkHungRead(t, hungRead{reg: reg, timeout: timeout, fifo: fifo, stuckKey: stuckKey, release: release, running: running,
+	checkHungRead(t, hungRead{began: begin, reg: reg, timeout: timeout, fifo: fifo, stuckKey: stuckKey, release: release, running: running,
 		stuckReads: func() float64 { return lustreServerStuckReads(t, c.round()) }, metric: "plateau_lustre_server_stuck_reads",
 		recovered: "read_bytes                3 samples [bytes] 4096 4096 12288"})
 }

@@ -169,15 +169,8 @@ func TestLustreHungRead(t *testing.T) {
 			t.Errorf("first scrape: %d %s series (err %v), want %d: the blocked read cost more than its target", n, metric, err, want)
 		}
 	}
-	if d := time.Since(begin); d > timeout+time.Second {
-		t.Errorf("first scrape took %s, want the round's deadline (%s) at most", d, timeout)
-	}
-	if keys := running(); len(keys) != 1 || keys[0] != stuckKey {
-		t.Fatalf("reads still running: %v, want only %s", keys, stuckKey)
-	}
-
 	// The client recovers: the import answers again.
-	checkHungRead(t, hungRead{reg: reg, timeout: timeout, fifo: fifo, stuckKey: stuckKey, release: release, running: running,
+	checkHungRead(t, hungRead{began: begin, reg: reg, timeout: timeout, fifo: fifo, stuckKey: stuckKey, release: release, running: running,
 		stuckReads: func() float64 { return stuckReadsOf(t, c.round()) }, metric: "plateau_lustre_stuck_reads",
 		recovered: "import:\n    state: FULL"})
 }
