@@ -256,10 +256,7 @@ func FuzzParseMmdiagWaiters(f *testing.F) {
 	f.Add([]byte("foobar\nmmdiag:waiters\nmmdiag:foobar:0:1\n"))
 	fixture := readGPFSFixture(f, "mmdiag-waiters.txt")
 	f.Fuzz(func(t *testing.T, out []byte) {
-		checkJunk(t, fixture, out, yJunk(fixture), nil, func(b []byte) (any, badLines, error) {
-			w, bad, err := parseMmdiagWaiters(b)
-			return w, bad, err
-		})
+		checkJunk(t, fixture, out, yJunk(fixture), nil, asJunkParser(parseMmdiagWaiters))
 		w, _, _ := parseMmdiagWaiters(out)
 		classes := map[string]bool{}
 		for _, c := range gpfsWaiterClasses() {
@@ -282,10 +279,7 @@ func FuzzParseVerbsStatus(f *testing.F) {
 	f.Add([]byte("mmfsadm: some banner\n\n  VERBS RDMA: started\n"))
 	fixture := readGPFSFixture(f, "mmfsadm-verbs.txt")
 	f.Fuzz(func(t *testing.T, out []byte) {
-		checkJunk(t, fixture, out, verbsJunk, nil, func(b []byte) (any, badLines, error) {
-			s, bad, err := parseVerbsStatus(b)
-			return s, bad, err
-		})
+		checkJunk(t, fixture, out, verbsJunk, nil, asJunkParser(parseVerbsStatus))
 		if s, _, err := parseVerbsStatus(out); err == nil && s == "" {
 			t.Fatal("no error and no status")
 		}
@@ -296,10 +290,7 @@ func FuzzParseMmlsfs(f *testing.F) {
 	readFixtures(f, "mmlsfs.txt")
 	fixture := readGPFSFixture(f, "mmlsfs.txt")
 	f.Fuzz(func(t *testing.T, out []byte) {
-		checkJunk(t, fixture, out, yJunk(fixture), nil, func(b []byte) (any, badLines, error) {
-			list, bad, err := parseMmlsfs(b)
-			return list, bad, err
-		})
+		checkJunk(t, fixture, out, yJunk(fixture), nil, asJunkParser(parseMmlsfs))
 		list, _, _ := parseMmlsfs(out)
 		seen := map[string]bool{}
 		for _, fs := range list {
@@ -315,10 +306,7 @@ func FuzzParseMmlsdisk(f *testing.F) {
 	readFixtures(f, "mmlsdisk-scratch.txt", "mmlsdisk-home.txt")
 	fixture := readGPFSFixture(f, "mmlsdisk-home.txt")
 	f.Fuzz(func(t *testing.T, out []byte) {
-		checkJunk(t, fixture, out, yJunk(fixture), nil, func(b []byte) (any, badLines, error) {
-			disks, bad, err := parseMmlsdisk(b)
-			return disks, bad, err
-		})
+		checkJunk(t, fixture, out, yJunk(fixture), nil, asJunkParser(parseMmlsdisk))
 		disks, _, _ := parseMmlsdisk(out)
 		for _, d := range disks {
 			if d.name == "" || d.status == "" || d.availability == "" {
@@ -332,10 +320,7 @@ func FuzzParseMmlsqos(f *testing.F) {
 	readFixtures(f, "mmlsqos-scratch.txt", "mmlsqos-home.txt", "mmlsqos-projects.txt")
 	fixture := readGPFSFixture(f, "mmlsqos-scratch.txt")
 	f.Fuzz(func(t *testing.T, out []byte) {
-		checkJunk(t, fixture, out, yJunk(fixture), nil, func(b []byte) (any, badLines, error) {
-			q, bad, err := parseMmlsqos(b)
-			return q, bad, err
-		})
+		checkJunk(t, fixture, out, yJunk(fixture), nil, asJunkParser(parseMmlsqos))
 		q, _, _ := parseMmlsqos(out)
 		if !q.hasStatus && (q.throttling || len(q.stats) > 0) {
 			t.Fatalf("results without a status row: %+v", q)

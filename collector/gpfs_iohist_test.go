@@ -323,10 +323,7 @@ func iohistJunk(line string) bool {
 }
 
 // iohistRead is what parseIohist read, for the junk property.
-func iohistRead(b []byte) (any, badLines, error) {
-	e, bad, err := parseIohist(b)
-	return e, bad, err
-}
+func iohistRead(b []byte) (any, badLines, error) { return asJunkParser(parseIohist)(b) }
 
 func FuzzGPFSIohist(f *testing.F) {
 	for _, name := range []string{"mmdiag-iohist-client.txt", "mmdiag-iohist-server.txt", "mmdiag-iohist-Y.txt"} {

@@ -266,10 +266,7 @@ func FuzzParseMmpmon(f *testing.F) {
 	f.Add([]byte("mmpmon> \nfs_io_s\n"))
 	fixture := append(readGPFSFixture(f, "fs_io_s.txt"), readGPFSFixture(f, "nsd_ds.txt")...)
 	f.Fuzz(func(t *testing.T, out []byte) {
-		checkJunk(t, fixture, out, mmpmonJunk, nil, func(b []byte) (any, badLines, error) {
-			res, bad, err := parseMmpmon(b)
-			return res, bad, err
-		})
+		checkJunk(t, fixture, out, mmpmonJunk, nil, asJunkParser(parseMmpmon))
 		res, _, err := parseMmpmon(out)
 		if err == nil && len(res.rc) == 0 {
 			t.Fatal("no error, yet no response was recognised")

@@ -190,10 +190,7 @@ func FuzzParseMountstats(f *testing.F) {
 	fixture := fixtureMountstats(f)
 	top := mountstatsTopLevel(fixture)
 	f.Fuzz(func(t *testing.T, data []byte) {
-		checkJunk(t, fixture, data, mountstatsJunk, top, func(b []byte) (any, badLines, error) {
-			m, bad, err := parseMountstats(b)
-			return m, bad, err
-		})
+		checkJunk(t, fixture, data, mountstatsJunk, top, asJunkParser(parseMountstats))
 		got, _, err := parseMountstats(data)
 		for _, m := range got {
 			for _, o := range m.ops {
