@@ -15,6 +15,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	dto "github.com/prometheus/client_model/go"
+	"github.com/prometheus/procfs/sysfs"
 	"golang.org/x/sys/unix"
 
 	"github.com/plateau-exporter/plateau_exporter/internal/probetest"
@@ -106,6 +107,22 @@ func gatherSeries(t testing.TB, g prometheus.Gatherer) []gatheredSeries {
 		}
 	}
 	return all
+}
+
+// procfsClass is what prometheus/procfs's sysfs reader (read, such as
+// sysfs.FS.NVMeClass) makes of the tree under root: the reference the
+// collectors' own readers of the same files are checked against.
+func procfsClass[T any](t *testing.T, root string, read func(sysfs.FS) (T, error)) T {
+	t.Helper()
+	sfs, err := sysfs.NewFS(root)
+	if err != nil {
+		t.Fatal(err)
+	}
+	v, err := read(sfs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return v
 }
 
 // wantNoData checks what a collector built (err is its constructor's) on

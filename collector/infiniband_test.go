@@ -94,14 +94,7 @@ func TestInfiniBandMatchesProcfs(t *testing.T) {
 	benchRoot := t.TempDir()
 	genInfiniBand(t, benchRoot)
 	for _, root := range []string{filepath.Join("fixtures", "sys"), benchRoot} {
-		sfs, err := sysfs.NewFS(root)
-		if err != nil {
-			t.Fatal(err)
-		}
-		class, err := sfs.InfiniBandClass()
-		if err != nil {
-			t.Fatal(err)
-		}
+		class := procfsClass(t, root, sysfs.FS.InfiniBandClass)
 		c, err := newInfiniBandCollector(root, log.NewNopLogger())
 		if err != nil {
 			t.Fatal(err)

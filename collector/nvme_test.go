@@ -328,14 +328,7 @@ func TestNVMeBlockedSMARTRead(t *testing.T) {
 // procfs's sysfs.NVMeClass reads from the same tree.
 func TestReadNVMeControllersMatchesProcfs(t *testing.T) {
 	sysRoot := filepath.Join("fixtures", "sys")
-	sfs, err := sysfs.NewFS(sysRoot)
-	if err != nil {
-		t.Fatal(err)
-	}
-	want, err := sfs.NVMeClass()
-	if err != nil {
-		t.Fatal(err)
-	}
+	want := procfsClass(t, sysRoot, sysfs.FS.NVMeClass)
 	got, err := readNVMeControllers(filepath.Join(sysRoot, "class", "nvme"))
 	if err != nil {
 		t.Fatal(err)
