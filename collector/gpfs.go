@@ -712,13 +712,10 @@ func (c *gpfsCollector) mmhealth(ctx context.Context) ([]prometheus.Metric, erro
 	if err != nil {
 		return nil, err
 	}
-	t, bad, err := parseYTable(out, "mmhealth node show -Y", "mmhealth", "State")
+	t, bad, err := requireYTable(out, "mmhealth node show -Y", "mmhealth", "State")
 	defer func() { c.parseErrs.record(gpfsSourceMmhealth, bad) }()
 	if err != nil {
 		return nil, err
-	}
-	if t == nil {
-		return nil, errors.New("mmhealth node show -Y: no State table")
 	}
 	compCol, entCol, statusCol := t.column("component"), t.column("entityname"), t.column("status")
 	if compCol < 0 || entCol < 0 || statusCol < 0 {

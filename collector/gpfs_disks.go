@@ -42,12 +42,9 @@ type gpfsFilesystem struct {
 // device name is skipped and returned in bad: it will not be put on a
 // command line.
 func parseMmlsfs(out []byte) ([]gpfsFilesystem, badLines, error) {
-	t, bad, err := parseYTable(out, "mmlsfs all -T -Y", "mmlsfs", "")
+	t, bad, err := requireYTable(out, "mmlsfs all -T -Y", "mmlsfs", "")
 	if err != nil {
 		return nil, bad, err
-	}
-	if t == nil {
-		return nil, bad, errors.New("mmlsfs all -T -Y: no mmlsfs table")
 	}
 	devCol, fieldCol, dataCol := t.column("deviceName"), t.column("fieldName"), t.column("data")
 	if devCol < 0 {
@@ -85,12 +82,9 @@ type gpfsDisk struct {
 // parseMmlsdisk parses "mmlsdisk DEVICE -Y". A disk row without its name,
 // status or availability is skipped and returned in bad.
 func parseMmlsdisk(out []byte) ([]gpfsDisk, badLines, error) {
-	t, bad, err := parseYTable(out, "mmlsdisk -Y", "mmlsdisk", "")
+	t, bad, err := requireYTable(out, "mmlsdisk -Y", "mmlsdisk", "")
 	if err != nil {
 		return nil, bad, err
-	}
-	if t == nil {
-		return nil, bad, errors.New("mmlsdisk -Y: no mmlsdisk table")
 	}
 	nameCol, poolCol, fgCol := t.column("nsdName"), t.column("storagePool"), t.column("failureGroup")
 	statusCol, availCol := t.column("status"), t.column("availability")

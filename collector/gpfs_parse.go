@@ -369,6 +369,21 @@ func parseYTable(out []byte, cmd, command, section string) (*yTable, badLines, e
 	return y.table(command, section), bad, nil
 }
 
+// requireYTable is parseYTable for a command whose output must hold the
+// table: its absence is an error naming it (the section, or the command
+// when the table has none).
+func requireYTable(out []byte, cmd, command, section string) (*yTable, badLines, error) {
+	t, bad, err := parseYTable(out, cmd, command, section)
+	if err == nil && t == nil {
+		name := section
+		if name == "" {
+			name = command
+		}
+		err = fmt.Errorf("%s: no %s table", cmd, name)
+	}
+	return t, bad, err
+}
+
 // missingYHeader is the error of a command whose table has no HEADER in
 // its output: nil when no line was skipped either (the command had
 // nothing to list), else one that names what was skipped.
