@@ -217,7 +217,7 @@ func TestParseY(t *testing.T) {
 }
 
 func TestPercentDecode(t *testing.T) {
-	for in, want := range map[string]string{
+	checkStringCases(t, "percentDecode", percentDecode, map[string]string{
 		"plain":        "plain",
 		"a%3Ab":        "a:b",
 		"a%3ab%25c":    "a:b%c",
@@ -226,11 +226,7 @@ func TestPercentDecode(t *testing.T) {
 		"%3":           "%3",
 		"%2F%2f":       "//",
 		"x%3A%3A%3Ay%": "x:::y%",
-	} {
-		if got := percentDecode(in); got != want {
-			t.Errorf("percentDecode(%q) = %q, want %q", in, got, want)
-		}
-	}
+	})
 }
 
 // percentEncode is the inverse of percentDecode for the fuzz target: it

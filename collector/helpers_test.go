@@ -125,6 +125,17 @@ func procfsClass[T any](t *testing.T, root string, read func(sysfs.FS) (T, error
 	return v
 }
 
+// checkStringCases checks f, named name in the messages, against cases:
+// each input and the output it must give.
+func checkStringCases(t *testing.T, name string, f func(string) string, cases map[string]string) {
+	t.Helper()
+	for in, want := range cases {
+		if got := f(in); got != want {
+			t.Errorf("%s(%q) = %q, want %q", name, in, got, want)
+		}
+	}
+}
+
 // wantNoData checks what a collector built (err is its constructor's) on
 // a node without its subject reports: ErrNoData, idle and not failing.
 // absent says what is missing, for the message.

@@ -77,21 +77,17 @@ func TestNFSBrokenMountstats(t *testing.T) {
 }
 
 func TestNFSServer(t *testing.T) {
-	for export, want := range map[string]string{
+	checkStringCases(t, "nfsServer", func(export string) string { return nfsServer(export, "192.0.2.1") }, map[string]string{
 		"nfs01.example.org:/export/home": "nfs01.example.org",
 		"10.0.0.5:/":                     "10.0.0.5",
 		"[fd00:10::5]:/apps":             "fd00:10::5",
 		"srv:share":                      "srv",
 		"nocolon":                        "192.0.2.1",
-	} {
-		if got := nfsServer(export, "192.0.2.1"); got != want {
-			t.Errorf("nfsServer(%q) = %q, want %q", export, got, want)
-		}
-	}
+	})
 }
 
 func TestUnescapeMountField(t *testing.T) {
-	for in, want := range map[string]string{
+	checkStringCases(t, "unescapeMountField", unescapeMountField, map[string]string{
 		`/plain`:         "/plain",
 		`/old\040runs`:   "/old runs",
 		`/a\011b\012c`:   "/a\tb\nc",
@@ -100,11 +96,7 @@ func TestUnescapeMountField(t *testing.T) {
 		`/short\04`:      `/short\04`,
 		`/high\777`:      `/high\777`,
 		`\040\040`:       "  ",
-	} {
-		if got := unescapeMountField(in); got != want {
-			t.Errorf("unescapeMountField(%q) = %q, want %q", in, got, want)
-		}
-	}
+	})
 }
 
 // escapeMountField escapes as the kernel's mangle() does for mount tables.
