@@ -18,6 +18,19 @@ import (
 // and apart from them a Lustre client of 512 OSTs.
 // Nothing of it is committed.
 
+// copyGPFSFixture copies fixtures/gpfs/<src> to dir/<dst>, where the fake
+// GPFS commands (FAKE_GPFS_FIXTURES) or the daemon find it.
+func copyGPFSFixture(t testing.TB, dir, dst, src string, mode os.FileMode) {
+	t.Helper()
+	data, err := os.ReadFile(fixturePath(t, "gpfs", src))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, dst), data, mode); err != nil {
+		t.Fatal(err)
+	}
+}
+
 func benchWrite(b testing.TB, path, content string) {
 	b.Helper()
 	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
@@ -235,17 +248,11 @@ func TestWriteBenchTree(t *testing.T) {
 	// The fakes answer from the fixture files next to them.
 	genMounts(t, filepath.Join(root, "proc"))
 	for _, f := range []string{"mmpmon", "mmgetstate", "mmhealth", "mmdiag", "mmfsadm", "mmlsfs", "mmlsdisk", "mmlsqos", "nsd_ds.txt"} {
-		data, err := os.ReadFile(fixturePath(t, "gpfs", f))
-		if err != nil {
-			t.Fatal(err)
-		}
 		mode := os.FileMode(0o755)
 		if strings.HasSuffix(f, ".txt") {
 			mode = 0o644
 		}
-		if err := os.WriteFile(filepath.Join(gpfsDir, f), data, mode); err != nil {
-			t.Fatal(err)
-		}
+		copyGPFSFixture(t, gpfsDir, f, f, mode)
 	}
 }
 

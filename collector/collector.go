@@ -64,21 +64,12 @@ var (
 )
 
 var (
-	scrapeDurationDesc = prometheus.NewDesc(
-		prometheus.BuildFQName(namespace, "scrape", "collector_duration_seconds"),
-		"Time the collector took to read its counters during this scrape, in seconds.",
-		[]string{"collector"}, nil,
-	)
-	scrapeSuccessDesc = prometheus.NewDesc(
-		prometheus.BuildFQName(namespace, "scrape", "collector_success"),
-		"1 if the collector read its counters during this scrape, 0 if it failed. Only collectors whose subject is present on the node have this series (see plateau_scrape_collector_present).",
-		[]string{"collector"}, nil,
-	)
-	scrapePresentDesc = prometheus.NewDesc(
-		prometheus.BuildFQName(namespace, "scrape", "collector_present"),
-		"1 if the collector's subject (GPFS, an InfiniBand HCA, an NVMe controller, an NFS mount, Lustre) is present on this node, 0 if it is absent and the collector is idle.",
-		[]string{"collector"}, nil,
-	)
+	scrapeDurationDesc = scrapeDesc("collector_duration_seconds",
+		"Time the collector took to read its counters during this scrape, in seconds.")
+	scrapeSuccessDesc = scrapeDesc("collector_success",
+		"1 if the collector read its counters during this scrape, 0 if it failed. Only collectors whose subject is present on the node have this series (see plateau_scrape_collector_present).")
+	scrapePresentDesc = scrapeDesc("collector_present",
+		"1 if the collector's subject (GPFS, an InfiniBand HCA, an NVMe controller, an NFS mount, Lustre) is present on this node, 0 if it is absent and the collector is idle.")
 	parseErrorsDesc = prometheus.NewDesc(
 		// Lines (rows, records, attribute files) of the source that the
 		// collector could not read and skipped, since the exporter
@@ -91,6 +82,12 @@ var (
 		[]string{"collector", "source"}, nil,
 	)
 )
+
+// scrapeDesc declares plateau_scrape_<name>{collector}, a series the
+// registry adds for each collector.
+func scrapeDesc(name, help string) *prometheus.Desc {
+	return prometheus.NewDesc(prometheus.BuildFQName(namespace, "scrape", name), help, []string{"collector"}, nil)
+}
 
 // registerCollector is called from each collector's init(): it adds the
 // --collector.<name> flag and remembers how to build the collector.
@@ -358,6 +355,15 @@ func (r *Registry) finish(name string, c Collector, ch chan<- prometheus.Metric,
 type typedDesc struct {
 	desc      *prometheus.Desc
 	valueType prometheus.ValueType
+}
+
+// descsOf declares the descriptors of one collector: descsOf(sub).typed
+// builds plateau_<sub>_<name>, so that every collector names its series
+// the same way and none spells out NewDesc and BuildFQName again.
+type descsOf string
+
+func (sub descsOf) typed(name, help string, vt prometheus.ValueType, labels ...string) typedDesc {
+	return typedDesc{prometheus.NewDesc(prometheus.BuildFQName(namespace, string(sub), name), help, labels, nil), vt}
 }
 
 func (d *typedDesc) mustNewConstMetric(value float64, labels ...string) prometheus.Metric {

@@ -3,6 +3,7 @@ package collector
 import (
 	"bytes"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -47,16 +48,8 @@ func TestCollectorsFromFlags(t *testing.T) {
 	}
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(r)
-	want := `
-# HELP plateau_scrape_collector_success 1 if the collector read its counters during this scrape, 0 if it failed. Only collectors whose subject is present on the node have this series (see plateau_scrape_collector_present).
-# TYPE plateau_scrape_collector_success gauge
-plateau_scrape_collector_success{collector="gpfs"} 1
-plateau_scrape_collector_success{collector="infiniband"} 1
-plateau_scrape_collector_success{collector="lustre"} 1
-plateau_scrape_collector_success{collector="lustre_server"} 1
-plateau_scrape_collector_success{collector="nfs"} 1
-plateau_scrape_collector_success{collector="nvme"} 1
-`
+	want := everyCollector("plateau_scrape_collector_success",
+		"1 if the collector read its counters during this scrape, 0 if it failed. Only collectors whose subject is present on the node have this series (see plateau_scrape_collector_present).", 1)
 	if err := testutil.GatherAndCompare(reg, strings.NewReader(want), "plateau_scrape_collector_success"); err != nil {
 		t.Error(err)
 	}
@@ -112,16 +105,8 @@ func TestAbsentCollectorsAreIdle(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	want := `
-# HELP plateau_scrape_collector_present 1 if the collector's subject (GPFS, an InfiniBand HCA, an NVMe controller, an NFS mount, Lustre) is present on this node, 0 if it is absent and the collector is idle.
-# TYPE plateau_scrape_collector_present gauge
-plateau_scrape_collector_present{collector="gpfs"} 0
-plateau_scrape_collector_present{collector="infiniband"} 0
-plateau_scrape_collector_present{collector="lustre"} 0
-plateau_scrape_collector_present{collector="lustre_server"} 0
-plateau_scrape_collector_present{collector="nfs"} 0
-plateau_scrape_collector_present{collector="nvme"} 0
-`
+	want := everyCollector("plateau_scrape_collector_present",
+		"1 if the collector's subject (GPFS, an InfiniBand HCA, an NVMe controller, an NFS mount, Lustre) is present on this node, 0 if it is absent and the collector is idle.", 0)
 	if err := testutil.GatherAndCompare(reg, strings.NewReader(want), "plateau_scrape_collector_present", "plateau_scrape_collector_success", "plateau_scrape_collector_duration_seconds"); err != nil {
 		t.Error(err)
 	}
@@ -170,12 +155,20 @@ func TestFailingCollectorWarnsRateLimited(t *testing.T) {
 	if n := strings.Count(logs.String(), "level=warn"); n != 2 {
 		t.Errorf("%d warnings in 41 scrapes 15 s apart, want 2 (at 0 and at 10 minutes):\n%s", n, logs.String())
 	}
-	want := `
-# HELP plateau_scrape_collector_success 1 if the collector read its counters during this scrape, 0 if it failed. Only collectors whose subject is present on the node have this series (see plateau_scrape_collector_present).
-# TYPE plateau_scrape_collector_success gauge
+	want := "\n" + scrapeSuccessHelp + `
 plateau_scrape_collector_success{collector="broken"} 0
 `
 	if err := testutil.GatherAndCompare(reg, strings.NewReader(want), "plateau_scrape_collector_success"); err != nil {
 		t.Error(err)
 	}
+}
+
+// everyCollector is the exposition of the per-collector gauge name with
+// help, at value for each of the six collectors a default registry runs.
+func everyCollector(name, help string, value int) string {
+	want := fmt.Sprintf("# HELP %s %s\n# TYPE %s gauge\n", name, help, name)
+	for _, c := range []string{"gpfs", "infiniband", "lustre", "lustre_server", "nfs", "nvme"} {
+		want += fmt.Sprintf("%s{collector=%q} %d\n", name, c, value)
+	}
+	return want
 }

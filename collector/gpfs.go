@@ -86,12 +86,12 @@ var (
 
 // gpfsGauge declares a gauge of the gpfs collector, plateau_gpfs_<name>.
 func gpfsGauge(name, help string, labels []string) typedDesc {
-	return typedDesc{prometheus.NewDesc(prometheus.BuildFQName(namespace, gpfsSubsystem, name), help, labels, nil), prometheus.GaugeValue}
+	return descsOf(gpfsSubsystem).typed(name, help, prometheus.GaugeValue, labels...)
 }
 
 // gpfsCounter declares a counter of the gpfs collector, plateau_gpfs_<name>.
 func gpfsCounter(name, help string, labels []string) typedDesc {
-	return typedDesc{prometheus.NewDesc(prometheus.BuildFQName(namespace, gpfsSubsystem, name), help, labels, nil), prometheus.CounterValue}
+	return descsOf(gpfsSubsystem).typed(name, help, prometheus.CounterValue, labels...)
 }
 
 func init() {
@@ -626,15 +626,13 @@ func (c *gpfsCollector) mmpmon(ctx context.Context) ([]prometheus.Metric, error)
 		ms = append(ms, c.mmpmonRC.mustNewConstMetric(float64(rc), labelValue(tag)))
 	}
 
-	seen := map[[2]string]bool{}
+	seen := seenSet[[2]string]{}
 	for _, f := range res.fs {
 		key := [2]string{labelValue(f.cluster), labelValue(f.filesystem)}
-		if seen[key] {
-			// Two responses with the same labels would be a duplicate
-			// series, which fails the whole scrape; keep the first.
+		if !seen.first(key) {
+			// Two responses with the same labels: keep the first.
 			continue
 		}
-		seen[key] = true
 		l := newLabelPairs(c.fs[0].desc, key[0], key[1])
 		for i := range f.counters {
 			if f.present[i] {
@@ -676,12 +674,11 @@ func (c *gpfsCollector) mmgetstate(ctx context.Context) ([]prometheus.Metric, er
 	if err != nil {
 		return nil, err
 	}
-	y, bad, err := parseY(out)
+	t, bad, err := parseYTable(out, "mmgetstate -Y", "mmgetstate", "")
 	c.parseErrs.record(gpfsSourceMmgetstate, bad)
 	if err != nil {
-		return nil, fmt.Errorf("mmgetstate -Y: %w", err)
+		return nil, err
 	}
-	t := y.table("mmgetstate", "")
 	if t == nil || len(t.rows) == 0 {
 		return nil, errors.New("mmgetstate -Y: no state row")
 	}
@@ -715,14 +712,10 @@ func (c *gpfsCollector) mmhealth(ctx context.Context) ([]prometheus.Metric, erro
 	if err != nil {
 		return nil, err
 	}
-	y, bad, err := parseY(out)
+	t, bad, err := requireYTable(out, "mmhealth node show -Y", "mmhealth", "State")
 	defer func() { c.parseErrs.record(gpfsSourceMmhealth, bad) }()
 	if err != nil {
-		return nil, fmt.Errorf("mmhealth node show -Y: %w", err)
-	}
-	t := y.table("mmhealth", "State")
-	if t == nil {
-		return nil, errors.New("mmhealth node show -Y: no State table")
+		return nil, err
 	}
 	compCol, entCol, statusCol := t.column("component"), t.column("entityname"), t.column("status")
 	if compCol < 0 || entCol < 0 || statusCol < 0 {
@@ -768,4 +761,30 @@ func (c *gpfsCollector) mmhealth(ctx context.Context) ([]prometheus.Metric, erro
 		}
 	}
 	return ms, nil
+}
+
+// gpfsCommandLine is one GPFS command whose output is read whole: path and
+// args, key for the guard against a second copy (the path when empty; see
+// runKeyed) and source, the name its skipped lines are counted under.
+type gpfsCommandLine struct {
+	key, path string
+	args      []string
+	source    string
+}
+
+// runGPFSParsed runs cmd and parses its output, counting the lines parse
+// skipped: a failed run is its error, as is output with nothing readable.
+func runGPFSParsed[T any](ctx context.Context, c *gpfsCollector, cmd gpfsCommandLine, parse func([]byte) (T, badLines, error)) (T, error) {
+	key := cmd.key
+	if key == "" {
+		key = cmd.path
+	}
+	out, err := c.runner.runKeyed(ctx, key, nil, cmd.path, cmd.args...)
+	if err != nil {
+		var zero T
+		return zero, err
+	}
+	v, bad, err := parse(out)
+	c.parseErrs.record(cmd.source, bad)
+	return v, err
 }

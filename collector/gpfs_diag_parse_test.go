@@ -11,14 +11,7 @@ import (
 const waitersHeader = "mmdiag:waiters:HEADER:version:reserved:reserved:threadId:threadAddr:threadName:waitStartTime:waitTime:isMonitored:condVarAddr:condVarName:condVarReason:mutexAddr:mutexName:auxReason:delayTime:delayReason:\n"
 
 func TestParseMmdiagWaiters(t *testing.T) {
-	out, err := os.ReadFile(filepath.Join("fixtures", "gpfs", "mmdiag-waiters.txt"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	w, _, err := parseMmdiagWaiters(out)
-	if err != nil {
-		t.Fatal(err)
-	}
+	w, _ := mustParseGPFSFixture(t, "mmdiag-waiters.txt", parseMmdiagWaiters)
 	want := map[string]int{"io": 3, "token": 1, "network": 1, "rebuild": 2, "other": 1}
 	for class, n := range want {
 		if w.count[class] != n {
@@ -120,14 +113,7 @@ func TestParseVerbsStatus(t *testing.T) {
 }
 
 func TestParseMmlsfs(t *testing.T) {
-	out, err := os.ReadFile(filepath.Join("fixtures", "gpfs", "mmlsfs.txt"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	list, _, err := parseMmlsfs(out)
-	if err != nil {
-		t.Fatal(err)
-	}
+	list, _ := mustParseGPFSFixture(t, "mmlsfs.txt", parseMmlsfs)
 	want := []gpfsFilesystem{{"archive", "/gpfs/archive"}, {"home", "/gpfs/home"}, {"projects", "/gpfs/projects"}, {"scratch", "/gpfs/scratch"}}
 	if len(list) != len(want) {
 		t.Fatalf("got %v, want %v", list, want)
@@ -157,14 +143,7 @@ func TestParseMmlsfs(t *testing.T) {
 }
 
 func TestParseMmlsdisk(t *testing.T) {
-	out, err := os.ReadFile(filepath.Join("fixtures", "gpfs", "mmlsdisk-scratch.txt"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	disks, _, err := parseMmlsdisk(out)
-	if err != nil {
-		t.Fatal(err)
-	}
+	disks, _ := mustParseGPFSFixture(t, "mmlsdisk-scratch.txt", parseMmlsdisk)
 	if len(disks) != 6 {
 		t.Fatalf("got %d disks, want 6", len(disks))
 	}
@@ -174,7 +153,7 @@ func TestParseMmlsdisk(t *testing.T) {
 	// Columns by name, and a percent-encoded status.
 	reordered := "mmlsdisk::HEADER:version:reserved:reserved:availability:status:nsdName:storagePool:failureGroup:\n" +
 		"mmlsdisk::0:1:::up:to%20be%20emptied:d1:data:4,1,0:\n"
-	disks, _, err = parseMmlsdisk([]byte(reordered))
+	disks, _, err := parseMmlsdisk([]byte(reordered))
 	if err != nil || len(disks) != 1 || disks[0] != (gpfsDisk{name: "d1", pool: "data", failureGroup: "4,1,0", status: "to be emptied", availability: "up"}) {
 		t.Errorf("got %+v, %v", disks, err)
 	}
@@ -188,14 +167,7 @@ func TestParseMmlsdisk(t *testing.T) {
 }
 
 func TestParseMmlsqos(t *testing.T) {
-	out, err := os.ReadFile(filepath.Join("fixtures", "gpfs", "mmlsqos-scratch.txt"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	q, _, err := parseMmlsqos(out)
-	if err != nil {
-		t.Fatal(err)
-	}
+	q, _ := mustParseGPFSFixture(t, "mmlsqos-scratch.txt", parseMmlsqos)
 	if !q.hasStatus || !q.throttling || len(q.stats) != 4 {
 		t.Fatalf("got %+v", q)
 	}
@@ -284,10 +256,7 @@ func FuzzParseMmdiagWaiters(f *testing.F) {
 	f.Add([]byte("foobar\nmmdiag:waiters\nmmdiag:foobar:0:1\n"))
 	fixture := readGPFSFixture(f, "mmdiag-waiters.txt")
 	f.Fuzz(func(t *testing.T, out []byte) {
-		checkJunk(t, fixture, out, yJunk(fixture), nil, func(b []byte) (any, badLines, error) {
-			w, bad, err := parseMmdiagWaiters(b)
-			return w, bad, err
-		})
+		checkJunk(t, fixture, out, yJunk(fixture), nil, asJunkParser(parseMmdiagWaiters))
 		w, _, _ := parseMmdiagWaiters(out)
 		classes := map[string]bool{}
 		for _, c := range gpfsWaiterClasses() {
@@ -310,10 +279,7 @@ func FuzzParseVerbsStatus(f *testing.F) {
 	f.Add([]byte("mmfsadm: some banner\n\n  VERBS RDMA: started\n"))
 	fixture := readGPFSFixture(f, "mmfsadm-verbs.txt")
 	f.Fuzz(func(t *testing.T, out []byte) {
-		checkJunk(t, fixture, out, verbsJunk, nil, func(b []byte) (any, badLines, error) {
-			s, bad, err := parseVerbsStatus(b)
-			return s, bad, err
-		})
+		checkJunk(t, fixture, out, verbsJunk, nil, asJunkParser(parseVerbsStatus))
 		if s, _, err := parseVerbsStatus(out); err == nil && s == "" {
 			t.Fatal("no error and no status")
 		}
@@ -324,10 +290,7 @@ func FuzzParseMmlsfs(f *testing.F) {
 	readFixtures(f, "mmlsfs.txt")
 	fixture := readGPFSFixture(f, "mmlsfs.txt")
 	f.Fuzz(func(t *testing.T, out []byte) {
-		checkJunk(t, fixture, out, yJunk(fixture), nil, func(b []byte) (any, badLines, error) {
-			list, bad, err := parseMmlsfs(b)
-			return list, bad, err
-		})
+		checkJunk(t, fixture, out, yJunk(fixture), nil, asJunkParser(parseMmlsfs))
 		list, _, _ := parseMmlsfs(out)
 		seen := map[string]bool{}
 		for _, fs := range list {
@@ -343,10 +306,7 @@ func FuzzParseMmlsdisk(f *testing.F) {
 	readFixtures(f, "mmlsdisk-scratch.txt", "mmlsdisk-home.txt")
 	fixture := readGPFSFixture(f, "mmlsdisk-home.txt")
 	f.Fuzz(func(t *testing.T, out []byte) {
-		checkJunk(t, fixture, out, yJunk(fixture), nil, func(b []byte) (any, badLines, error) {
-			disks, bad, err := parseMmlsdisk(b)
-			return disks, bad, err
-		})
+		checkJunk(t, fixture, out, yJunk(fixture), nil, asJunkParser(parseMmlsdisk))
 		disks, _, _ := parseMmlsdisk(out)
 		for _, d := range disks {
 			if d.name == "" || d.status == "" || d.availability == "" {
@@ -360,10 +320,7 @@ func FuzzParseMmlsqos(f *testing.F) {
 	readFixtures(f, "mmlsqos-scratch.txt", "mmlsqos-home.txt", "mmlsqos-projects.txt")
 	fixture := readGPFSFixture(f, "mmlsqos-scratch.txt")
 	f.Fuzz(func(t *testing.T, out []byte) {
-		checkJunk(t, fixture, out, yJunk(fixture), nil, func(b []byte) (any, badLines, error) {
-			q, bad, err := parseMmlsqos(b)
-			return q, bad, err
-		})
+		checkJunk(t, fixture, out, yJunk(fixture), nil, asJunkParser(parseMmlsqos))
 		q, _, _ := parseMmlsqos(out)
 		if !q.hasStatus && (q.throttling || len(q.stats) > 0) {
 			t.Fatalf("results without a status row: %+v", q)

@@ -11,8 +11,6 @@ import (
 
 	"github.com/go-kit/log/level"
 	"github.com/prometheus/client_golang/prometheus/testutil"
-
-	"github.com/plateau-exporter/plateau_exporter/internal/probetest"
 )
 
 // fakeGPFSDiag is fakeGPFS with every diagnosis command on its fake and the
@@ -64,14 +62,11 @@ func TestGPFSDiagnosisWithoutMmlsfs(t *testing.T) {
 	cfg.mmlsfsPath = ""
 	cfg.nsd = false
 	reg := newTestRegistry("gpfs", newTestGPFS(t, cfg), nil)
-	want := `
-# HELP plateau_gpfs_disks_not_up Disks of the file system whose availability is not up (mmlsdisk).
-# TYPE plateau_gpfs_disks_not_up gauge
+	want := "\n" + gpfsDisksNotUpHelp + `
 plateau_gpfs_disks_not_up{filesystem="home"} 0
 plateau_gpfs_disks_not_up{filesystem="projects"} 0
 plateau_gpfs_disks_not_up{filesystem="scratch"} 2
-# HELP plateau_scrape_collector_success 1 if the collector read its counters during this scrape, 0 if it failed. Only collectors whose subject is present on the node have this series (see plateau_scrape_collector_present).
-# TYPE plateau_scrape_collector_success gauge
+` + scrapeSuccessHelp + `
 plateau_scrape_collector_success{collector="gpfs"} 1
 `
 	if err := testutil.GatherAndCompare(reg, strings.NewReader(want), "plateau_gpfs_disks_not_up", "plateau_scrape_collector_success"); err != nil {
@@ -90,13 +85,7 @@ plateau_scrape_collector_success{collector="gpfs"} 1
 func TestGPFSInvalidFilesystemNameNotPassed(t *testing.T) {
 	dir := t.TempDir()
 	for _, f := range []string{"fs_io_s.txt", "mmlsdisk-scratch.txt", "mmlsqos-scratch.txt"} {
-		data, err := os.ReadFile(fixturePath(t, "gpfs", f))
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(filepath.Join(dir, f), data, 0o644); err != nil {
-			t.Fatal(err)
-		}
+		copyGPFSFixture(t, dir, f, f, 0o644)
 	}
 	mmlsfs := "mmlsfs::HEADER:version:reserved:reserved:deviceName:fieldName:data:remarks:\n" +
 		"mmlsfs::0:1:::scratch:defaultMountPoint:%2Fgpfs%2Fscratch::\n" +
@@ -137,13 +126,7 @@ func TestGPFSInvalidFilesystemNameNotPassed(t *testing.T) {
 func TestGPFSMmlsdiskFailsForOneFilesystem(t *testing.T) {
 	dir := t.TempDir()
 	for _, f := range []string{"fs_io_s.txt", "mmlsfs.txt", "mmlsdisk-scratch.txt", "mmlsdisk-home.txt", "mmlsdisk-archive.txt"} {
-		data, err := os.ReadFile(fixturePath(t, "gpfs", f))
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(filepath.Join(dir, f), data, 0o644); err != nil {
-			t.Fatal(err)
-		}
+		copyGPFSFixture(t, dir, f, f, 0o644)
 	}
 	t.Setenv("FAKE_GPFS_FIXTURES", dir)
 	cfg := fakeGPFSDiag(t, 30*time.Second)
@@ -154,14 +137,11 @@ func TestGPFSMmlsdiskFailsForOneFilesystem(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), "mmlsdisk projects") || !strings.Contains(err.Error(), "exited with status 1") {
 		t.Errorf("Update error = %v, want mmlsdisk's failure on projects", err)
 	}
-	want := `
-# HELP plateau_gpfs_disks_not_up Disks of the file system whose availability is not up (mmlsdisk).
-# TYPE plateau_gpfs_disks_not_up gauge
+	want := "\n" + gpfsDisksNotUpHelp + `
 plateau_gpfs_disks_not_up{filesystem="archive"} 0
 plateau_gpfs_disks_not_up{filesystem="home"} 0
 plateau_gpfs_disks_not_up{filesystem="scratch"} 2
-# HELP plateau_gpfs_command_success 1 if the last run of the GPFS command succeeded and its output was parsed, 0 otherwise.
-# TYPE plateau_gpfs_command_success gauge
+` + gpfsCommandSuccessHelp + `
 plateau_gpfs_command_success{command="mmlsdisk"} 0
 plateau_gpfs_command_success{command="mmlsfs"} 1
 plateau_gpfs_command_success{command="mmpmon"} 1
@@ -180,14 +160,9 @@ func TestGPFSHungDiagnosisCommands(t *testing.T) {
 	for _, name := range []string{"mmdiag", "mmlsdisk"} {
 		t.Run(name, func(t *testing.T) {
 			dir := t.TempDir()
-			script, err := os.ReadFile(fixturePath(t, "gpfs", "mmpmon-hang"))
-			if err != nil {
-				t.Fatal(err)
-			}
+			// The hanging fake, under the name of the command it stands for.
+			copyGPFSFixture(t, dir, name, "mmpmon-hang", 0o755)
 			hang := filepath.Join(dir, name)
-			if err := os.WriteFile(hang, script, 0o755); err != nil {
-				t.Fatal(err)
-			}
 			countFile := filepath.Join(dir, "starts")
 			t.Setenv("FAKE_GPFS_COUNTFILE", countFile)
 			const timeout = 2 * time.Second
@@ -198,15 +173,7 @@ func TestGPFSHungDiagnosisCommands(t *testing.T) {
 			} else {
 				cfg.mmlsdiskPath, cfg.disksInterval = hang, 100*time.Millisecond
 			}
-			c := newTestGPFS(t, cfg)
-			t.Cleanup(func() {
-				c.Close()
-				for _, pgid := range readPIDs(t, countFile) {
-					if !processGroupGone(pgid) {
-						killGroup(pgid)
-					}
-				}
-			})
+			c := newHungGPFS(t, cfg, countFile)
 
 			ms, err := collectAll(c)
 			if !errors.Is(err, errCommandTimeout) {
@@ -232,31 +199,7 @@ func TestGPFSHungDiagnosisCommands(t *testing.T) {
 				// asks no other file system: they would hang as well.
 				t.Errorf("first Update error = %v, want the other 3 file systems left unasked", err)
 			}
-			probetest.WaitUntil(t, name+" to be started again after the timeout", 30*time.Second, func() bool {
-				return countLines(t, countFile) >= 2
-			})
-			for i := 0; i < 5; i++ {
-				start := time.Now()
-				_, err := collectAll(c)
-				if elapsed := time.Since(start); elapsed >= timeout {
-					t.Errorf("a scrape took %s while %s hung; it should not wait for the command (timeout %s)", elapsed, name, timeout)
-				}
-				if err == nil {
-					t.Errorf("a scrape succeeded while %s hangs", name)
-				}
-			}
-			c.Close()
-			pgids := readPIDs(t, countFile)
-			for i, pgid := range pgids[:len(pgids)-1] {
-				if !processGroupGone(pgid) {
-					t.Errorf("run %d (group %d) is still alive after a later run started", i+1, pgid)
-				}
-			}
-			for _, pgid := range pgids {
-				probetest.WaitUntil(t, "every hung "+name+"'s process group to disappear", 10*time.Second, func() bool {
-					return processGroupGone(pgid)
-				})
-			}
+			checkHungGPFSCommand(t, c, name, countFile, timeout)
 		})
 	}
 }
@@ -322,15 +265,8 @@ plateau_gpfs_filesystem_mounted{filesystem="scratch",mode="rw",mountpoint="/gpfs
 // exported no waiter.
 func TestGPFSWaitersKeepRowsAmongJunk(t *testing.T) {
 	dir := t.TempDir()
-	for dst, src := range map[string]string{"fs_io_s.txt": "fs_io_s.txt", "mmdiag-waiters.txt": "mmdiag-waiters-junk.txt"} {
-		data, err := os.ReadFile(fixturePath(t, "gpfs", src))
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(filepath.Join(dir, dst), data, 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
+	copyGPFSFixture(t, dir, "fs_io_s.txt", "fs_io_s.txt", 0o644)
+	copyGPFSFixture(t, dir, "mmdiag-waiters.txt", "mmdiag-waiters-junk.txt", 0o644)
 	t.Setenv("FAKE_GPFS_FIXTURES", dir)
 	cfg := fakeGPFSDiag(t, 30*time.Second)
 	cfg.nsd = false
@@ -338,29 +274,19 @@ func TestGPFSWaitersKeepRowsAmongJunk(t *testing.T) {
 	cfg.mmlsfsPath, cfg.mmlsdiskPath, cfg.mmlsqosPath = "", "", ""
 	logs := &logBuffer{}
 	c, err := newGPFSCollector(cfg, level.NewFilter(logs, level.AllowDebug()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { c.Close() })
+	c = closedAtEnd(t, c, err)
 	reg := newTestRegistry("gpfs", c, nil)
 
-	families, err := reg.Gather()
-	if err != nil {
-		t.Fatal(err)
-	}
 	values := map[string]float64{}
 	waiters := 0.0
-	for _, mf := range families {
-		for _, m := range mf.GetMetric() {
-			key := mf.GetName()
-			for _, lp := range m.GetLabel() {
-				key += "," + lp.GetName() + "=" + lp.GetValue()
-			}
-			v := m.GetGauge().GetValue() + m.GetCounter().GetValue()
-			values[key] = v
-			if mf.GetName() == "plateau_gpfs_waiters" {
-				waiters += v
-			}
+	for _, s := range gatherSeries(t, reg) {
+		key := s.name
+		for _, lp := range s.metric.GetLabel() {
+			key += "," + lp.GetName() + "=" + lp.GetValue()
+		}
+		values[key] = s.value
+		if s.name == "plateau_gpfs_waiters" {
+			waiters += s.value
 		}
 	}
 	if waiters != 28 {

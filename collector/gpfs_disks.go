@@ -42,13 +42,9 @@ type gpfsFilesystem struct {
 // device name is skipped and returned in bad: it will not be put on a
 // command line.
 func parseMmlsfs(out []byte) ([]gpfsFilesystem, badLines, error) {
-	y, bad, err := parseY(out)
+	t, bad, err := requireYTable(out, "mmlsfs all -T -Y", "mmlsfs", "")
 	if err != nil {
-		return nil, bad, fmt.Errorf("mmlsfs all -T -Y: %w", err)
-	}
-	t := y.table("mmlsfs", "")
-	if t == nil {
-		return nil, bad, errors.New("mmlsfs all -T -Y: no mmlsfs table")
+		return nil, bad, err
 	}
 	devCol, fieldCol, dataCol := t.column("deviceName"), t.column("fieldName"), t.column("data")
 	if devCol < 0 {
@@ -86,13 +82,9 @@ type gpfsDisk struct {
 // parseMmlsdisk parses "mmlsdisk DEVICE -Y". A disk row without its name,
 // status or availability is skipped and returned in bad.
 func parseMmlsdisk(out []byte) ([]gpfsDisk, badLines, error) {
-	y, bad, err := parseY(out)
+	t, bad, err := requireYTable(out, "mmlsdisk -Y", "mmlsdisk", "")
 	if err != nil {
-		return nil, bad, fmt.Errorf("mmlsdisk -Y: %w", err)
-	}
-	t := y.table("mmlsdisk", "")
-	if t == nil {
-		return nil, bad, errors.New("mmlsdisk -Y: no mmlsdisk table")
+		return nil, bad, err
 	}
 	nameCol, poolCol, fgCol := t.column("nsdName"), t.column("storagePool"), t.column("failureGroup")
 	statusCol, availCol := t.column("status"), t.column("availability")
@@ -259,14 +251,13 @@ func (c *gpfsCollector) mmlsdisk(ctx context.Context) ([]prometheus.Metric, erro
 			return err
 		}
 		fsLabel := labelValue(fsName)
-		seen := map[string]bool{}
+		seen := seenSet[string]{}
 		notUp, notReady := 0, 0
 		for _, disk := range disks {
 			name := labelValue(disk.name)
-			if seen[name] {
-				continue // a duplicate series would fail the scrape
+			if !seen.first(name) {
+				continue
 			}
-			seen[name] = true
 			up, ready := 0.0, 0.0
 			if disk.availability == "up" {
 				up = 1

@@ -117,12 +117,8 @@ func iohistServerName(flag string) string {
 func (c *gpfsCollector) iohist(ctx context.Context) ([]prometheus.Metric, error) {
 	// Keyed apart from the waiters' mmdiag, which runs on its own
 	// schedule with the same path.
-	out, err := c.runner.runKeyed(ctx, c.cfg.mmdiagPath+" --iohist", nil, c.cfg.mmdiagPath, "--iohist")
-	if err != nil {
-		return nil, err
-	}
-	entries, bad, err := parseIohist(out)
-	c.parseErrs.record(gpfsSourceIohist, bad)
+	entries, err := runGPFSParsed(ctx, c, gpfsCommandLine{key: c.cfg.mmdiagPath + " --iohist", path: c.cfg.mmdiagPath,
+		args: []string{"--iohist"}, source: gpfsSourceIohist}, parseIohist)
 	if err != nil {
 		return nil, err
 	}

@@ -183,16 +183,12 @@ func parseIohist(out []byte) ([]iohistEntry, badLines, error) {
 
 // parseIohistY reads the -Y form by the names of its HEADER.
 func parseIohistY(out []byte) ([]iohistEntry, badLines, error) {
-	y, bad, err := parseY(out)
+	t, bad, err := parseYTable(out, "mmdiag --iohist -Y", "mmdiag", "iohist")
 	if err != nil {
-		return nil, bad, fmt.Errorf("mmdiag --iohist -Y: %w", err)
+		return nil, bad, err
 	}
-	t := y.table("mmdiag", "iohist")
 	if t == nil {
-		if bad.count > 0 {
-			return nil, bad, fmt.Errorf("mmdiag --iohist -Y: no mmdiag:iohist HEADER, %d lines skipped (first %s)", bad.count, bad.first)
-		}
-		return nil, bad, nil
+		return nil, bad, missingYHeader("mmdiag --iohist -Y", "mmdiag", "iohist", bad)
 	}
 	col := func(names ...string) int {
 		for _, n := range names {

@@ -19,10 +19,7 @@ import (
 // see SOURCES-iohist): the 12 rows are read, each with its NSD server,
 // and the four lines that are no row are counted.
 func TestParseIohistClientTable(t *testing.T) {
-	entries, bad := mustParseIohistFixture(t, "mmdiag-iohist-client.txt")
-	if len(entries) != 12 || bad.count != 4 {
-		t.Fatalf("read %d rows and %d bad lines (first %s), want 12 and 4", len(entries), bad.count, bad.first)
-	}
+	entries, bad := wantIohistRows(t, "mmdiag-iohist-client.txt", 12, 4)
 	perServer := map[string]int{}
 	for _, e := range entries {
 		if e.kind != "cli" {
@@ -47,10 +44,7 @@ func TestParseIohistClientTable(t *testing.T) {
 
 // The server's table: srv rows name the local device.
 func TestParseIohistServerTable(t *testing.T) {
-	entries, bad := mustParseIohistFixture(t, "mmdiag-iohist-server.txt")
-	if len(entries) != 10 || bad.count != 2 {
-		t.Fatalf("read %d rows and %d bad lines (first %s), want 10 and 2", len(entries), bad.count, bad.first)
-	}
+	entries, _ := wantIohistRows(t, "mmdiag-iohist-server.txt", 10, 2)
 	perDevice := map[string]int{}
 	for _, e := range entries {
 		perDevice[e.kind+" "+e.peer]++
@@ -63,10 +57,7 @@ func TestParseIohistServerTable(t *testing.T) {
 // The -Y form, read by its HEADER's names: seven rows, a comma decimal
 // among them, and two bad lines.
 func TestParseIohistY(t *testing.T) {
-	entries, bad := mustParseIohistFixture(t, "mmdiag-iohist-Y.txt")
-	if len(entries) != 7 || bad.count != 2 {
-		t.Fatalf("read %d rows and %d bad lines (first %s), want 7 and 2", len(entries), bad.count, bad.first)
-	}
+	entries, _ := wantIohistRows(t, "mmdiag-iohist-Y.txt", 7, 2)
 	if e := entries[0]; e.peer != "10.10.0.12" || e.diskSector != "2:29253025792" || e.start != "16:12:17.088625" {
 		t.Errorf("first row %+v", e)
 	}
@@ -92,11 +83,29 @@ func TestParseIohistEmptyAndUnreadable(t *testing.T) {
 
 func mustParseIohistFixture(t *testing.T, name string) ([]iohistEntry, badLines) {
 	t.Helper()
-	entries, bad, err := parseIohist(readFixtureFile(t, name))
+	return mustParseGPFSFixture(t, name, parseIohist)
+}
+
+// wantIohistRows parses the fixture name and stops the test unless it
+// read rows rows and skipped skipped lines.
+func wantIohistRows(t *testing.T, name string, rows, skipped int) ([]iohistEntry, badLines) {
+	t.Helper()
+	entries, bad := mustParseIohistFixture(t, name)
+	if len(entries) != rows || bad.count != skipped {
+		t.Fatalf("read %d rows and %d bad lines (first %s), want %d and %d", len(entries), bad.count, bad.first, rows, skipped)
+	}
+	return entries, bad
+}
+
+// mustParseGPFSFixture parses fixtures/gpfs/<name> with parse, failing the
+// test when the file cannot be read or parse finds nothing readable.
+func mustParseGPFSFixture[T any](t *testing.T, name string, parse func([]byte) (T, badLines, error)) (T, badLines) {
+	t.Helper()
+	v, bad, err := parse(readFixtureFile(t, name))
 	if err != nil {
 		t.Fatal(err)
 	}
-	return entries, bad
+	return v, bad
 }
 
 func readFixtureFile(t testing.TB, name string) []byte {
@@ -246,19 +255,10 @@ func TestGPFSIohistCollector(t *testing.T) {
 	reg := newTestRegistry("gpfs", c, nil)
 	compareWithFile(t, reg, file, metricNames(t, file)...)
 
-	families, err := reg.Gather()
-	if err != nil {
-		t.Fatal(err)
-	}
 	var hist *dto.Histogram
-	for _, mf := range families {
-		if mf.GetName() != "plateau_gpfs_iohist_io_duration_seconds" {
-			continue
-		}
-		for _, m := range mf.GetMetric() {
-			if m.GetLabel()[0].GetValue() == "10.10.0.11" {
-				hist = m.GetHistogram()
-			}
+	for _, s := range gatherSeries(t, reg) {
+		if s.name == "plateau_gpfs_iohist_io_duration_seconds" && s.metric.GetLabel()[0].GetValue() == "10.10.0.11" {
+			hist = s.metric.GetHistogram()
 		}
 	}
 	if hist == nil || hist.GetSampleCount() != 3 || math.Abs(hist.GetSampleSum()-0.9075) > 1e-9 || hist.GetSchema() != 0 {
@@ -323,10 +323,7 @@ func iohistJunk(line string) bool {
 }
 
 // iohistRead is what parseIohist read, for the junk property.
-func iohistRead(b []byte) (any, badLines, error) {
-	e, bad, err := parseIohist(b)
-	return e, bad, err
-}
+func iohistRead(b []byte) (any, badLines, error) { return asJunkParser(parseIohist)(b) }
 
 func FuzzGPFSIohist(f *testing.F) {
 	for _, name := range []string{"mmdiag-iohist-client.txt", "mmdiag-iohist-server.txt", "mmdiag-iohist-Y.txt"} {

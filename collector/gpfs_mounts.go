@@ -134,16 +134,14 @@ func (c *gpfsCollector) mountMetrics(mounts []gpfsMount, listed []gpfsFilesystem
 	ms := []prometheus.Metric{}
 	d := &c.mountDescs
 	mounted := map[string]bool{}
-	seen := map[[2]string]bool{}
+	seen := seenSet[[2]string]{}
 	for _, m := range mounts {
 		key := [2]string{labelValue(m.filesystem), labelValue(m.mountpoint)}
 		mounted[m.filesystem] = true
-		if seen[key] {
-			// The same file system mounted twice on one mount point
-			// would be a duplicate series.
+		if !seen.first(key) {
+			// The same file system mounted twice on one mount point.
 			continue
 		}
-		seen[key] = true
 		rw, ro := 0.0, 0.0
 		if m.mode == "ro" {
 			ro = 1
@@ -159,10 +157,9 @@ func (c *gpfsCollector) mountMetrics(mounts []gpfsMount, listed []gpfsFilesystem
 			continue
 		}
 		key := [2]string{labelValue(f.name), labelValue(f.mountpoint)}
-		if seen[key] {
+		if !seen.first(key) {
 			continue
 		}
-		seen[key] = true
 		ms = append(ms,
 			d.mounted.mustNewConstMetric(0, key[0], key[1], "rw"),
 			d.mounted.mustNewConstMetric(0, key[0], key[1], "ro"))

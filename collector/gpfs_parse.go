@@ -357,6 +357,43 @@ func (y *yOutput) table(command, section string) *yTable {
 	return nil
 }
 
+// parseYTable parses out, the -Y output of cmd (as errors name it,
+// "mmlsdisk -Y"), and returns its table of command and section, nil when
+// the output has none: what every reader of a one-table command starts
+// with.
+func parseYTable(out []byte, cmd, command, section string) (*yTable, badLines, error) {
+	y, bad, err := parseY(out)
+	if err != nil {
+		return nil, bad, fmt.Errorf("%s: %w", cmd, err)
+	}
+	return y.table(command, section), bad, nil
+}
+
+// requireYTable is parseYTable for a command whose output must hold the
+// table: its absence is an error naming it (the section, or the command
+// when the table has none).
+func requireYTable(out []byte, cmd, command, section string) (*yTable, badLines, error) {
+	t, bad, err := parseYTable(out, cmd, command, section)
+	if err == nil && t == nil {
+		name := section
+		if name == "" {
+			name = command
+		}
+		err = fmt.Errorf("%s: no %s table", cmd, name)
+	}
+	return t, bad, err
+}
+
+// missingYHeader is the error of a command whose table has no HEADER in
+// its output: nil when no line was skipped either (the command had
+// nothing to list), else one that names what was skipped.
+func missingYHeader(cmd, command, section string, bad badLines) error {
+	if bad.count == 0 {
+		return nil
+	}
+	return fmt.Errorf("%s: no %s:%s HEADER, %d lines skipped (first %s)", cmd, command, section, bad.count, bad.first)
+}
+
 // parseY parses the -Y output of an mm command. A line that is not part of
 // a table (a warning printed on stdout, a truncated line) and a data row
 // whose table has no HEADER yet, so that its columns cannot be named, are

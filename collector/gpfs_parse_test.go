@@ -179,14 +179,7 @@ func TestSplitMmpmonLine(t *testing.T) {
 }
 
 func TestParseY(t *testing.T) {
-	out, err := os.ReadFile(filepath.Join("fixtures", "gpfs", "mmhealth.txt"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	y, _, err := parseY(out)
-	if err != nil {
-		t.Fatal(err)
-	}
+	y, _ := mustParseGPFSFixture(t, "mmhealth.txt", parseY)
 	state := y.table("mmhealth", "State")
 	if state == nil || len(state.rows) != 9 {
 		t.Fatalf("State table = %+v", state)
@@ -224,7 +217,7 @@ func TestParseY(t *testing.T) {
 }
 
 func TestPercentDecode(t *testing.T) {
-	for in, want := range map[string]string{
+	checkStringCases(t, "percentDecode", percentDecode, map[string]string{
 		"plain":        "plain",
 		"a%3Ab":        "a:b",
 		"a%3ab%25c":    "a:b%c",
@@ -233,11 +226,7 @@ func TestPercentDecode(t *testing.T) {
 		"%3":           "%3",
 		"%2F%2f":       "//",
 		"x%3A%3A%3Ay%": "x:::y%",
-	} {
-		if got := percentDecode(in); got != want {
-			t.Errorf("percentDecode(%q) = %q, want %q", in, got, want)
-		}
-	}
+	})
 }
 
 // percentEncode is the inverse of percentDecode for the fuzz target: it
@@ -273,10 +262,7 @@ func FuzzParseMmpmon(f *testing.F) {
 	f.Add([]byte("mmpmon> \nfs_io_s\n"))
 	fixture := append(readGPFSFixture(f, "fs_io_s.txt"), readGPFSFixture(f, "nsd_ds.txt")...)
 	f.Fuzz(func(t *testing.T, out []byte) {
-		checkJunk(t, fixture, out, mmpmonJunk, nil, func(b []byte) (any, badLines, error) {
-			res, bad, err := parseMmpmon(b)
-			return res, bad, err
-		})
+		checkJunk(t, fixture, out, mmpmonJunk, nil, asJunkParser(parseMmpmon))
 		res, _, err := parseMmpmon(out)
 		if err == nil && len(res.rc) == 0 {
 			t.Fatal("no error, yet no response was recognised")

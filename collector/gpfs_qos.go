@@ -143,13 +143,12 @@ func (c *gpfsCollector) mmlsqos(ctx context.Context) ([]prometheus.Metric, error
 			enabled = 1
 		}
 		ms = append(ms, d.enabled.mustNewConstMetric(enabled, fsLabel))
-		seen := map[[2]string]bool{}
+		seen := seenSet[[2]string]{}
 		for _, s := range q.stats {
 			key := [2]string{labelValue(s.pool), labelValue(s.class)}
-			if seen[key] {
+			if !seen.first(key) {
 				continue
 			}
-			seen[key] = true
 			l := newLabelPairs(d.iops.desc, fsLabel, key[0], key[1])
 			ms = append(ms, l.metric(&d.iops, s.iops), l.metric(&d.bytes, s.mbs*(1<<20)))
 		}

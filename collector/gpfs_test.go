@@ -34,11 +34,7 @@ func fakeGPFS(t *testing.T, mmpmon string, timeout time.Duration) gpfsConfig {
 func newTestGPFS(t *testing.T, cfg gpfsConfig) *gpfsCollector {
 	t.Helper()
 	c, err := newGPFSCollector(cfg, log.NewNopLogger())
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { c.Close() })
-	return c
+	return closedAtEnd(t, c, err)
 }
 
 func TestGPFSCollector(t *testing.T) {
@@ -99,8 +95,7 @@ func TestGPFSReturnCodeError(t *testing.T) {
 plateau_gpfs_mmpmon_return_code{request="failed"} 668
 plateau_gpfs_mmpmon_return_code{request="fs_io_s"} 0
 plateau_gpfs_mmpmon_return_code{request="nsd_ds"} 0
-# HELP plateau_gpfs_command_success 1 if the last run of the GPFS command succeeded and its output was parsed, 0 otherwise.
-# TYPE plateau_gpfs_command_success gauge
+` + gpfsCommandSuccessHelp + `
 plateau_gpfs_command_success{command="mmgetstate"} 1
 plateau_gpfs_command_success{command="mmhealth"} 1
 plateau_gpfs_command_success{command="mmpmon"} 0
@@ -110,8 +105,7 @@ plateau_gpfs_nsd_operations_total{nsd="data_nsd01",op="read"} 138448
 plateau_gpfs_nsd_operations_total{nsd="data_nsd01",op="write"} 9406
 plateau_gpfs_nsd_operations_total{nsd="meta_nsd01",op="read"} 90211
 plateau_gpfs_nsd_operations_total{nsd="meta_nsd01",op="write"} 45102
-# HELP plateau_scrape_collector_success 1 if the collector read its counters during this scrape, 0 if it failed. Only collectors whose subject is present on the node have this series (see plateau_scrape_collector_present).
-# TYPE plateau_scrape_collector_success gauge
+` + scrapeSuccessHelp + `
 plateau_scrape_collector_success{collector="gpfs"} 0
 `
 	reg := newTestRegistry("gpfs", c, nil)
@@ -142,12 +136,9 @@ func TestGPFSOptionalCommandsAbsent(t *testing.T) {
 	cfg.mmhealthPath = filepath.Join(t.TempDir(), "mmhealth")
 	cfg.mmgetstatePath = ""
 	reg := newTestRegistry("gpfs", newTestGPFS(t, cfg), nil)
-	want := `
-# HELP plateau_gpfs_command_success 1 if the last run of the GPFS command succeeded and its output was parsed, 0 otherwise.
-# TYPE plateau_gpfs_command_success gauge
+	want := "\n" + gpfsCommandSuccessHelp + `
 plateau_gpfs_command_success{command="mmpmon"} 1
-# HELP plateau_scrape_collector_success 1 if the collector read its counters during this scrape, 0 if it failed. Only collectors whose subject is present on the node have this series (see plateau_scrape_collector_present).
-# TYPE plateau_scrape_collector_success gauge
+` + scrapeSuccessHelp + `
 plateau_scrape_collector_success{collector="gpfs"} 1
 `
 	if err := testutil.GatherAndCompare(reg, strings.NewReader(want),
@@ -213,6 +204,19 @@ func TestGPFSHungMmpmonDoesNotHoldScrapes(t *testing.T) {
 	const timeout = 2 * time.Second
 	cfg := fakeGPFS(t, "mmpmon-hang", timeout)
 	cfg.interval = 100 * time.Millisecond
+	c := newHungGPFS(t, cfg, countFile)
+
+	if _, err := collectAll(c); !errors.Is(err, errCommandTimeout) {
+		t.Fatalf("first Update error = %v, want a timeout", err)
+	}
+	checkHungGPFSCommand(t, c, "mmpmon", countFile, timeout)
+}
+
+// newHungGPFS is a GPFS collector one of whose commands hangs, each run's
+// process group listed in countFile; at clean-up it is closed and any
+// group left is killed.
+func newHungGPFS(t *testing.T, cfg gpfsConfig, countFile string) *gpfsCollector {
+	t.Helper()
 	c := newTestGPFS(t, cfg)
 	t.Cleanup(func() {
 		c.Close()
@@ -222,23 +226,26 @@ func TestGPFSHungMmpmonDoesNotHoldScrapes(t *testing.T) {
 			}
 		}
 	})
+	return c
+}
 
-	if _, err := collectAll(c); !errors.Is(err, errCommandTimeout) {
-		t.Fatalf("first Update error = %v, want a timeout", err)
-	}
-	// The loop starts mmpmon again once the hung copy is killed; while the
-	// new copy hangs, scrapes answer at once with the last failure.
-	probetest.WaitUntil(t, "mmpmon to be started again after the timeout", 30*time.Second, func() bool {
+// checkHungGPFSCommand checks what follows a first run of name that timed
+// out: the loop starts it again once the hung copy is killed, scrapes
+// answer at once with the last failure while the new copy hangs, and on
+// Close no run's process group is left.
+func checkHungGPFSCommand(t *testing.T, c *gpfsCollector, name, countFile string, timeout time.Duration) {
+	t.Helper()
+	probetest.WaitUntil(t, name+" to be started again after the timeout", 30*time.Second, func() bool {
 		return countLines(t, countFile) >= 2
 	})
 	for i := 0; i < 5; i++ {
 		start := time.Now()
 		_, err := collectAll(c)
 		if elapsed := time.Since(start); elapsed >= timeout {
-			t.Errorf("a scrape took %s while mmpmon hung; it should not wait for the command (timeout %s)", elapsed, timeout)
+			t.Errorf("a scrape took %s while %s hung; it should not wait for the command (timeout %s)", elapsed, name, timeout)
 		}
 		if err == nil {
-			t.Error("a scrape succeeded while mmpmon hangs")
+			t.Errorf("a scrape succeeded while %s hangs", name)
 		}
 	}
 	c.Close()
@@ -251,7 +258,7 @@ func TestGPFSHungMmpmonDoesNotHoldScrapes(t *testing.T) {
 		}
 	}
 	for _, pgid := range pgids {
-		probetest.WaitUntil(t, "every hung mmpmon's process group to disappear", 10*time.Second, func() bool {
+		probetest.WaitUntil(t, "every hung "+name+"'s process group to disappear", 10*time.Second, func() bool {
 			return processGroupGone(pgid)
 		})
 	}

@@ -69,12 +69,8 @@ func newGPFSVerbsDescs() gpfsVerbsDescs {
 }
 
 func (c *gpfsCollector) verbs(ctx context.Context) ([]prometheus.Metric, error) {
-	out, err := c.runner.run(ctx, nil, c.cfg.mmfsadmPath, "test", "verbs", "status")
-	if err != nil {
-		return nil, err
-	}
-	status, bad, err := parseVerbsStatus(out)
-	c.parseErrs.record(gpfsSourceVerbs, bad)
+	status, err := runGPFSParsed(ctx, c, gpfsCommandLine{path: c.cfg.mmfsadmPath,
+		args: []string{"test", "verbs", "status"}, source: gpfsSourceVerbs}, parseVerbsStatus)
 	if err != nil {
 		return nil, err
 	}

@@ -93,16 +93,12 @@ type gpfsWaiters struct {
 // nothing there would claim that no thread waits.
 func parseMmdiagWaiters(out []byte) (gpfsWaiters, badLines, error) {
 	w := gpfsWaiters{count: map[string]int{}}
-	y, bad, err := parseY(out)
+	t, bad, err := parseYTable(out, "mmdiag --waiters -Y", "mmdiag", "waiters")
 	if err != nil {
-		return w, bad, fmt.Errorf("mmdiag --waiters -Y: %w", err)
+		return w, bad, err
 	}
-	t := y.table("mmdiag", "waiters")
 	if t == nil {
-		if bad.count > 0 {
-			return w, bad, fmt.Errorf("mmdiag --waiters -Y: no mmdiag:waiters HEADER, %d lines skipped (first %s)", bad.count, bad.first)
-		}
-		return w, bad, nil
+		return w, bad, missingYHeader("mmdiag --waiters -Y", "mmdiag", "waiters", bad)
 	}
 	timeCol, threadCol := t.column("waitTime"), t.column("threadName")
 	if timeCol < 0 {
@@ -170,12 +166,8 @@ func newGPFSWaiterDescs() gpfsWaiterDescs {
 }
 
 func (c *gpfsCollector) waiters(ctx context.Context) ([]prometheus.Metric, error) {
-	out, err := c.runner.run(ctx, nil, c.cfg.mmdiagPath, "--waiters", "-Y")
-	if err != nil {
-		return nil, err
-	}
-	w, bad, err := parseMmdiagWaiters(out)
-	c.parseErrs.record(gpfsSourceWaiters, bad)
+	w, err := runGPFSParsed(ctx, c, gpfsCommandLine{path: c.cfg.mmdiagPath,
+		args: []string{"--waiters", "-Y"}, source: gpfsSourceWaiters}, parseMmdiagWaiters)
 	if err != nil {
 		// Nothing usable: exporting zeros would claim no waiters.
 		return nil, err

@@ -15,6 +15,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	dto "github.com/prometheus/client_model/go"
+	"github.com/prometheus/procfs/sysfs"
 	"golang.org/x/sys/unix"
 
 	"github.com/plateau-exporter/plateau_exporter/internal/probetest"
@@ -65,6 +66,89 @@ func metricNames(t *testing.T, file string) []string {
 }
 
 // collectAll runs one Update and returns the metrics it sent.
+// closedAtEnd fails the test on err, the error of the constructor that
+// made c, and closes c when the test ends.
+func closedAtEnd[C interface{ Close() error }](t testing.TB, c C, err error) C {
+	t.Helper()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	return c
+}
+
+// gatheredSeries is one series of a gather: its family's name, its labels
+// by name, its value (a gauge's, a counter's or an untyped one's) and the
+// metric itself, for a histogram.
+type gatheredSeries struct {
+	name   string
+	labels map[string]string
+	value  float64
+	metric *dto.Metric
+}
+
+// gatherSeries gathers g and returns every series in it, in the order of
+// the gather.
+func gatherSeries(t testing.TB, g prometheus.Gatherer) []gatheredSeries {
+	t.Helper()
+	mfs, err := g.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var all []gatheredSeries
+	for _, mf := range mfs {
+		for _, m := range mf.GetMetric() {
+			s := gatheredSeries{name: mf.GetName(), labels: map[string]string{}, metric: m,
+				value: m.GetGauge().GetValue() + m.GetCounter().GetValue() + m.GetUntyped().GetValue()}
+			for _, l := range m.GetLabel() {
+				s.labels[l.GetName()] = l.GetValue()
+			}
+			all = append(all, s)
+		}
+	}
+	return all
+}
+
+// procfsClass is what prometheus/procfs's sysfs reader (read, such as
+// sysfs.FS.NVMeClass) makes of the tree under root: the reference the
+// collectors' own readers of the same files are checked against.
+func procfsClass[T any](t *testing.T, root string, read func(sysfs.FS) (T, error)) T {
+	t.Helper()
+	sfs, err := sysfs.NewFS(root)
+	if err != nil {
+		t.Fatal(err)
+	}
+	v, err := read(sfs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return v
+}
+
+// checkStringCases checks f, named name in the messages, against cases:
+// each input and the output it must give.
+func checkStringCases(t *testing.T, name string, f func(string) string, cases map[string]string) {
+	t.Helper()
+	for in, want := range cases {
+		if got := f(in); got != want {
+			t.Errorf("%s(%q) = %q, want %q", name, in, got, want)
+		}
+	}
+}
+
+// wantNoData checks what a collector built (err is its constructor's) on
+// a node without its subject reports: ErrNoData, idle and not failing.
+// absent says what is missing, for the message.
+func wantNoData(t *testing.T, c Collector, err error, absent string) {
+	t.Helper()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := collectAll(c); !IsNoDataError(err) {
+		t.Errorf("Update error = %v, want ErrNoData %s", err, absent)
+	}
+}
+
 func collectAll(c Collector) ([]prometheus.Metric, error) {
 	ch := make(chan prometheus.Metric)
 	var ms []prometheus.Metric
@@ -254,3 +338,16 @@ func parseErrorCount(c parseErrorReporter, source string) (uint64, bool) {
 	}
 	return 0, false
 }
+
+// The HELP and TYPE lines of series that several tests compare, each
+// written once (as lustreReconnectsHelp is), as the collector declares it.
+const (
+	scrapeSuccessHelp = `# HELP plateau_scrape_collector_success 1 if the collector read its counters during this scrape, 0 if it failed. Only collectors whose subject is present on the node have this series (see plateau_scrape_collector_present).
+# TYPE plateau_scrape_collector_success gauge`
+	gpfsCommandSuccessHelp = `# HELP plateau_gpfs_command_success 1 if the last run of the GPFS command succeeded and its output was parsed, 0 otherwise.
+# TYPE plateau_gpfs_command_success gauge`
+	gpfsDisksNotUpHelp = `# HELP plateau_gpfs_disks_not_up Disks of the file system whose availability is not up (mmlsdisk).
+# TYPE plateau_gpfs_disks_not_up gauge`
+	nfsMountInfoHelp = `# HELP plateau_nfs_mount_info NFS mount of this node with its protocol version and transport; the value is always 1.
+# TYPE plateau_nfs_mount_info gauge`
+)

@@ -85,9 +85,9 @@ func newInfiniBandCollector(sysRoot string, logger log.Logger) (*infinibandColle
 		parseErrs: newParseErrorCounter(logger),
 	}
 	portLabels := []string{"device", "port"}
-	name := func(n string) string { return prometheus.BuildFQName(namespace, infinibandSubsystem, n) }
+	desc := descsOf(infinibandSubsystem).typed
 	gauge := func(n, help string, labels []string) typedDesc {
-		return typedDesc{prometheus.NewDesc(name(n), help, labels, nil), prometheus.GaugeValue}
+		return desc(n, help, prometheus.GaugeValue, labels...)
 	}
 	c.info = gauge("info", "InfiniBand HCA of this node; the value is always 1.",
 		[]string{"device", "board_id", "firmware_version", "hca_type"})
@@ -103,7 +103,7 @@ func newInfiniBandCollector(sysRoot string, logger log.Logger) (*infinibandColle
 
 	counter := func(metric, help, file string, width uint) ibCounter {
 		return ibCounter{
-			desc:  typedDesc{prometheus.NewDesc(name(metric), help, portLabels, nil), prometheus.CounterValue},
+			desc:  desc(metric, help, prometheus.CounterValue, portLabels...),
 			name:  file,
 			width: width,
 			unit:  1,
@@ -117,7 +117,7 @@ func newInfiniBandCollector(sysRoot string, logger log.Logger) (*infinibandColle
 	// PortCountersExtended fields.
 	extended := func(metric, help, file, legacy string, unit uint64, baseWidth uint) ibCounter {
 		return ibCounter{
-			desc:   typedDesc{prometheus.NewDesc(name(metric), help, portLabels, nil), prometheus.CounterValue},
+			desc:   desc(metric, help, prometheus.CounterValue, portLabels...),
 			name:   file,
 			legacy: legacy,
 			width:  baseWidth,

@@ -26,12 +26,7 @@ func TestInfiniBandCollector(t *testing.T) {
 
 func TestInfiniBandNoHCA(t *testing.T) {
 	c, err := newInfiniBandCollector(t.TempDir(), log.NewNopLogger())
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := collectAll(c); !IsNoDataError(err) {
-		t.Errorf("Update error = %v, want ErrNoData without /sys/class/infiniband", err)
-	}
+	wantNoData(t, c, err, "without /sys/class/infiniband")
 }
 
 // A counter that saturates between scrapes is flagged on the scrape where
@@ -39,22 +34,8 @@ func TestInfiniBandNoHCA(t *testing.T) {
 func TestInfiniBandSaturationAppears(t *testing.T) {
 	root := t.TempDir()
 	port := filepath.Join(root, "class", "infiniband", "mlx5_9", "ports", "1")
-	write := func(name, value string) {
-		t.Helper()
-		p := filepath.Join(port, name)
-		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(p, []byte(value+"\n"), 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
-	if err := os.MkdirAll(filepath.Join(root, "class", "infiniband", "mlx5_9"), 0o755); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(filepath.Join(root, "class", "infiniband", "mlx5_9", "fw_ver"), []byte("1.0\n"), 0o644); err != nil {
-		t.Fatal(err)
-	}
+	write := func(name, value string) { t.Helper(); benchWrite(t, filepath.Join(port, name), value) }
+	benchWrite(t, filepath.Join(root, "class", "infiniband", "mlx5_9", "fw_ver"), "1.0")
 	write("link_layer", "InfiniBand")
 	write("state", "4: ACTIVE")
 	write("phys_state", "5: LinkUp")
@@ -113,14 +94,7 @@ func TestInfiniBandMatchesProcfs(t *testing.T) {
 	benchRoot := t.TempDir()
 	genInfiniBand(t, benchRoot)
 	for _, root := range []string{filepath.Join("fixtures", "sys"), benchRoot} {
-		sfs, err := sysfs.NewFS(root)
-		if err != nil {
-			t.Fatal(err)
-		}
-		class, err := sfs.InfiniBandClass()
-		if err != nil {
-			t.Fatal(err)
-		}
+		class := procfsClass(t, root, sysfs.FS.InfiniBandClass)
 		c, err := newInfiniBandCollector(root, log.NewNopLogger())
 		if err != nil {
 			t.Fatal(err)
@@ -172,53 +146,34 @@ func TestInfiniBandMatchesProcfs(t *testing.T) {
 // procfsIBCounter returns procfs's counters_ext and counters values of the
 // counter file name.
 func procfsIBCounter(cs *sysfs.InfiniBandCounters, name string) (legacy, base *uint64) {
-	switch name {
-	case "port_rcv_data":
-		return cs.LegacyPortRcvData64, cs.PortRcvData
-	case "port_xmit_data":
-		return cs.LegacyPortXmitData64, cs.PortXmitData
-	case "port_rcv_packets":
-		return cs.LegacyPortRcvPackets64, cs.PortRcvPackets
-	case "port_xmit_packets":
-		return cs.LegacyPortXmitPackets64, cs.PortXmitPackets
-	case "unicast_rcv_packets":
-		return cs.LegacyPortUnicastRcvPackets, cs.UnicastRcvPackets
-	case "unicast_xmit_packets":
-		return cs.LegacyPortUnicastXmitPackets, cs.UnicastXmitPackets
-	case "multicast_rcv_packets":
-		return cs.LegacyPortMulticastRcvPackets, cs.MulticastRcvPackets
-	case "multicast_xmit_packets":
-		return cs.LegacyPortMulticastXmitPackets, cs.MulticastXmitPackets
-	case "port_xmit_wait":
-		return nil, cs.PortXmitWait
-	case "symbol_error":
-		return nil, cs.SymbolError
-	case "link_error_recovery":
-		return nil, cs.LinkErrorRecovery
-	case "link_downed":
-		return nil, cs.LinkDowned
-	case "port_rcv_errors":
-		return nil, cs.PortRcvErrors
-	case "port_rcv_remote_physical_errors":
-		return nil, cs.PortRcvRemotePhysicalErrors
-	case "port_rcv_switch_relay_errors":
-		return nil, cs.PortRcvSwitchRelayErrors
-	case "port_rcv_constraint_errors":
-		return nil, cs.PortRcvConstraintErrors
-	case "port_xmit_constraint_errors":
-		return nil, cs.PortXmitConstraintErrors
-	case "port_xmit_discards":
-		return nil, cs.PortXmitDiscards
-	case "port_rcv_discards":
-		return nil, cs.PortRcvDiscards
-	case "local_link_integrity_errors":
-		return nil, cs.LocalLinkIntegrityErrors
-	case "excessive_buffer_overrun_errors":
-		return nil, cs.ExcessiveBufferOverrunErrors
-	case "VL15_dropped":
-		return nil, cs.VL15Dropped
+	fields, ok := map[string][2]*uint64{
+		"port_rcv_data":                   {cs.LegacyPortRcvData64, cs.PortRcvData},
+		"port_xmit_data":                  {cs.LegacyPortXmitData64, cs.PortXmitData},
+		"port_rcv_packets":                {cs.LegacyPortRcvPackets64, cs.PortRcvPackets},
+		"port_xmit_packets":               {cs.LegacyPortXmitPackets64, cs.PortXmitPackets},
+		"unicast_rcv_packets":             {cs.LegacyPortUnicastRcvPackets, cs.UnicastRcvPackets},
+		"unicast_xmit_packets":            {cs.LegacyPortUnicastXmitPackets, cs.UnicastXmitPackets},
+		"multicast_rcv_packets":           {cs.LegacyPortMulticastRcvPackets, cs.MulticastRcvPackets},
+		"multicast_xmit_packets":          {cs.LegacyPortMulticastXmitPackets, cs.MulticastXmitPackets},
+		"port_xmit_wait":                  {nil, cs.PortXmitWait},
+		"symbol_error":                    {nil, cs.SymbolError},
+		"link_error_recovery":             {nil, cs.LinkErrorRecovery},
+		"link_downed":                     {nil, cs.LinkDowned},
+		"port_rcv_errors":                 {nil, cs.PortRcvErrors},
+		"port_rcv_remote_physical_errors": {nil, cs.PortRcvRemotePhysicalErrors},
+		"port_rcv_switch_relay_errors":    {nil, cs.PortRcvSwitchRelayErrors},
+		"port_rcv_constraint_errors":      {nil, cs.PortRcvConstraintErrors},
+		"port_xmit_constraint_errors":     {nil, cs.PortXmitConstraintErrors},
+		"port_xmit_discards":              {nil, cs.PortXmitDiscards},
+		"port_rcv_discards":               {nil, cs.PortRcvDiscards},
+		"local_link_integrity_errors":     {nil, cs.LocalLinkIntegrityErrors},
+		"excessive_buffer_overrun_errors": {nil, cs.ExcessiveBufferOverrunErrors},
+		"VL15_dropped":                    {nil, cs.VL15Dropped},
+	}[name]
+	if !ok {
+		panic("no procfs field for InfiniBand counter " + name)
 	}
-	panic("no procfs field for InfiniBand counter " + name)
+	return fields[0], fields[1]
 }
 
 // A counter the driver lacks ("N/A (no PMA)") is absent, not an error; a
@@ -229,13 +184,7 @@ func TestInfiniBandAbsentAndBrokenCounters(t *testing.T) {
 	port := filepath.Join(root, "class", "infiniband", "hfi1_0", "ports", "1")
 	write := func(rel, value string) {
 		t.Helper()
-		f := filepath.Join(root, "class", "infiniband", "hfi1_0", rel)
-		if err := os.MkdirAll(filepath.Dir(f), 0o755); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(f, []byte(value+"\n"), 0o644); err != nil {
-			t.Fatal(err)
-		}
+		benchWrite(t, filepath.Join(root, "class", "infiniband", "hfi1_0", rel), value)
 	}
 	write("fw_ver", "1.27.0")
 	write("ports/1/state", "4: ACTIVE")
@@ -259,8 +208,7 @@ plateau_infiniband_port_link_downed_total{device="hfi1_0",port="1"} 3
 # HELP plateau_infiniband_port_rate_bytes_per_second Signalling rate the port trained to, in bytes per second; a drop means the link trained down.
 # TYPE plateau_infiniband_port_rate_bytes_per_second gauge
 plateau_infiniband_port_rate_bytes_per_second{device="hfi1_0",port="1"} 1.25e+10
-# HELP plateau_scrape_collector_success 1 if the collector read its counters during this scrape, 0 if it failed. Only collectors whose subject is present on the node have this series (see plateau_scrape_collector_present).
-# TYPE plateau_scrape_collector_success gauge
+` + scrapeSuccessHelp + `
 plateau_scrape_collector_success{collector="infiniband"} 1
 `
 	// The garbage symbol_error costs that counter only; N/A is no error.
@@ -278,33 +226,40 @@ plateau_scrape_collector_success{collector="infiniband"} 1
 	}
 }
 
-// One HCA whose port state is garbage loses that port, counted, and the
-// other HCAs are still exported.
-func TestInfiniBandBrokenHCA(t *testing.T) {
+// ibHCA is the files of an HCA, name, with one InfiniBand port whose
+// state file holds state and whose other files are those of a trained EDR
+// link: each a path under <sysfs>/class/infiniband, and its content.
+func ibHCA(name, state string) map[string]string {
+	return map[string]string{
+		name + "/fw_ver":             "16.35.2000",
+		name + "/ports/1/link_layer": "InfiniBand",
+		name + "/ports/1/state":      state,
+		name + "/ports/1/phys_state": "5: LinkUp",
+		name + "/ports/1/rate":       "100 Gb/sec (4X EDR)",
+	}
+}
+
+// newTestInfiniBand writes the files of hcas (see ibHCA) into a new sysfs
+// tree and returns the collector reading it.
+func newTestInfiniBand(t *testing.T, hcas ...map[string]string) *infinibandCollector {
+	t.Helper()
 	root := t.TempDir()
-	good := filepath.Join(root, "class", "infiniband", "mlx5_0")
-	bad := filepath.Join(root, "class", "infiniband", "mlx5_1")
-	for path, value := range map[string]string{
-		filepath.Join(good, "fw_ver"):                   "16.35.2000",
-		filepath.Join(good, "ports", "1", "link_layer"): "InfiniBand",
-		filepath.Join(good, "ports", "1", "state"):      "4: ACTIVE",
-		filepath.Join(good, "ports", "1", "phys_state"): "5: LinkUp",
-		filepath.Join(good, "ports", "1", "rate"):       "100 Gb/sec (4X EDR)",
-		filepath.Join(bad, "fw_ver"):                    "16.35.2000",
-		filepath.Join(bad, "ports", "1", "link_layer"):  "InfiniBand",
-		filepath.Join(bad, "ports", "1", "state"):       "garbage",
-	} {
-		if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(path, []byte(value+"\n"), 0o644); err != nil {
-			t.Fatal(err)
+	for _, files := range hcas {
+		for rel, value := range files {
+			benchWrite(t, filepath.Join(root, "class", "infiniband", filepath.FromSlash(rel)), value)
 		}
 	}
 	c, err := newInfiniBandCollector(root, log.NewNopLogger())
 	if err != nil {
 		t.Fatal(err)
 	}
+	return c
+}
+
+// One HCA whose port state is garbage loses that port, counted, and the
+// other HCAs are still exported.
+func TestInfiniBandBrokenHCA(t *testing.T) {
+	c := newTestInfiniBand(t, ibHCA("mlx5_0", "4: ACTIVE"), ibHCA("mlx5_1", "garbage"))
 	ms, err := collectAll(c)
 	if err != nil {
 		t.Errorf("Update error = %v, want none", err)
@@ -453,25 +408,7 @@ func checkIBJunk(t *testing.T, r *ibJunkRig, junk string) {
 // A node where not one port parses fails the collector: HCAs without
 // ports would read as HCAs whose cables were pulled.
 func TestInfiniBandNoReadablePort(t *testing.T) {
-	root := t.TempDir()
-	hca := filepath.Join(root, "class", "infiniband", "mlx5_0")
-	for path, value := range map[string]string{
-		filepath.Join(hca, "fw_ver"):                   "16.35.2000",
-		filepath.Join(hca, "ports", "1", "state"):      "garbage",
-		filepath.Join(hca, "ports", "1", "phys_state"): "5: LinkUp",
-		filepath.Join(hca, "ports", "1", "rate"):       "100 Gb/sec (4X EDR)",
-	} {
-		if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(path, []byte(value+"\n"), 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
-	c, err := newInfiniBandCollector(root, log.NewNopLogger())
-	if err != nil {
-		t.Fatal(err)
-	}
+	c := newTestInfiniBand(t, ibHCA("mlx5_0", "garbage"))
 	if _, err := collectAll(c); err == nil || !strings.Contains(err.Error(), "no InfiniBand port could be read") {
 		t.Errorf("Update error = %v, want one saying no port could be read", err)
 	}

@@ -187,11 +187,16 @@ func TestJunkAmongRows(t *testing.T) {
 	if n := bytes.Count(out, []byte("\n")); n != 5 {
 		t.Fatalf("%d lines after inserting, want 5:\n%s", n, out)
 	}
-	checkJunk(t, fixture, junk, yJunk(fixture), nil, func(b []byte) (any, badLines, error) {
-		w, bad, err := parseMmdiagWaiters(b)
-		return w, bad, err
-	})
+	checkJunk(t, fixture, junk, yJunk(fixture), nil, asJunkParser(parseMmdiagWaiters))
 	if at := mountstatsTopLevel(fixtureMountstats(t)); len(at) != 10 {
 		t.Errorf("top-level positions of the mountstats fixture: %v, want 10", at)
+	}
+}
+
+// asJunkParser is parse as checkJunk takes it, its result compared as any.
+func asJunkParser[T any](parse func([]byte) (T, badLines, error)) func([]byte) (any, badLines, error) {
+	return func(b []byte) (any, badLines, error) {
+		v, bad, err := parse(b)
+		return v, bad, err
 	}
 }

@@ -119,3 +119,18 @@ func (c *labelPairsCache) sweep() {
 	}
 	c.generation++
 }
+
+// seenSet keeps what a loop has already exported: two series with the same
+// labels would fail the whole scrape, so the first is kept and a repeat
+// (the same file system mounted twice, names that are the same once made
+// valid UTF-8) is skipped.
+type seenSet[K comparable] map[K]bool
+
+// first reports whether k is new, and remembers it.
+func (s seenSet[K]) first(k K) bool {
+	if s[k] {
+		return false
+	}
+	s[k] = true
+	return true
+}

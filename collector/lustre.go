@@ -201,9 +201,7 @@ func newLustreCollector(cfg lustreConfig, logger log.Logger) (*lustreCollector, 
 	if cfg.interval <= 0 || cfg.timeout <= 0 {
 		return nil, fmt.Errorf("lustre interval and timeout must be positive, got %s and %s", cfg.interval, cfg.timeout)
 	}
-	desc := func(name, help string, vt prometheus.ValueType, labels ...string) typedDesc {
-		return typedDesc{prometheus.NewDesc(prometheus.BuildFQName(namespace, lustreSubsystem, name), help, labels, nil), vt}
-	}
+	desc := descsOf(lustreSubsystem).typed
 	t := []string{"filesystem", "lustre_target"}
 	fsOp := []string{"filesystem", "op"}
 	c := &lustreCollector{
@@ -351,32 +349,15 @@ func (c *lustreCollector) presence() (bool, string) {
 // Update exports the last complete round. The first scrape starts the
 // rounds and waits for the first; later scrapes never wait for a read.
 func (c *lustreCollector) Update(ch chan<- prometheus.Metric) error {
-	present := false
-	for _, r := range c.roots() {
-		if _, err := os.Stat(r); err == nil {
-			present = true
-			break
-		}
-	}
-	if !present {
+	if present, _ := c.presence(); !present {
 		return fmt.Errorf("no Lustre tree under %s, %s or %s: %w", c.cfg.procRoot, c.cfg.sysRoot, c.cfg.debugRoot, ErrNoData)
 	}
-	last, ok := c.rounds.latest()
-	if !ok {
-		return errors.New("lustre: no round has finished yet")
-	}
-	for _, m := range last.metrics {
-		ch <- m
-	}
-	return nil
+	return exportLatest(ch, c.rounds, "lustre", func(r *lustreRound) []prometheus.Metric { return r.metrics })
 }
 
 // Close stops the rounds and waits for the one in progress, at most the
 // timeout. Reads still blocked in the kernel return on their own.
-func (c *lustreCollector) Close() error {
-	c.rounds.Close()
-	return nil
-}
+func (c *lustreCollector) Close() error { return c.rounds.Close() }
 
 // guarded runs call under the guard for key and waits for it until ctx
 // ends. A call still running from an earlier round is not started again.
@@ -599,22 +580,7 @@ func (c *lustreCollector) round() *lustreRound {
 			targets = append(targets, &lustreTargetRead{device: dev, kind: kind, fsname: m[1], name: m[2]})
 		}
 	}
-	work := make(chan *lustreTargetRead)
-	var wg sync.WaitGroup
-	for i := 0; i < lustreWorkers; i++ {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for t := range work {
-				c.readTarget(ctx, t)
-			}
-		}()
-	}
-	for _, t := range targets {
-		work <- t
-	}
-	close(work)
-	wg.Wait()
+	readEach(targets, lustreWorkers, func(t *lustreTargetRead) { c.readTarget(ctx, t) })
 
 	if lctl != nil {
 		run := waitLctl(ctx, lctl)
@@ -646,7 +612,7 @@ func (c *lustreCollector) round() *lustreRound {
 		ms = append(ms, mounts...)
 	}
 
-	seen := map[[2]string]bool{}
+	seen := seenSet[[2]string]{}
 	rpcByFS := map[string]*lustreRPCStats{}
 	live := map[string]bool{}
 	c.histMu.Lock()
@@ -662,12 +628,11 @@ func (c *lustreCollector) round() *lustreRound {
 			}
 		}
 		key := [2]string{labelValue(t.fsname), labelValue(t.name)}
-		if seen[key] {
-			// A second mount of the same file system would repeat its
-			// series and fail the scrape; the first device is kept.
+		if !seen.first(key) {
+			// A second mount of the same file system: the first
+			// device is kept.
 			continue
 		}
-		seen[key] = true
 		live[t.device] = true
 		ms = append(ms, c.targetMetrics(t, key)...)
 		if t.hasRPC {

@@ -71,20 +71,17 @@ func parseLustreImport(data []byte) (imp lustreImport, bad int) {
 				value = ""
 			}
 			imp.nid = value
-		case "inflight":
+		case "inflight", "timeouts":
 			n, err := strconv.ParseUint(value, 10, 64)
 			if err != nil {
 				bad++
 				continue
 			}
-			imp.inflight, imp.hasInflight = n, true
-		case "timeouts":
-			n, err := strconv.ParseUint(value, 10, 64)
-			if err != nil {
-				bad++
-				continue
+			if key == "inflight" {
+				imp.inflight, imp.hasInflight = n, true
+			} else {
+				imp.timeouts, imp.hasTimeouts = n, true
 			}
-			imp.timeouts, imp.hasTimeouts = n, true
 		case "avg_waittime":
 			// "avg_waittime: 1487 usec" up to 2.15.6; 2.15.7 and 2.16
 			// print the counter type's unit name, "usecs".
@@ -304,38 +301,13 @@ type lustreCounter struct {
 // that is the counter's name, its count, "samples", the unit and, for the
 // counters that keep them, min, max, sum and (sometimes) the sum of
 // squares. Counters whose count is zero are not printed at all.
+//
+// The servers' obdfilter stats and mdt md_stats print the same lines, and
+// parseLustreServerStats reads them, bad lines named; the client counts
+// its bad lines only.
 func parseLustreStats(data []byte) (counters map[string]lustreCounter, bad int) {
-	counters = map[string]lustreCounter{}
-	for _, line := range splitLines(data) {
-		f := strings.Fields(line)
-		if len(f) == 0 {
-			continue
-		}
-		switch f[0] {
-		case "snapshot_time", "start_time", "elapsed_time":
-			continue
-		}
-		if len(f) < 4 || f[2] != "samples" || !strings.HasPrefix(f[3], "[") || !strings.HasSuffix(f[3], "]") {
-			bad++
-			continue
-		}
-		n, err := strconv.ParseUint(f[1], 10, 64)
-		if err != nil {
-			bad++
-			continue
-		}
-		c := lustreCounter{count: n}
-		if len(f) >= 7 {
-			sum, err := strconv.ParseUint(f[6], 10, 64)
-			if err != nil {
-				bad++
-				continue
-			}
-			c.sum, c.hasSum = sum, true
-		}
-		counters[f[0]] = c
-	}
-	return counters, bad
+	counters, b := parseLustreServerStats(data)
+	return counters, b.count
 }
 
 // parseLustreUint reads a single-value parameter file such as active,

@@ -125,7 +125,7 @@ var errLustreServerTimeout = errors.New("read did not return before the round's 
 // job_stats file or a directory listing, parsed in the reading goroutine
 // so that no file's text outlives its read.
 type lustreServerRead struct {
-	counters map[string]lustreServerCounter
+	counters map[string]lustreCounter
 	jobs     lustreJobStats
 	recovery lustreRecovery
 	names    []string
@@ -138,7 +138,7 @@ type lustreServerTarget struct {
 	kind           lustreServerKind
 	dir            string // scratch-OST0000
 	fsname, name   string
-	counters       map[string]lustreServerCounter
+	counters       map[string]lustreCounter
 	jobs           lustreJobStats
 	hasJobs, stuck bool
 	recovery       lustreRecovery
@@ -171,9 +171,7 @@ func newLustreServerCollector(cfg lustreServerConfig, logger log.Logger) (*lustr
 	if cfg.jobStats && cfg.jobStatsTop < 0 {
 		return nil, fmt.Errorf("lustre_server job-stats-top must not be negative, got %d", cfg.jobStatsTop)
 	}
-	desc := func(name, help string, vt prometheus.ValueType, labels ...string) typedDesc {
-		return typedDesc{prometheus.NewDesc(prometheus.BuildFQName(namespace, lustreServerSubsystem, name), help, labels, nil), vt}
-	}
+	desc := descsOf(lustreServerSubsystem).typed
 	t := []string{"filesystem", "lustre_target"}
 	job := []string{"filesystem", "lustre_target", "job_id"}
 	c := &lustreServerCollector{
@@ -271,33 +269,15 @@ func (c *lustreServerCollector) presence() (bool, string) {
 // Update exports the last complete round. The first scrape starts the
 // rounds and waits for the first; later scrapes never wait for a read.
 func (c *lustreServerCollector) Update(ch chan<- prometheus.Metric) error {
-	present := false
-	for _, r := range c.roots() {
-		for _, k := range lustreServerKinds() {
-			if _, err := os.Stat(filepath.Join(r, k.dir)); err == nil {
-				present = true
-			}
-		}
-	}
-	if !present {
+	if present, _ := c.presence(); !present {
 		return fmt.Errorf("no obdfilter or mdt directory under %s or %s: %w", c.cfg.sysRoot, c.cfg.procRoot, ErrNoData)
 	}
-	last, ok := c.rounds.latest()
-	if !ok {
-		return errors.New("lustre_server: no round has finished yet")
-	}
-	for _, m := range last {
-		ch <- m
-	}
-	return nil
+	return exportLatest(ch, c.rounds, "lustre_server", func(r []prometheus.Metric) []prometheus.Metric { return r })
 }
 
 // Close stops the rounds and waits for the one in progress, at most the
 // timeout. Reads still blocked in the kernel return on their own.
-func (c *lustreServerCollector) Close() error {
-	c.rounds.Close()
-	return nil
-}
+func (c *lustreServerCollector) Close() error { return c.rounds.Close() }
 
 // guarded runs call under the guard for key and waits for it until ctx
 // ends. A call still running from an earlier round is not started again.
@@ -327,18 +307,26 @@ const maxLustreServerStats = 64 << 10
 
 // readCounters reads and parses a stats or md_stats file.
 func (c *lustreServerCollector) readCounters(ctx context.Context, rel string) lustreServerRead {
+	return c.readSmall(ctx, rel, maxLustreServerStats, func(data []byte) lustreServerRead {
+		counters, bad := parseLustreServerStats(data)
+		return lustreServerRead{counters: counters, bad: bad}
+	})
+}
+
+// readSmall reads at most limit bytes of rel, under the guard, and hands
+// them to parse, in the reading goroutine.
+func (c *lustreServerCollector) readSmall(ctx context.Context, rel string, limit int64, parse func([]byte) lustreServerRead) lustreServerRead {
 	return c.guarded(ctx, rel, func() lustreServerRead {
 		f, err := c.open(rel)
 		if err != nil {
 			return lustreServerRead{err: err}
 		}
 		defer f.Close()
-		data, err := io.ReadAll(io.LimitReader(f, maxLustreServerStats))
+		data, err := io.ReadAll(io.LimitReader(f, limit))
 		if err != nil {
 			return lustreServerRead{err: fmt.Errorf("%s: %w", rel, err)}
 		}
-		counters, bad := parseLustreServerStats(data)
-		return lustreServerRead{counters: counters, bad: bad}
+		return parse(data)
 	})
 }
 
@@ -348,16 +336,7 @@ const maxLustreRecoveryStatus = 16 << 10
 
 // readRecovery reads and parses a recovery_status file.
 func (c *lustreServerCollector) readRecovery(ctx context.Context, rel string) lustreServerRead {
-	return c.guarded(ctx, rel, func() lustreServerRead {
-		f, err := c.open(rel)
-		if err != nil {
-			return lustreServerRead{err: err}
-		}
-		defer f.Close()
-		data, err := io.ReadAll(io.LimitReader(f, maxLustreRecoveryStatus))
-		if err != nil {
-			return lustreServerRead{err: fmt.Errorf("%s: %w", rel, err)}
-		}
+	return c.readSmall(ctx, rel, maxLustreRecoveryStatus, func(data []byte) lustreServerRead {
 		rec, bad := parseLustreRecoveryStatus(data)
 		return lustreServerRead{recovery: rec, bad: bad}
 	})
@@ -397,41 +376,35 @@ var lustreServerTargetDir = regexp.MustCompile(`^(.+)-((?:OST|MDT)[0-9a-fA-F]{4,
 // the target's are skipped: they would most likely block too.
 func (c *lustreServerCollector) readTarget(ctx context.Context, t *lustreServerTarget) (stuck int) {
 	rel := t.kind.dir + "/" + t.dir + "/"
-	r := c.readCounters(ctx, rel+t.kind.statsFile)
-	switch {
-	case c.isStuck(r.err):
-		t.stuck = true
-		return 1
-	case r.err == nil:
-		c.parseErrs.record(t.kind.statsFile, r.bad)
-		t.counters = r.counters
-	case !errors.Is(r.err, fs.ErrNotExist):
-		level.Debug(c.logger).Log("msg", "cannot read Lustre server stats", "target", t.dir, "err", r.err)
-	}
-	r = c.readRecovery(ctx, rel+"recovery_status")
-	switch {
-	case c.isStuck(r.err):
-		t.stuck = true
-		return 1
-	case r.err == nil:
-		c.parseErrs.record("recovery_status", r.bad)
-		t.recovery, t.hasRecovery = r.recovery, r.recovery.status != ""
-	case !errors.Is(r.err, fs.ErrNotExist):
-		level.Debug(c.logger).Log("msg", "cannot read Lustre recovery_status", "target", t.dir, "err", r.err)
+	// Each file in turn: file is its name and the source its bad lines
+	// are counted under, keep takes what was read into t.
+	files := []struct {
+		file, logMsg string
+		read         func(context.Context, string) lustreServerRead
+		keep         func(lustreServerRead)
+	}{
+		{t.kind.statsFile, "cannot read Lustre server stats", c.readCounters,
+			func(r lustreServerRead) { t.counters = r.counters }},
+		{"recovery_status", "cannot read Lustre recovery_status", c.readRecovery,
+			func(r lustreServerRead) { t.recovery, t.hasRecovery = r.recovery, r.recovery.status != "" }},
+		{"job_stats", "cannot read Lustre job_stats", c.readJobStats,
+			func(r lustreServerRead) { t.jobs, t.hasJobs = r.jobs, true }},
 	}
 	if !c.cfg.jobStats {
-		return 0
+		files = files[:2]
 	}
-	r = c.readJobStats(ctx, rel+"job_stats")
-	switch {
-	case c.isStuck(r.err):
-		t.stuck = true
-		return 1
-	case r.err == nil:
-		c.parseErrs.record("job_stats", r.bad)
-		t.jobs, t.hasJobs = r.jobs, true
-	case !errors.Is(r.err, fs.ErrNotExist):
-		level.Debug(c.logger).Log("msg", "cannot read Lustre job_stats", "target", t.dir, "err", r.err)
+	for _, f := range files {
+		r := f.read(ctx, rel+f.file)
+		switch {
+		case c.isStuck(r.err):
+			t.stuck = true
+			return 1
+		case r.err == nil:
+			c.parseErrs.record(f.file, r.bad)
+			f.keep(r)
+		case !errors.Is(r.err, fs.ErrNotExist):
+			level.Debug(c.logger).Log("msg", f.logMsg, "target", t.dir, "err", r.err)
+		}
 	}
 	return 0
 }
@@ -457,26 +430,13 @@ func (c *lustreServerCollector) round() []prometheus.Metric {
 			targets = append(targets, &lustreServerTarget{kind: kind, dir: dir, fsname: labelValue(m[1]), name: labelValue(m[2])})
 		}
 	}
-	work := make(chan *lustreServerTarget)
-	var wg sync.WaitGroup
 	var stuckMu sync.Mutex
-	for i := 0; i < lustreServerWorkers; i++ {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for t := range work {
-				n := c.readTarget(ctx, t)
-				stuckMu.Lock()
-				stuck += n
-				stuckMu.Unlock()
-			}
-		}()
-	}
-	for _, t := range targets {
-		work <- t
-	}
-	close(work)
-	wg.Wait()
+	readEach(targets, lustreServerWorkers, func(t *lustreServerTarget) {
+		n := c.readTarget(ctx, t)
+		stuckMu.Lock()
+		stuck += n
+		stuckMu.Unlock()
+	})
 
 	var ms []prometheus.Metric
 	for _, t := range targets {
@@ -502,12 +462,12 @@ func (c *lustreServerCollector) targetMetrics(t *lustreServerTarget) []prometheu
 			rb, wb := t.counters["read_bytes"], t.counters["write_bytes"]
 			ms = append(ms,
 				lp.metric(&c.readBytes, float64(rb.sum)), lp.metric(&c.writeBytes, float64(wb.sum)),
-				lp.metric(&c.readCalls, float64(rb.samples)), lp.metric(&c.writeCalls, float64(wb.samples)))
+				lp.metric(&c.readCalls, float64(rb.count)), lp.metric(&c.writeCalls, float64(wb.count)))
 		}
 		for _, op := range t.kind.ops {
-			n := t.counters[op].samples
+			n := t.counters[op].count
 			if old, ok := t.kind.aliases[op]; ok {
-				n += t.counters[old].samples
+				n += t.counters[old].count
 			}
 			ms = append(ms, c.ops.mustNewConstMetric(float64(n), t.fsname, t.name, op))
 		}
@@ -530,7 +490,7 @@ func (c *lustreServerCollector) targetMetrics(t *lustreServerTarget) []prometheu
 	if t.hasJobs {
 		ms = append(ms, c.jobs.mustNewConstMetric(float64(t.jobs.jobs), t.fsname, t.name))
 		rest := t.jobs.rest
-		seen := map[string]bool{lustreOtherJobs: true}
+		seen := seenSet[string]{lustreOtherJobs: true}
 		jobMetrics := func(id string, j lustreJob) {
 			lp := newLabelPairs(c.jobReadBytes.desc, t.fsname, t.name, id)
 			ms = append(ms, lp.metric(&c.jobReadBytes, float64(j.readBytes)),
@@ -538,14 +498,13 @@ func (c *lustreServerCollector) targetMetrics(t *lustreServerTarget) []prometheu
 		}
 		for _, j := range t.jobs.top {
 			id := labelValue(j.id)
-			if seen[id] {
+			if !seen.first(id) {
 				// A job named like the others' series, or two ids that are
-				// the same once made valid UTF-8: one series each would
-				// collide, so the job is added up with the others.
+				// the same once made valid UTF-8: the job is added up with
+				// the others.
 				rest.addUp(j)
 				continue
 			}
-			seen[id] = true
 			jobMetrics(id, j)
 		}
 		// Always exported, so that a target's series do not change in

@@ -23,16 +23,6 @@ import (
 	"strings"
 )
 
-// lustreServerCounter is one counter of a server stats file or of one job.
-type lustreServerCounter struct {
-	// samples is the counter's count: requests, or calls for the byte
-	// counters.
-	samples uint64
-	// sum is the sum of the samples (bytes for read_bytes and write_bytes);
-	// 0 for counters that keep none.
-	sum uint64
-}
-
 // parseLustreServerStats reads an obdfilter stats or mdt md_stats file:
 //
 //	snapshot_time             1733212800.123456789 secs.nsecs
@@ -40,11 +30,11 @@ type lustreServerCounter struct {
 //	getattr                   1877 samples [usecs] 3 912 40581 ...
 //
 // Counters with a zero count are not printed. The line format is the one
-// the client's llite stats use; this parser is separate from
-// parseLustreStats (lustre_parse.go) because it reports its bad lines as
-// badLines, with the first one's text, for plateau_collector_parse_errors_total.
-func parseLustreServerStats(data []byte) (map[string]lustreServerCounter, badLines) {
-	counters := map[string]lustreServerCounter{}
+// the client's llite stats use (parseLustreStats reads those through this
+// parser); the bad lines are returned as badLines, with the first one's
+// text, for plateau_collector_parse_errors_total.
+func parseLustreServerStats(data []byte) (map[string]lustreCounter, badLines) {
+	counters := map[string]lustreCounter{}
 	var bad badLines
 	for i, line := range strings.Split(string(data), "\n") {
 		f := strings.Fields(line)
@@ -64,12 +54,13 @@ func parseLustreServerStats(data []byte) (map[string]lustreServerCounter, badLin
 			bad.add(i+1, "bad count", line)
 			continue
 		}
-		c := lustreServerCounter{samples: n}
+		c := lustreCounter{count: n}
 		if len(f) >= 7 {
 			if c.sum, err = strconv.ParseUint(f[6], 10, 64); err != nil {
 				bad.add(i+1, "bad sum", line)
 				continue
 			}
+			c.hasSum = true
 		}
 		counters[f[0]] = c
 	}

@@ -12,9 +12,6 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
-	"golang.org/x/sys/unix"
-
-	"github.com/plateau-exporter/plateau_exporter/internal/probetest"
 )
 
 // newTestLustreServer builds the collector on a fixture tree whose root
@@ -30,11 +27,7 @@ func newTestLustreServer(t testing.TB, root string, timeout time.Duration, top i
 		jobStats:    top >= 0,
 		jobStatsTop: max(top, 0),
 	}, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { c.Close() })
-	return c
+	return closedAtEnd(t, c, err)
 }
 
 // TestLustreServerLayouts reads an OSS of 4 OSTs and an MDS of one MDT in
@@ -73,18 +66,10 @@ func TestLustreServerNoTree(t *testing.T) {
 func TestLustreServerSeriesCounts(t *testing.T) {
 	count := func(t *testing.T, top int) map[string]int {
 		c := newTestLustreServer(t, fixturePath(t), 5*time.Second, top)
-		mfs, err := newTestRegistry("lustre_server", c, nil).Gather()
-		if err != nil {
-			t.Fatal(err)
-		}
 		per := map[string]int{}
-		for _, mf := range mfs {
-			for _, m := range mf.GetMetric() {
-				for _, l := range m.GetLabel() {
-					if l.GetName() == "lustre_target" {
-						per[l.GetValue()]++
-					}
-				}
+		for _, s := range gatherSeries(t, newTestRegistry("lustre_server", c, nil)) {
+			if target, ok := s.labels["lustre_target"]; ok {
+				per[target]++
 			}
 		}
 		return per
@@ -189,25 +174,15 @@ func TestLustreServerJobSeries(t *testing.T) {
 	benchWrite(t, filepath.Join(dir, "job_stats"), strings.TrimSuffix(string(data), "\n"))
 	c := newTestLustreServer(t, root, 5*time.Second, 10)
 	reg := newTestRegistry("lustre_server", c, nil)
-	mfs, err := reg.Gather()
-	if err != nil {
-		t.Fatal(err)
-	}
 	var readSum, writeSum float64
 	ids := map[string]bool{}
-	for _, mf := range mfs {
-		for _, m := range mf.GetMetric() {
-			switch mf.GetName() {
-			case "plateau_lustre_server_job_read_bytes_total":
-				readSum += m.GetCounter().GetValue()
-				for _, l := range m.GetLabel() {
-					if l.GetName() == "job_id" {
-						ids[l.GetValue()] = true
-					}
-				}
-			case "plateau_lustre_server_job_write_bytes_total":
-				writeSum += m.GetCounter().GetValue()
-			}
+	for _, s := range gatherSeries(t, reg) {
+		switch s.name {
+		case "plateau_lustre_server_job_read_bytes_total":
+			readSum += s.value
+			ids[s.labels["job_id"]] = true
+		case "plateau_lustre_server_job_write_bytes_total":
+			writeSum += s.value
 		}
 	}
 	var want lustreJob
@@ -304,96 +279,27 @@ func TestLustreServerHungRead(t *testing.T) {
 	root := t.TempDir()
 	dirs := genLustreServer(t, root, 4)
 	fifo := filepath.Join(dirs[2], "stats")
-	if err := os.Remove(fifo); err != nil {
-		t.Fatal(err)
-	}
-	if err := unix.Mkfifo(fifo, 0o644); err != nil {
-		t.Fatal(err)
-	}
-	released := false
-	release := func() {
-		if released {
-			return
-		}
-		released = true
-		fd, err := unix.Open(fifo, unix.O_WRONLY|unix.O_NONBLOCK, 0)
-		if err != nil {
-			t.Errorf("open the FIFO for writing: %v", err)
-			return
-		}
-		unix.Close(fd)
-	}
-	t.Cleanup(release)
+	release := hungFIFO(t, fifo)
 	const timeout = time.Second
 	c := newTestLustreServer(t, root, timeout, 5)
 	reg := newTestRegistry("lustre_server", c, nil)
 	stuckKey := "obdfilter/scratch-OST0002/stats"
-	running := func() []string {
-		c.reads.mu.Lock()
-		defer c.reads.mu.Unlock()
-		var keys []string
-		for k := range c.reads.running {
-			keys = append(keys, k)
-		}
-		return keys
-	}
+	running := func() []string { return runningKeys(&c.reads) }
 
 	begin := time.Now()
 	if n, err := testutil.GatherAndCount(reg, "plateau_lustre_server_read_bytes_total"); err != nil || n != 3 {
 		t.Fatalf("first scrape: %d read_bytes series (err %v), want the 3 OSTs that answer", n, err)
 	}
-	if d := time.Since(begin); d > timeout+time.Second {
-		t.Errorf("first scrape took %s, want the round's deadline (%s) at most", d, timeout)
-	}
 	if n, err := testutil.GatherAndCount(reg, "plateau_lustre_server_jobs"); err != nil || n != 3 {
 		// The hung OST's job_stats is not tried once its stats hangs.
 		t.Errorf("first scrape: %d jobs series (err %v), want 3", n, err)
 	}
-	if keys := running(); len(keys) != 1 || keys[0] != stuckKey {
-		t.Fatalf("reads still running: %v, want only %s", keys, stuckKey)
-	}
-	for i := 0; i < 3; i++ {
-		begin = time.Now()
-		ms := c.round()
-		if d := time.Since(begin); d > timeout/2 {
-			t.Errorf("round %d took %s: it waited for the read that is still blocked", i+2, d)
-		}
-		if keys := running(); len(keys) != 1 || keys[0] != stuckKey {
-			t.Fatalf("round %d: reads running %v, want only %s", i+2, keys, stuckKey)
-		}
-		if got := lustreServerStuckReads(t, ms); got != 1 {
-			t.Errorf("round %d: plateau_lustre_server_stuck_reads %v, want 1", i+2, got)
-		}
-	}
-	begin = time.Now()
-	if _, err := reg.Gather(); err != nil {
-		t.Fatal(err)
-	}
-	if d := time.Since(begin); d > timeout/2 {
-		t.Errorf("scrape while the read is stuck took %s", d)
-	}
-
-	release()
-	probetest.WaitUntil(t, "the blocked read to return", 5*time.Second, func() bool { return len(running()) == 0 })
-	if err := os.Remove(fifo); err != nil {
-		t.Fatal(err)
-	}
-	benchWrite(t, fifo, "read_bytes                3 samples [bytes] 4096 4096 12288")
-	if got := lustreServerStuckReads(t, c.round()); got != 0 {
-		t.Errorf("after the read returned: stuck reads %v, want 0", got)
-	}
-	if keys := running(); len(keys) != 0 {
-		t.Errorf("reads left running: %v", keys)
-	}
+	checkHungRead(t, hungRead{began: begin, reg: reg, timeout: timeout, fifo: fifo, stuckKey: stuckKey, release: release, running: running,
+		stuckReads: func() float64 { return lustreServerStuckReads(t, c.round()) }, metric: "plateau_lustre_server_stuck_reads",
+		recovered: "read_bytes                3 samples [bytes] 4096 4096 12288"})
 }
 
 func lustreServerStuckReads(t *testing.T, ms []prometheus.Metric) float64 {
 	t.Helper()
-	for _, m := range ms {
-		if strings.Contains(m.Desc().String(), `"plateau_lustre_server_stuck_reads"`) {
-			return metricValue(t, m)
-		}
-	}
-	t.Fatal("no plateau_lustre_server_stuck_reads in the round")
-	return 0
+	return gaugeIn(t, ms, "plateau_lustre_server_stuck_reads")
 }

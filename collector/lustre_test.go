@@ -19,18 +19,25 @@ import (
 // debugfs at sys/kernel/debug, the flag's default.
 func newTestLustre(t testing.TB, root string, timeout time.Duration) *lustreCollector {
 	t.Helper()
-	c, err := newLustreCollector(lustreConfig{
+	return startTestLustre(t, testLustreConfig(root, timeout))
+}
+
+// testLustreConfig is the configuration newTestLustre reads root with.
+func testLustreConfig(root string, timeout time.Duration) lustreConfig {
+	return lustreConfig{
 		procRoot:  filepath.Join(root, "proc", "fs", "lustre"),
 		sysRoot:   filepath.Join(root, "sys", "fs", "lustre"),
 		debugRoot: filepath.Join(root, "sys", "kernel", "debug", "lustre"),
 		interval:  time.Hour,
 		timeout:   timeout,
-	}, nil)
-	if err != nil {
-		t.Fatal(err)
 	}
-	t.Cleanup(func() { c.Close() })
-	return c
+}
+
+// startTestLustre builds the collector of cfg, closed when the test ends.
+func startTestLustre(t testing.TB, cfg lustreConfig) *lustreCollector {
+	t.Helper()
+	c, err := newLustreCollector(cfg, nil)
+	return closedAtEnd(t, c, err)
 }
 
 // TestLustreLayouts reads the three layouts: 2.10 with everything in
@@ -113,26 +120,13 @@ func TestLustreSeriesPerOST(t *testing.T) {
 	root := t.TempDir()
 	genLustre(t, root, 512)
 	c := newTestLustre(t, root, 30*time.Second)
-	mfs, err := newTestRegistry("lustre", c, nil).Gather()
-	if err != nil {
-		t.Fatal(err)
-	}
 	perOST := map[string]int{}
 	other := 0
-	for _, mf := range mfs {
-		for _, m := range mf.GetMetric() {
-			target := ""
-			for _, l := range m.GetLabel() {
-				if l.GetName() == "lustre_target" {
-					target = l.GetValue()
-				}
-			}
-			switch {
-			case strings.HasPrefix(target, "OST"):
-				perOST[target]++
-			default:
-				other++
-			}
+	for _, s := range gatherSeries(t, newTestRegistry("lustre", c, nil)) {
+		if target := s.labels["lustre_target"]; strings.HasPrefix(target, "OST") {
+			perOST[target]++
+		} else {
+			other++
 		}
 	}
 	if len(perOST) != 512 {
@@ -158,40 +152,12 @@ func TestLustreHungRead(t *testing.T) {
 	root := t.TempDir()
 	devs := genLustre(t, root, 4)
 	fifo := filepath.Join(root, "proc", "fs", "lustre", "osc", devs[2], "import")
-	if err := os.Remove(fifo); err != nil {
-		t.Fatal(err)
-	}
-	if err := unix.Mkfifo(fifo, 0o644); err != nil {
-		t.Fatal(err)
-	}
-	released := false
-	release := func() {
-		if released {
-			return
-		}
-		released = true
-		// A writer that opens and closes gives the blocked reader EOF.
-		fd, err := unix.Open(fifo, unix.O_WRONLY|unix.O_NONBLOCK, 0)
-		if err != nil {
-			t.Errorf("open the FIFO for writing: %v", err)
-			return
-		}
-		unix.Close(fd)
-	}
-	t.Cleanup(release)
+	release := hungFIFO(t, fifo)
 	const timeout = time.Second
 	c := newTestLustre(t, root, timeout)
 	reg := newTestRegistry("lustre", c, nil)
 	stuckKey := "osc/" + devs[2] + "/import"
-	running := func() []string {
-		c.reads.mu.Lock()
-		defer c.reads.mu.Unlock()
-		var keys []string
-		for k := range c.reads.running {
-			keys = append(keys, k)
-		}
-		return keys
-	}
+	running := func() []string { return runningKeys(&c.reads) }
 
 	begin := time.Now()
 	if n, err := testutil.GatherAndCount(reg, "plateau_lustre_target_connected"); err != nil || n != 4 {
@@ -203,58 +169,15 @@ func TestLustreHungRead(t *testing.T) {
 			t.Errorf("first scrape: %d %s series (err %v), want %d: the blocked read cost more than its target", n, metric, err, want)
 		}
 	}
-	if d := time.Since(begin); d > timeout+time.Second {
-		t.Errorf("first scrape took %s, want the round's deadline (%s) at most", d, timeout)
-	}
-	if keys := running(); len(keys) != 1 || keys[0] != stuckKey {
-		t.Fatalf("reads still running: %v, want only %s", keys, stuckKey)
-	}
-
-	for i := 0; i < 3; i++ {
-		begin = time.Now()
-		r := c.round()
-		if d := time.Since(begin); d > timeout/2 {
-			t.Errorf("round %d took %s: it waited for the read that is still blocked", i+2, d)
-		}
-		if keys := running(); len(keys) != 1 || keys[0] != stuckKey {
-			t.Fatalf("round %d: reads running %v, want only the one stuck read %s", i+2, keys, stuckKey)
-		}
-		if got := stuckReadsOf(t, r); got != 1 {
-			t.Errorf("round %d: plateau_lustre_stuck_reads %v, want 1", i+2, got)
-		}
-	}
-	begin = time.Now()
-	if _, err := reg.Gather(); err != nil {
-		t.Fatal(err)
-	}
-	if d := time.Since(begin); d > timeout/2 {
-		t.Errorf("scrape while the read is stuck took %s", d)
-	}
-
-	release()
-	probetest.WaitUntil(t, "the blocked read to return", 5*time.Second, func() bool { return len(running()) == 0 })
 	// The client recovers: the import answers again.
-	if err := os.Remove(fifo); err != nil {
-		t.Fatal(err)
-	}
-	benchWrite(t, fifo, "import:\n    state: FULL")
-	if got := stuckReadsOf(t, c.round()); got != 0 {
-		t.Errorf("after the read returned: plateau_lustre_stuck_reads %v, want 0", got)
-	}
-	if keys := running(); len(keys) != 0 {
-		t.Errorf("reads left running: %v", keys)
-	}
+	checkHungRead(t, hungRead{began: begin, reg: reg, timeout: timeout, fifo: fifo, stuckKey: stuckKey, release: release, running: running,
+		stuckReads: func() float64 { return stuckReadsOf(t, c.round()) }, metric: "plateau_lustre_stuck_reads",
+		recovered: "import:\n    state: FULL"})
 }
 
 func stuckReadsOf(t *testing.T, r *lustreRound) float64 {
 	t.Helper()
-	for _, m := range r.metrics {
-		if strings.Contains(m.Desc().String(), `"plateau_lustre_stuck_reads"`) {
-			return metricValue(t, m)
-		}
-	}
-	t.Fatal("no plateau_lustre_stuck_reads in the round")
-	return 0
+	return gaugeIn(t, r.metrics, "plateau_lustre_stuck_reads")
 }
 
 // lustreHist builds a state history from "time STATE" steps, one second
@@ -422,20 +345,12 @@ func TestLustreLctl(t *testing.T) {
 	root := fixturePath(t)
 	out := filepath.Join(t.TempDir(), "lctl.out")
 	benchWrite(t, out, lctlOutput(t, fixturePath(t)))
-	c, err := newLustreCollector(lustreConfig{
-		procRoot:  filepath.Join(root, "proc", "fs", "lustre"),
-		sysRoot:   filepath.Join(root, "sys", "fs", "lustre"),
-		debugRoot: filepath.Join(t.TempDir(), "unreadable"),
-		interval:  time.Hour,
-		timeout:   5 * time.Second,
-		// lctl exits 1 when a pattern matches nothing, saying so on
-		// stderr; what it printed is still read.
-		lctlPath: fakeLctl(t, "cat "+out+"; echo \"error: get_param: param_path 'llite/*/stats': No such file or directory\" >&2; exit 1"),
-	}, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { c.Close() })
+	cfg := testLustreConfig(root, 5*time.Second)
+	cfg.debugRoot = filepath.Join(t.TempDir(), "unreadable")
+	// lctl exits 1 when a pattern matches nothing, saying so on stderr;
+	// what it printed is still read.
+	cfg.lctlPath = fakeLctl(t, "cat "+out+"; echo \"error: get_param: param_path 'llite/*/stats': No such file or directory\" >&2; exit 1")
+	c := startTestLustre(t, cfg)
 	file := fixturePath(t, "expected", "lustre-2.15.prom")
 	compareWithFile(t, newTestRegistry("lustre", c, nil), file, metricNames(t, file)...)
 	last, _ := c.rounds.latest()
@@ -454,19 +369,10 @@ func TestLustreLctlHung(t *testing.T) {
 	genLustre(t, root, 4)
 	pidFile := filepath.Join(t.TempDir(), "pid")
 	const timeout = time.Second
-	c, err := newLustreCollector(lustreConfig{
-		procRoot:  filepath.Join(root, "proc", "fs", "lustre"),
-		sysRoot:   filepath.Join(root, "sys", "fs", "lustre"),
-		debugRoot: filepath.Join(root, "sys", "kernel", "debug", "lustre"),
-		interval:  time.Hour,
-		timeout:   timeout,
-		// The child sleep is what must not be left behind.
-		lctlPath: fakeLctl(t, "sleep 60 & echo $! > "+pidFile+"; wait"),
-	}, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { c.Close() })
+	cfg := testLustreConfig(root, timeout)
+	// The child sleep is what must not be left behind.
+	cfg.lctlPath = fakeLctl(t, "sleep 60 & echo $! > "+pidFile+"; wait")
+	c := startTestLustre(t, cfg)
 	begin := time.Now()
 	r := c.round()
 	if d := time.Since(begin); d > timeout+time.Second {

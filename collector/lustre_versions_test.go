@@ -128,10 +128,7 @@ plateau_lustre_server_job_read_bytes_total{filesystem="lfs",job_id="dd.4854",lus
 					t.Fatal(err)
 				}
 			}
-			mfs, err := reg.Gather()
-			if err != nil {
-				t.Fatal(err)
-			}
+			series := gatherSeries(t, reg)
 			for _, s := range c.parseErrs.snapshot() {
 				if s.count != 0 {
 					t.Errorf("%d parse errors in the %s files of valid %s output", s.count, s.source, tc.version)
@@ -140,18 +137,9 @@ plateau_lustre_server_job_read_bytes_total{filesystem="lfs",job_id="dd.4854",lus
 			if tc.version == "2.14" {
 				// From the capture: OST0001's statfs line, "statfs 227855 samples".
 				found := false
-				for _, mf := range mfs {
-					if mf.GetName() != "plateau_lustre_server_operations_total" {
-						continue
-					}
-					for _, m := range mf.GetMetric() {
-						l := map[string]string{}
-						for _, p := range m.GetLabel() {
-							l[p.GetName()] = p.GetValue()
-						}
-						if l["lustre_target"] == "OST0001" && l["op"] == "statfs" {
-							found = m.GetCounter().GetValue() == 227855
-						}
+				for _, s := range series {
+					if s.name == "plateau_lustre_server_operations_total" && s.labels["lustre_target"] == "OST0001" && s.labels["op"] == "statfs" {
+						found = s.value == 227855
 					}
 				}
 				if !found {

@@ -78,17 +78,15 @@ func newNFSCollector(procRoot, include string, logger log.Logger) (*nfsCollector
 		}
 		c.include = re
 	}
-	name := func(n string) string { return prometheus.BuildFQName(namespace, nfsSubsystem, n) }
+	desc := descsOf(nfsSubsystem).typed
 	mount := []string{"mountpoint", "export", "server"}
-	counter := func(n, help string) typedDesc {
-		return typedDesc{prometheus.NewDesc(name(n), help, mount, nil), prometheus.CounterValue}
-	}
+	counter := func(n, help string) typedDesc { return desc(n, help, prometheus.CounterValue, mount...) }
 	opLabels := append(append([]string{}, mount...), "operation")
 	op := func(n, help string, get func(*nfsOpStats) float64) nfsOpCounter {
-		return nfsOpCounter{typedDesc{prometheus.NewDesc(name(n), help, opLabels, nil), prometheus.CounterValue}, get}
+		return nfsOpCounter{desc(n, help, prometheus.CounterValue, opLabels...), get}
 	}
-	c.info = typedDesc{prometheus.NewDesc(name("mount_info"), "NFS mount of this node with its protocol version and transport; the value is always 1.",
-		append(append([]string{}, mount...), "version", "protocol"), nil), prometheus.GaugeValue}
+	c.info = desc("mount_info", "NFS mount of this node with its protocol version and transport; the value is always 1.",
+		prometheus.GaugeValue, append(append([]string{}, mount...), "version", "protocol")...)
 	c.readBytes = counter("read_bytes_total", "Bytes applications read through read() from the mount, excluding O_DIRECT.")
 	c.writeBytes = counter("write_bytes_total", "Bytes applications wrote through write() to the mount, excluding O_DIRECT.")
 	c.directRead = counter("direct_read_bytes_total", "Bytes applications read with O_DIRECT from the mount.")

@@ -190,10 +190,7 @@ func FuzzParseMountstats(f *testing.F) {
 	fixture := fixtureMountstats(f)
 	top := mountstatsTopLevel(fixture)
 	f.Fuzz(func(t *testing.T, data []byte) {
-		checkJunk(t, fixture, data, mountstatsJunk, top, func(b []byte) (any, badLines, error) {
-			m, bad, err := parseMountstats(b)
-			return m, bad, err
-		})
+		checkJunk(t, fixture, data, mountstatsJunk, top, asJunkParser(parseMountstats))
 		got, _, err := parseMountstats(data)
 		for _, m := range got {
 			for _, o := range m.ops {
@@ -413,14 +410,11 @@ func TestNFSMalformedBlock(t *testing.T) {
 		t.Fatal(err)
 	}
 	reg := newTestRegistry("nfs", c, logger)
-	want := `
-# HELP plateau_nfs_mount_info NFS mount of this node with its protocol version and transport; the value is always 1.
-# TYPE plateau_nfs_mount_info gauge
+	want := "\n" + nfsMountInfoHelp + `
 plateau_nfs_mount_info{export="[fd00:10::5]:/apps",mountpoint="/apps",protocol="rdma",server="fd00:10::5",version="4.1"} 1
 plateau_nfs_mount_info{export="nfs01.example.org:/export/old runs",mountpoint="/data/old runs",protocol="tcp",server="nfs01.example.org",version="3"} 1
 plateau_nfs_mount_info{export="nfs02.example.org:/projects",mountpoint="/projects",protocol="tcp",server="nfs02.example.org",version="4.2"} 1
-# HELP plateau_scrape_collector_success 1 if the collector read its counters during this scrape, 0 if it failed. Only collectors whose subject is present on the node have this series (see plateau_scrape_collector_present).
-# TYPE plateau_scrape_collector_success gauge
+` + scrapeSuccessHelp + `
 plateau_scrape_collector_success{collector="nfs"} 1
 # HELP plateau_collector_parse_errors_total Lines of the source that the collector could not read and skipped.
 # TYPE plateau_collector_parse_errors_total counter

@@ -27,9 +27,7 @@ func TestNFSMountpointInclude(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := `
-# HELP plateau_nfs_mount_info NFS mount of this node with its protocol version and transport; the value is always 1.
-# TYPE plateau_nfs_mount_info gauge
+	want := "\n" + nfsMountInfoHelp + `
 plateau_nfs_mount_info{export="nfs01.example.org:/export/home",mountpoint="/home",protocol="tcp",server="nfs01.example.org",version="3"} 1
 plateau_nfs_mount_info{export="nfs01.example.org:/export/old runs",mountpoint="/data/old runs",protocol="tcp",server="nfs01.example.org",version="3"} 1
 `
@@ -61,20 +59,10 @@ func writeProc(t *testing.T, mountstats string) string {
 func TestNFSNoMounts(t *testing.T) {
 	root := writeProc(t, "device proc mounted on /proc with fstype proc\ndevice /dev/sda2 mounted on / with fstype ext4\n")
 	c, err := newNFSCollector(root, "", log.NewNopLogger())
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := collectAll(c); !IsNoDataError(err) {
-		t.Errorf("Update error = %v, want ErrNoData without NFS mounts", err)
-	}
+	wantNoData(t, c, err, "without NFS mounts")
 	// Mounts that exist but are all filtered out are also "no data".
 	c, err = newNFSCollector(filepath.Join("fixtures", "proc"), "/nowhere", log.NewNopLogger())
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := collectAll(c); !IsNoDataError(err) {
-		t.Errorf("Update error = %v, want ErrNoData when the filter selects nothing", err)
-	}
+	wantNoData(t, c, err, "when the filter selects nothing")
 }
 
 func TestNFSBrokenMountstats(t *testing.T) {
@@ -89,21 +77,17 @@ func TestNFSBrokenMountstats(t *testing.T) {
 }
 
 func TestNFSServer(t *testing.T) {
-	for export, want := range map[string]string{
+	checkStringCases(t, "nfsServer", func(export string) string { return nfsServer(export, "192.0.2.1") }, map[string]string{
 		"nfs01.example.org:/export/home": "nfs01.example.org",
 		"10.0.0.5:/":                     "10.0.0.5",
 		"[fd00:10::5]:/apps":             "fd00:10::5",
 		"srv:share":                      "srv",
 		"nocolon":                        "192.0.2.1",
-	} {
-		if got := nfsServer(export, "192.0.2.1"); got != want {
-			t.Errorf("nfsServer(%q) = %q, want %q", export, got, want)
-		}
-	}
+	})
 }
 
 func TestUnescapeMountField(t *testing.T) {
-	for in, want := range map[string]string{
+	checkStringCases(t, "unescapeMountField", unescapeMountField, map[string]string{
 		`/plain`:         "/plain",
 		`/old\040runs`:   "/old runs",
 		`/a\011b\012c`:   "/a\tb\nc",
@@ -112,11 +96,7 @@ func TestUnescapeMountField(t *testing.T) {
 		`/short\04`:      `/short\04`,
 		`/high\777`:      `/high\777`,
 		`\040\040`:       "  ",
-	} {
-		if got := unescapeMountField(in); got != want {
-			t.Errorf("unescapeMountField(%q) = %q, want %q", in, got, want)
-		}
-	}
+	})
 }
 
 // escapeMountField escapes as the kernel's mangle() does for mount tables.
@@ -160,9 +140,7 @@ func TestNFSInvalidUTF8Mountpoint(t *testing.T) {
 		t.Fatal(err)
 	}
 	reg := newTestRegistry("nfs", c, nil)
-	want := `
-# HELP plateau_nfs_mount_info NFS mount of this node with its protocol version and transport; the value is always 1.
-# TYPE plateau_nfs_mount_info gauge
+	want := "\n" + nfsMountInfoHelp + `
 plateau_nfs_mount_info{export="nfs01.example.org:/export/old runs",mountpoint="/data/` + "\uFFFD" + `",protocol="tcp",server="nfs01.example.org",version="3"} 1
 `
 	if err := testutil.GatherAndCompare(reg, strings.NewReader(want), "plateau_nfs_mount_info"); err != nil {

@@ -103,14 +103,12 @@ func newNVMeCollector(sysRoot, devDir string, smartTimeout time.Duration, logger
 	if smartTimeout <= 0 {
 		return nil, fmt.Errorf("NVMe SMART timeout must be positive, got %s", smartTimeout)
 	}
-	name := func(n string) string { return prometheus.BuildFQName(namespace, nvmeSubsystem, n) }
+	desc := descsOf(nvmeSubsystem).typed
 	dev := []string{"device"}
 	gauge := func(n, help string, labels ...string) typedDesc {
-		return typedDesc{prometheus.NewDesc(name(n), help, append(dev, labels...), nil), prometheus.GaugeValue}
+		return desc(n, help, prometheus.GaugeValue, append(dev, labels...)...)
 	}
-	counter := func(n, help string) typedDesc {
-		return typedDesc{prometheus.NewDesc(name(n), help, dev, nil), prometheus.CounterValue}
-	}
+	counter := func(n, help string) typedDesc { return desc(n, help, prometheus.CounterValue, dev...) }
 	c := &nvmeCollector{
 		classDir:     filepath.Join(sysRoot, "class", "nvme"),
 		devDir:       devDir,
@@ -124,9 +122,8 @@ func newNVMeCollector(sysRoot, devDir string, smartTimeout time.Duration, logger
 		// 0 while the helper (the process that alone holds CAP_SYS_ADMIN) is
 		// being restarted or cannot be any more (its keeper exited: restart
 		// the service); absent when the daemon reads SMART logs itself.
-		smartHelperUp: typedDesc{prometheus.NewDesc(name("smart_helper_up"),
-			"1 while the SMART helper process runs, else 0.",
-			nil, nil), prometheus.GaugeValue},
+		smartHelperUp: desc("smart_helper_up",
+			"1 while the SMART helper process runs, else 0.", prometheus.GaugeValue),
 		// 1 if the controller's SMART / Health log was read in this
 		// scrape, 0 if not (no CAP_SYS_ADMIN, no device node, controller
 		// not live or not answering).

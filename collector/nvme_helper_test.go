@@ -143,20 +143,30 @@ func TestKeeperMsgRoundTrip(t *testing.T) {
 // connPair is a connected SOCK_SEQPACKET pair as the helpers use.
 func connPair(t *testing.T) (*net.UnixConn, *net.UnixConn) {
 	t.Helper()
+	a, b := mustSeqpacketPair(t)
+	ca, cb := mustUnixConn(t, a, "a"), mustUnixConn(t, b, "b")
+	t.Cleanup(func() { ca.Close(); cb.Close() })
+	return ca, cb
+}
+
+// mustSeqpacketPair is seqpacketPair, failing the test on its error.
+func mustSeqpacketPair(t *testing.T) (a, b int) {
+	t.Helper()
 	a, b, err := seqpacketPair()
 	if err != nil {
 		t.Fatal(err)
 	}
-	ca, err := unixConnFromFD(a, "a")
+	return a, b
+}
+
+// mustUnixConn is unixConnFromFD, failing the test on its error.
+func mustUnixConn(t *testing.T, fd int, name string) *net.UnixConn {
+	t.Helper()
+	c, err := unixConnFromFD(fd, name)
 	if err != nil {
 		t.Fatal(err)
 	}
-	cb, err := unixConnFromFD(b, "b")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { ca.Close(); cb.Close() })
-	return ca, cb
+	return c
 }
 
 func fakeSMARTRead(log []byte) func(string, time.Duration) ([]byte, smartStatus, error) {
@@ -310,6 +320,25 @@ func (k *fakeKeeper) kill() {
 	k.current.Close()
 }
 
+// startFakeKeeper runs a fake keeper whose servers answer with read, and
+// a client of it; both are closed when the test ends.
+func startFakeKeeper(t *testing.T, read func(string, time.Duration) ([]byte, smartStatus, error)) (*fakeKeeper, *smartHelperClient) {
+	t.Helper()
+	a, b := mustSeqpacketPair(t)
+	control := mustUnixConn(t, b, "keeper")
+	k := &fakeKeeper{t: t, control: control, read: read}
+	go k.run()
+	c, err := newSMARTHelperClient(a, logNop())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		c.Close()
+		control.Close()
+	})
+	return k, c
+}
+
 func pollUntil(t *testing.T, what string, cond func() bool) {
 	t.Helper()
 	deadline := time.Now().Add(60 * time.Second)
@@ -324,25 +353,8 @@ func pollUntil(t *testing.T, what string, cond func() bool) {
 // The client restarts a server that died; while none runs, a read fails at
 // once instead of waiting.
 func TestSMARTHelperClientRestartsServer(t *testing.T) {
-	a, b, err := seqpacketPair()
-	if err != nil {
-		t.Fatal(err)
-	}
-	control, err := unixConnFromFD(b, "keeper")
-	if err != nil {
-		t.Fatal(err)
-	}
 	log := readSMARTFixture(t, "smart-healthy.hex")
-	k := &fakeKeeper{t: t, control: control, read: fakeSMARTRead(log)}
-	go k.run()
-	c, err := newSMARTHelperClient(a, logNop())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer func() {
-		c.Close()
-		control.Close()
-	}()
+	k, c := startFakeKeeper(t, fakeSMARTRead(log))
 
 	pollUntil(t, "the first server runs", func() bool { return c.running() == 1001 })
 	got, err := c.read("nvme0", time.Second)
@@ -372,24 +384,7 @@ func TestSMARTHelperClientRestartsServer(t *testing.T) {
 
 // The collector reports SMART metrics read through the helper.
 func TestNVMeCollectorThroughHelper(t *testing.T) {
-	a, b, err := seqpacketPair()
-	if err != nil {
-		t.Fatal(err)
-	}
-	control, err := unixConnFromFD(b, "keeper")
-	if err != nil {
-		t.Fatal(err)
-	}
-	k := &fakeKeeper{t: t, control: control, read: fakeSMARTRead(readSMARTFixture(t, "smart-healthy.hex"))}
-	go k.run()
-	h, err := newSMARTHelperClient(a, logNop())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer func() {
-		h.Close()
-		control.Close()
-	}()
+	k, h := startFakeKeeper(t, fakeSMARTRead(readSMARTFixture(t, "smart-healthy.hex")))
 	pollUntil(t, "the server runs", func() bool { return h.running() != 0 })
 
 	c := newTestNVMe(t, t.TempDir(), nil)

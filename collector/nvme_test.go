@@ -65,12 +65,7 @@ func TestNVMeCollectorInfo(t *testing.T) {
 
 func TestNVMeNoControllers(t *testing.T) {
 	c, err := newNVMeCollector(t.TempDir(), t.TempDir(), time.Second, log.NewNopLogger())
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := collectAll(c); !IsNoDataError(err) {
-		t.Errorf("Update error = %v, want ErrNoData without /sys/class/nvme", err)
-	}
+	wantNoData(t, c, err, "without /sys/class/nvme")
 }
 
 // The SMART problem of each controller is logged once, not on every scrape.
@@ -333,14 +328,7 @@ func TestNVMeBlockedSMARTRead(t *testing.T) {
 // procfs's sysfs.NVMeClass reads from the same tree.
 func TestReadNVMeControllersMatchesProcfs(t *testing.T) {
 	sysRoot := filepath.Join("fixtures", "sys")
-	sfs, err := sysfs.NewFS(sysRoot)
-	if err != nil {
-		t.Fatal(err)
-	}
-	want, err := sfs.NVMeClass()
-	if err != nil {
-		t.Fatal(err)
-	}
+	want := procfsClass(t, sysRoot, sysfs.FS.NVMeClass)
 	got, err := readNVMeControllers(filepath.Join(sysRoot, "class", "nvme"))
 	if err != nil {
 		t.Fatal(err)
@@ -397,8 +385,7 @@ func TestNVMeUnreadableController(t *testing.T) {
 # HELP plateau_nvme_info NVMe controller of this node; the value is always 1.
 # TYPE plateau_nvme_info gauge
 plateau_nvme_info{device="nvme0",firmware_revision="x-firmware_rev",model="x-model",serial="x-serial",state="x-state",transport=""} 1
-# HELP plateau_scrape_collector_success 1 if the collector read its counters during this scrape, 0 if it failed. Only collectors whose subject is present on the node have this series (see plateau_scrape_collector_present).
-# TYPE plateau_scrape_collector_success gauge
+` + scrapeSuccessHelp + `
 plateau_scrape_collector_success{collector="nvme"} 0
 `
 	if err := testutil.GatherAndCompare(reg, strings.NewReader(want), "plateau_nvme_info", "plateau_scrape_collector_success"); err != nil {

@@ -14,6 +14,8 @@ import (
 	"sort"
 	"sync"
 	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
 )
 
 // backgroundRounds runs round every interval from the first latest call
@@ -80,10 +82,28 @@ func (b *backgroundRounds[R]) start() {
 
 // Close stops the rounds and waits for the one in progress, which its
 // deadline bounds; reads still blocked in the kernel return on their own.
-func (b *backgroundRounds[R]) Close() {
+// It never fails: the error is the one a collector's Close returns.
+func (b *backgroundRounds[R]) Close() error {
 	b.startOnce.Do(func() {})
 	b.stopOnce.Do(func() { close(b.stop) })
 	b.loop.Wait()
+	return nil
+}
+
+// exportLatest sends the metrics of the last complete round to ch, what a
+// background collector's Update does once its subject is present: the
+// first call starts the rounds and waits for the first, later ones never
+// wait for a read. name is the collector's, for the error while no round
+// has finished.
+func exportLatest[R any](ch chan<- prometheus.Metric, rounds *backgroundRounds[R], name string, metrics func(R) []prometheus.Metric) error {
+	last, ok := rounds.latest()
+	if !ok {
+		return fmt.Errorf("%s: no round has finished yet", name)
+	}
+	for _, m := range metrics(last) {
+		ch <- m
+	}
+	return nil
 }
 
 // awaitGuarded runs call under the guard for key and waits for it until
@@ -109,6 +129,29 @@ func awaitGuarded[T any](ctx context.Context, g *stuckCalls[T], key string, call
 		}
 		return fail(fmt.Errorf("%s: %w", key, timedOut))
 	}
+}
+
+// readEach calls read for every item, at most workers at once, and returns
+// when all have returned: a round reads its targets so, so that one read
+// blocked in the kernel does not hold up the others, and an evicted
+// client adds at most workers stuck reads per round.
+func readEach[T any](items []T, workers int, read func(T)) {
+	work := make(chan T)
+	var wg sync.WaitGroup
+	for i := 0; i < workers; i++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for t := range work {
+				read(t)
+			}
+		}()
+	}
+	for _, t := range items {
+		work <- t
+	}
+	close(work)
+	wg.Wait()
 }
 
 // lustreDirs lists the directories (or links to them) named kind/<name>
