@@ -31,6 +31,7 @@ func TestCollectorsFromFlags(t *testing.T) {
 		"--collector.nvme.dev-dir=" + t.TempDir(),
 		"--collector.nvme.smart-timeout=2s",
 		"--collector.nfs.mountpoint-include=/home|/projects",
+		"--collector.lnet.lnetctl-path=" + fixturePath(t, "lnet", "lnetctl"),
 	}
 	if _, err := kingpin.CommandLine.Parse(args); err != nil {
 		t.Fatal(err)
@@ -42,7 +43,7 @@ func TestCollectorsFromFlags(t *testing.T) {
 	// Its GPFS loops run every 15s with the flags' defaults; left running,
 	// they would start mmpmon into a later test's FAKE_GPFS_REQUESTLOG.
 	t.Cleanup(func() { r.Close() })
-	if got := strings.Join(r.Enabled(), ","); got != "gpfs,infiniband,lustre,lustre_server,nfs,nvme" {
+	if got := strings.Join(r.Enabled(), ","); got != "gpfs,infiniband,lnet,lustre,lustre_server,nfs,nvme" {
 		t.Fatalf("enabled by default: %s", got)
 	}
 	reg := prometheus.NewRegistry()
@@ -52,6 +53,7 @@ func TestCollectorsFromFlags(t *testing.T) {
 # TYPE plateau_scrape_collector_success gauge
 plateau_scrape_collector_success{collector="gpfs"} 1
 plateau_scrape_collector_success{collector="infiniband"} 1
+plateau_scrape_collector_success{collector="lnet"} 1
 plateau_scrape_collector_success{collector="lustre"} 1
 plateau_scrape_collector_success{collector="lustre_server"} 1
 plateau_scrape_collector_success{collector="nfs"} 1
@@ -65,6 +67,7 @@ plateau_scrape_collector_success{collector="nvme"} 1
 		"plateau_nfs_mount_info":            2, // --collector.nfs.mountpoint-include
 		"plateau_infiniband_info":           3,
 		"plateau_nvme_info":                 4,
+		"plateau_lnet_ni_up":                2,
 	} {
 		if got, err := testutil.GatherAndCount(reg, metric); err != nil || got != n {
 			t.Errorf("%s: %d series (err %v), want %d", metric, got, err, n)
@@ -117,6 +120,7 @@ func TestAbsentCollectorsAreIdle(t *testing.T) {
 # TYPE plateau_scrape_collector_present gauge
 plateau_scrape_collector_present{collector="gpfs"} 0
 plateau_scrape_collector_present{collector="infiniband"} 0
+plateau_scrape_collector_present{collector="lnet"} 0
 plateau_scrape_collector_present{collector="lustre"} 0
 plateau_scrape_collector_present{collector="lustre_server"} 0
 plateau_scrape_collector_present{collector="nfs"} 0
@@ -125,8 +129,8 @@ plateau_scrape_collector_present{collector="nvme"} 0
 	if err := testutil.GatherAndCompare(reg, strings.NewReader(want), "plateau_scrape_collector_present", "plateau_scrape_collector_success", "plateau_scrape_collector_duration_seconds"); err != nil {
 		t.Error(err)
 	}
-	if n, err := testutil.GatherAndCount(reg); err != nil || n != 6 {
-		t.Errorf("an idle registry exported %d series (err %v), want its 6 presence series alone", n, err)
+	if n, err := testutil.GatherAndCount(reg); err != nil || n != 7 {
+		t.Errorf("an idle registry exported %d series (err %v), want its 7 presence series alone", n, err)
 	}
 	// Four gathers: each collector's reason is logged once, at info.
 	out := logs.String()
@@ -137,6 +141,7 @@ plateau_scrape_collector_present{collector="nvme"} 0
 		"nfs: no NFS mount on this node",
 		"lustre: no Lustre on this node",
 		"lustre_server: no Lustre server target on this node",
+		"lnet: LNet is not loaded (no " + filepath.Join(empty, "module", "lnet") + ")",
 	} {
 		if n := strings.Count(out, want); n != 1 {
 			t.Errorf("log says %q %d times, want once:\n%s", want, n, out)
