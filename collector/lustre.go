@@ -187,10 +187,9 @@ type lustreCollector struct {
 	// that were logged (at debug) already: once each, not every round.
 	// Guarded by histMu.
 	unknownLogged map[string]bool
-	// lctlErr is the last lctl failure logged, so that a sudo refused
-	// every round is logged when it starts and when it changes, not 240
-	// times an hour. Guarded by histMu.
-	lctlErr string
+	// lctlErr is the last lctl failure logged: a sudo refused every
+	// round is logged when it starts and when it changes.
+	lctlErr errorChange
 
 	// rounds runs round in the background; scrapes export its last.
 	rounds *backgroundRounds[*lustreRound]
@@ -468,15 +467,7 @@ func waitLctl(ctx context.Context, lctl <-chan lustreLctlRun) lustreLctlRun {
 
 // logLctlError logs a failure of lctl when it differs from the last one.
 func (c *lustreCollector) logLctlError(err error) {
-	msg := ""
-	if err != nil {
-		msg = err.Error()
-	}
-	c.histMu.Lock()
-	changed := msg != c.lctlErr
-	c.lctlErr = msg
-	c.histMu.Unlock()
-	if changed && err != nil {
+	if c.lctlErr.changed(err) {
 		level.Warn(c.logger).Log("msg", "cannot read Lustre's debugfs files through lctl; their series are missing", "err", err)
 	}
 }

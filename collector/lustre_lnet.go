@@ -36,7 +36,6 @@ import (
 	"os"
 	"sort"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/alecthomas/kingpin/v2"
@@ -125,10 +124,8 @@ type lnetCollector struct {
 	parseErrs *parseErrorCounter
 	rounds    *backgroundRounds[*lnetRound]
 
-	// errMu guards lastErr, the last round's failure as logged, so that
-	// a failure repeated every round is logged once.
-	errMu   sync.Mutex
-	lastErr string
+	// lastErr is the last round's failure as logged.
+	lastErr errorChange
 }
 
 func newLnetCollector(cfg lnetConfig, logger log.Logger) (*lnetCollector, error) {
@@ -275,7 +272,7 @@ func (c *lnetCollector) round() *lnetRound {
 		}
 		lv := []string{labelValue(net), labelValue(ni.nid)}
 		up := 0.0
-		if ni.status == "up" {
+		if ni.state == "up" {
 			up = 1
 		}
 		ms = append(ms, c.niUp.mustNewConstMetric(up, lv...))
@@ -308,7 +305,7 @@ type lnetPeerNet struct {
 
 // peerMetrics adds the peer NIs up per network: a handful of series per
 // network however many peers there are.
-func (c *lnetCollector) peerMetrics(peers []lnetPeerNI) []prometheus.Metric {
+func (c *lnetCollector) peerMetrics(peers []lnetIface) []prometheus.Metric {
 	nets := map[string]*lnetPeerNet{}
 	for _, p := range peers {
 		net := lnetNetOf(p.nid)
@@ -359,15 +356,7 @@ func (c *lnetCollector) peerMetrics(peers []lnetPeerNI) []prometheus.Metric {
 
 // logError logs a round's failure when it differs from the last one.
 func (c *lnetCollector) logError(err error) {
-	msg := ""
-	if err != nil {
-		msg = err.Error()
-	}
-	c.errMu.Lock()
-	changed := msg != c.lastErr
-	c.lastErr = msg
-	c.errMu.Unlock()
-	if changed && err != nil {
+	if c.lastErr.changed(err) {
 		level.Warn(c.logger).Log("msg", "lnetctl failed; LNet health series are missing", "err", err)
 	}
 }

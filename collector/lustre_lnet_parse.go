@@ -26,24 +26,25 @@ import (
 	"strings"
 )
 
-// lnetNI is one local network interface of `lnetctl net show`.
-type lnetNI struct {
-	net, nid, status string
-	health           int
-	hasHealth        bool
-}
-
-// lnetPeerNI is one network interface of a peer, from `lnetctl peer show`.
-type lnetPeerNI struct {
+// lnetIface is one network interface, local or a peer's: its NID, its
+// state (a local NI's status: up or down; a peer NI's state: up, down or
+// NA) and its health value.
+type lnetIface struct {
 	nid, state string
 	health     int
 	hasHealth  bool
 }
 
+// lnetNI is one local network interface of `lnetctl net show`.
+type lnetNI struct {
+	net string
+	lnetIface
+}
+
 // lnetShow is what one lnetctl show printed.
 type lnetShow struct {
 	nis   []lnetNI
-	peers []lnetPeerNI
+	peers []lnetIface
 	// errMsg is the descr of an error block (show: - net: errno: -100,
 	// descr: "cannot get networks: Network is down"), which lnetctl
 	// prints instead of the tree when it cannot answer.
@@ -64,7 +65,18 @@ func parseLnetctlShow(data []byte) lnetShow {
 	var s lnetShow
 	var stack []lnetFrame
 	var ni *lnetNI
-	var peer *lnetPeerNI
+	var peer *lnetIface
+	// iface is the interface whose mapping a key of list (local NI(s),
+	// peer ni) is in.
+	iface := func(list string) *lnetIface {
+		switch {
+		case list == "local NI(s)" && ni != nil:
+			return &ni.lnetIface
+		case list == "peer ni":
+			return peer
+		}
+		return nil
+	}
 	net := ""
 	lineNo := 0
 	for len(data) > 0 {
@@ -113,7 +125,7 @@ func parseLnetctlShow(data []byte) lnetShow {
 				s.nis = append(s.nis, lnetNI{net: net})
 				ni = &s.nis[len(s.nis)-1]
 			case "peer ni":
-				s.peers = append(s.peers, lnetPeerNI{})
+				s.peers = append(s.peers, lnetIface{})
 				peer = &s.peers[len(s.peers)-1]
 			}
 			if !ok {
@@ -127,32 +139,17 @@ func parseLnetctlShow(data []byte) lnetShow {
 			net = value
 		case key == "descr":
 			s.errMsg = value
-		case parent == "local NI(s)" && ni != nil:
-			switch key {
-			case "nid":
-				ni.nid = value
-			case "status":
-				ni.status = value
-			}
-		case parent == "peer ni" && peer != nil:
-			switch key {
-			case "nid":
-				peer.nid = value
-			case "state":
-				peer.state = value
-			}
-		case key == "health value" && parent == "health stats":
+		case key == "nid" && iface(parent) != nil:
+			iface(parent).nid = value
+		case (key == "status" || key == "state") && iface(parent) != nil:
+			iface(parent).state = value
+		case key == "health value" && parent == "health stats" && iface(grand) != nil:
 			v, err := strconv.Atoi(value)
 			if err != nil {
 				s.bad.add(lineNo, "health value is not a number", line)
 				continue
 			}
-			switch {
-			case grand == "local NI(s)" && ni != nil:
-				ni.health, ni.hasHealth = v, true
-			case grand == "peer ni" && peer != nil:
-				peer.health, peer.hasHealth = v, true
-			}
+			iface(grand).health, iface(grand).hasHealth = v, true
 		}
 	}
 	return s

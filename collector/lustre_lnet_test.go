@@ -35,15 +35,15 @@ func TestParseLnetctlShowFixtures(t *testing.T) {
 		nis     []ni
 		// peers is the number of peer NIs and peer one of them.
 		peers int
-		peer  lnetPeerNI
+		peer  lnetIface
 	}{
 		{version: "2.12", nis: []ni{{"lo", "0@lo", "up", 942}, {"tcp", "10.73.20.11@tcp", "up", 1000}},
-			peers: 3, peer: lnetPeerNI{nid: "10.73.20.21@tcp", state: "NA", health: 1000, hasHealth: true}},
+			peers: 3, peer: lnetIface{nid: "10.73.20.21@tcp", state: "NA", health: 1000, hasHealth: true}},
 		{version: "2.14", nis: []ni{{"lo", "0@lo", "up", 1000}, {"tcp", "172.16.0.24@tcp", "up", 1000}, {"tcp", "172.16.0.25@tcp", "up", 1000}}},
 		{version: "2.15", nis: []ni{{"lo", "0@lo", "up", 1000}, {"tcp", "172.16.14.1@tcp", "up", 1000}, {"tcp", "172.16.14.2@tcp", "up", 0}},
-			peers: 6, peer: lnetPeerNI{nid: "172.16.15.254@tcp", state: "down", health: 0, hasHealth: true}},
+			peers: 6, peer: lnetIface{nid: "172.16.15.254@tcp", state: "down", health: 0, hasHealth: true}},
 		{version: "2.16", nis: []ni{{"lo", "0@lo", "up", 1000}, {"o2ib", "10.20.0.5@o2ib", "up", 1000}, {"o2ib", "10.20.1.5@o2ib", "down", 0}},
-			peers: 6, peer: lnetPeerNI{nid: "172.16.16.11@tcp1", state: "NA", health: 900, hasHealth: true}},
+			peers: 6, peer: lnetIface{nid: "172.16.16.11@tcp1", state: "NA", health: 900, hasHealth: true}},
 	} {
 		t.Run(tc.version, func(t *testing.T) {
 			s := parseLnetctlShow(lnetFixture(t, tc.version, "net_show.yaml"))
@@ -55,7 +55,7 @@ func TestParseLnetctlShowFixtures(t *testing.T) {
 				if !n.hasHealth {
 					t.Errorf("NI %s: no health value", n.nid)
 				}
-				got = append(got, ni{n.net, n.nid, n.status, n.health})
+				got = append(got, ni{n.net, n.nid, n.state, n.health})
 			}
 			if fmt.Sprint(got) != fmt.Sprint(tc.nis) {
 				t.Errorf("NIs\n got %v\nwant %v", got, tc.nis)
