@@ -1,7 +1,7 @@
-// Package collector owns plateau_exporter's counter collectors, six of them:
-// gpfs (mmpmon, the -Y commands and the diagnosis commands), infiniband,
-// nvme, nfs (client), lustre (client) and lustre_server, read at scrape
-// time; the two Lustre ones are off by default. It follows
+// Package collector owns plateau_exporter's counter collectors, seven of
+// them: gpfs (mmpmon, the -Y commands and the diagnosis commands),
+// infiniband, nvme, nfs (client), lustre (client), lustre_server and lnet
+// (LNet health, through lnetctl); each is idle where its subject is absent. It follows
 // node_exporter's model: one file per collector, each registered with a
 // --collector.<name> flag, and a per-collector success and duration metric so
 // that a failing subsystem is visible without failing the whole scrape.

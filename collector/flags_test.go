@@ -32,6 +32,7 @@ func TestCollectorsFromFlags(t *testing.T) {
 		"--collector.nvme.dev-dir=" + t.TempDir(),
 		"--collector.nvme.smart-timeout=2s",
 		"--collector.nfs.mountpoint-include=/home|/projects",
+		"--collector.lnet.lnetctl-path=" + fixturePath(t, "lnet", "lnetctl"),
 	}
 	if _, err := kingpin.CommandLine.Parse(args); err != nil {
 		t.Fatal(err)
@@ -43,7 +44,7 @@ func TestCollectorsFromFlags(t *testing.T) {
 	// Its GPFS loops run every 15s with the flags' defaults; left running,
 	// they would start mmpmon into a later test's FAKE_GPFS_REQUESTLOG.
 	t.Cleanup(func() { r.Close() })
-	if got := strings.Join(r.Enabled(), ","); got != "gpfs,infiniband,lustre,lustre_server,nfs,nvme" {
+	if got := strings.Join(r.Enabled(), ","); got != "gpfs,infiniband,lnet,lustre,lustre_server,nfs,nvme" {
 		t.Fatalf("enabled by default: %s", got)
 	}
 	reg := prometheus.NewRegistry()
@@ -58,6 +59,7 @@ func TestCollectorsFromFlags(t *testing.T) {
 		"plateau_nfs_mount_info":            2, // --collector.nfs.mountpoint-include
 		"plateau_infiniband_info":           3,
 		"plateau_nvme_info":                 4,
+		"plateau_lnet_ni_up":                2,
 	} {
 		if got, err := testutil.GatherAndCount(reg, metric); err != nil || got != n {
 			t.Errorf("%s: %d series (err %v), want %d", metric, got, err, n)
@@ -110,8 +112,8 @@ func TestAbsentCollectorsAreIdle(t *testing.T) {
 	if err := testutil.GatherAndCompare(reg, strings.NewReader(want), "plateau_scrape_collector_present", "plateau_scrape_collector_success", "plateau_scrape_collector_duration_seconds"); err != nil {
 		t.Error(err)
 	}
-	if n, err := testutil.GatherAndCount(reg); err != nil || n != 6 {
-		t.Errorf("an idle registry exported %d series (err %v), want its 6 presence series alone", n, err)
+	if n, err := testutil.GatherAndCount(reg); err != nil || n != 7 {
+		t.Errorf("an idle registry exported %d series (err %v), want its 7 presence series alone", n, err)
 	}
 	// Four gathers: each collector's reason is logged once, at info.
 	out := logs.String()
@@ -122,6 +124,7 @@ func TestAbsentCollectorsAreIdle(t *testing.T) {
 		"nfs: no NFS mount on this node",
 		"lustre: no Lustre on this node",
 		"lustre_server: no Lustre server target on this node",
+		"lnet: LNet is not loaded (no " + filepath.Join(empty, "module", "lnet") + ")",
 	} {
 		if n := strings.Count(out, want); n != 1 {
 			t.Errorf("log says %q %d times, want once:\n%s", want, n, out)
@@ -167,7 +170,7 @@ plateau_scrape_collector_success{collector="broken"} 0
 // help, at value for each of the six collectors a default registry runs.
 func everyCollector(name, help string, value int) string {
 	want := fmt.Sprintf("# HELP %s %s\n# TYPE %s gauge\n", name, help, name)
-	for _, c := range []string{"gpfs", "infiniband", "lustre", "lustre_server", "nfs", "nvme"} {
+	for _, c := range []string{"gpfs", "infiniband", "lnet", "lustre", "lustre_server", "nfs", "nvme"} {
 		want += fmt.Sprintf("%s{collector=%q} %d\n", name, c, value)
 	}
 	return want

@@ -43,7 +43,8 @@ var (
 		Default("").String()
 	lustreSudo = kingpin.Flag("collector.lustre.sudo",
 		"Read llite stats, which 2.12 and later keep in debugfs (root only), and osc rpc_stats (debugfs from 2.17) with one 'sudo -n lctl get_param' per round "+
-			"instead of from the files; the packaged sudoers file allows exactly that command line.").
+			"instead of from the files, and on 2.17 the osc and mdc import and state files with a second; the packaged sudoers file allows exactly those command lines. "+
+			"lnetctl, for LNet health, runs through sudo too.").
 		Bool()
 	lustreLctlPath = kingpin.Flag("collector.lustre.lctl-path",
 		"Path of lctl, run with --collector.lustre.sudo.").
@@ -93,10 +94,11 @@ type lustreConfig struct {
 	interval, timeout            time.Duration
 	// lctlPath, when set, is the lctl that reads the counter files that
 	// are, or may be, in debugfs (llite stats from 2.12, rpc_stats from
-	// 2.17): one run of
-	// lustreLctlArgs per round, through sudo -n when sudo is set, because
-	// the daemon holds no capability and debugfs is root's alone. The
-	// other files are still read directly.
+	// 2.17): one run of lustreLctlArgs per round, and on 2.17 one of
+	// lustreLctlImportArgs for the imports and state histories, through
+	// sudo -n when sudo is set, because the daemon holds no capability
+	// and debugfs is root's alone. The other files are still read
+	// directly.
 	lctlPath string
 	sudo     bool
 }
@@ -108,6 +110,15 @@ type lustreConfig struct {
 // is how the output is split by device.
 func lustreLctlArgs() []string {
 	return []string{"get_param", "osc.*.rpc_stats", "llite.*.stats"}
+}
+
+// lustreLctlImportArgs is the second lctl command line, run only where the
+// imports and state histories are in debugfs (2.17 and later; through
+// 2.16 they are in procfs, which the daemon reads itself). A run of its
+// own, so that an import whose read blocks (an evicted client) costs the
+// imports only, not the counters of the first line.
+func lustreLctlImportArgs() []string {
+	return []string{"get_param", "osc.*.import", "osc.*.state", "mdc.*.import", "mdc.*.state"}
 }
 
 // lustreWorkers bounds how many targets are read at once: enough that one
@@ -176,10 +187,9 @@ type lustreCollector struct {
 	// that were logged (at debug) already: once each, not every round.
 	// Guarded by histMu.
 	unknownLogged map[string]bool
-	// lctlErr is the last lctl failure logged, so that a sudo refused
-	// every round is logged when it starts and when it changes, not 240
-	// times an hour. Guarded by histMu.
-	lctlErr string
+	// lctlErr is the last lctl failure logged: a sudo refused every
+	// round is logged when it starts and when it changes.
+	lctlErr errorChange
 
 	// rounds runs round in the background; scrapes export its last.
 	rounds *backgroundRounds[*lustreRound]
@@ -404,12 +414,13 @@ type lustreLctlRun struct {
 	err    error
 }
 
-// runLctl runs lctl once, bounded by ctx through the command runner. A
+// runLctl runs lctl once with args, bounded by ctx through the command
+// runner; key names the run for the guard against a second copy. A
 // non-zero exit with output is still read: lctl exits 1 when one of the
 // patterns matches nothing (no mount on a server, say) and prints the
 // other's values all the same.
-func (c *lustreCollector) runLctl(ctx context.Context) lustreLctlRun {
-	out, err := c.runner.run(ctx, nil, c.cfg.lctlPath, lustreLctlArgs()...)
+func (c *lustreCollector) runLctl(ctx context.Context, key string, args []string) lustreLctlRun {
+	out, err := c.runner.runKeyed(ctx, key, nil, c.cfg.lctlPath, args...)
 	var exit *commandError
 	if err != nil && !(errors.As(err, &exit) && len(out) > 0) {
 		return lustreLctlRun{err: err}
@@ -437,16 +448,8 @@ func waitLctl(ctx context.Context, lctl <-chan lustreLctlRun) lustreLctlRun {
 
 // logLctlError logs a failure of lctl when it differs from the last one.
 func (c *lustreCollector) logLctlError(err error) {
-	msg := ""
-	if err != nil {
-		msg = err.Error()
-	}
-	c.histMu.Lock()
-	changed := msg != c.lctlErr
-	c.lctlErr = msg
-	c.histMu.Unlock()
-	if changed && err != nil {
-		level.Warn(c.logger).Log("msg", "cannot read rpc_stats and llite stats through lctl; their series are missing", "err", err)
+	if c.lctlErr.changed(err) {
+		level.Warn(c.logger).Log("msg", "cannot read Lustre's debugfs files through lctl; their series are missing", "err", err)
 	}
 }
 
@@ -497,33 +500,55 @@ func (c *lustreCollector) readTarget(ctx context.Context, t *lustreTargetRead) {
 			}
 			continue
 		}
-		switch f {
-		case "import":
-			var bad int
-			t.imp, bad = parseLustreImport(r.data)
-			t.hasImport = t.imp.state != ""
-			t.bad[lustreSourceImport] += bad
-		case "state":
-			var bad int
-			_, t.history, bad = parseLustreState(r.data)
-			t.hasState = true
-			t.bad[lustreSourceState] += bad
-		case "active":
-			t.active, t.hasAct = parseLustreUint(r.data)
-		case "cur_grant_bytes":
-			t.grant, t.hasGrant = parseLustreUint(r.data)
-		case "cur_dirty_bytes":
-			t.dirty, t.hasDirty = parseLustreUint(r.data)
-		case "rpc_stats":
-			var bad int
-			t.rpc, bad, t.unknown = parseLustreRPCStats(r.data)
-			t.hasRPC = true
-			t.bad[lustreSourceRPCStats] += bad
-		}
-		if (f == "active" && !t.hasAct) || (f == "cur_grant_bytes" && !t.hasGrant) || (f == "cur_dirty_bytes" && !t.hasDirty) {
-			t.bad[lustreSourceParam]++
+		t.apply(f, r.data)
+	}
+}
+
+// apply parses data, the content of the target's file f, whether read
+// directly or through lctl.
+func (t *lustreTargetRead) apply(f string, data []byte) {
+	switch f {
+	case "import":
+		var bad int
+		t.imp, bad = parseLustreImport(data)
+		t.hasImport = t.imp.state != ""
+		t.bad[lustreSourceImport] += bad
+	case "state":
+		var bad int
+		_, t.history, bad = parseLustreState(data)
+		t.hasState = true
+		t.bad[lustreSourceState] += bad
+	case "active":
+		t.active, t.hasAct = parseLustreUint(data)
+	case "cur_grant_bytes":
+		t.grant, t.hasGrant = parseLustreUint(data)
+	case "cur_dirty_bytes":
+		t.dirty, t.hasDirty = parseLustreUint(data)
+	case "rpc_stats":
+		var bad int
+		t.rpc, bad, t.unknown = parseLustreRPCStats(data)
+		t.hasRPC = true
+		t.bad[lustreSourceRPCStats] += bad
+	}
+	if (f == "active" && !t.hasAct) || (f == "cur_grant_bytes" && !t.hasGrant) || (f == "cur_dirty_bytes" && !t.hasDirty) {
+		t.bad[lustreSourceParam]++
+	}
+}
+
+// importsInDebugfs reports whether this Lustre keeps the imports in
+// debugfs (2.17 and later): there are targets, and the first has its
+// import file in neither sysfs nor procfs. A stat does not read the file,
+// so it cannot block on an evicted import.
+func (c *lustreCollector) importsInDebugfs(targets []*lustreTargetRead) bool {
+	if len(targets) == 0 {
+		return false
+	}
+	for _, root := range []string{c.cfg.sysRoot, c.cfg.procRoot} {
+		if _, err := os.Stat(filepath.Join(root, targets[0].kind, targets[0].device, "import")); err == nil {
+			return false
 		}
 	}
+	return true
 }
 
 // round reads every target, mount and health_check once, within the
@@ -538,7 +563,7 @@ func (c *lustreCollector) round() *lustreRound {
 	var lctl chan lustreLctlRun
 	if c.cfg.lctlPath != "" {
 		lctl = make(chan lustreLctlRun, 1)
-		go func() { lctl <- c.runLctl(ctx) }()
+		go func() { lctl <- c.runLctl(ctx, c.cfg.lctlPath, lustreLctlArgs()) }()
 	}
 
 	// health_check and the mounts come first: the deadline that a
@@ -580,21 +605,41 @@ func (c *lustreCollector) round() *lustreRound {
 			targets = append(targets, &lustreTargetRead{device: dev, kind: kind, fsname: m[1], name: m[2]})
 		}
 	}
+	// On 2.17 the imports and state histories need lctl too: a second
+	// run, beside the direct reads of the sysfs files.
+	var imports chan lustreLctlRun
+	if c.cfg.lctlPath != "" && c.importsInDebugfs(targets) {
+		imports = make(chan lustreLctlRun, 1)
+		go func() { imports <- c.runLctl(ctx, c.cfg.lctlPath+" imports", lustreLctlImportArgs()) }()
+	}
 	readEach(targets, lustreWorkers, func(t *lustreTargetRead) { c.readTarget(ctx, t) })
 
+	var importsErr error
+	if imports != nil {
+		run := waitLctl(ctx, imports)
+		importsErr = run.err
+		if isStuck(run.err) {
+			stuck++
+		}
+		res.badLines[lustreSourceLctl] += run.bad
+		for _, t := range targets {
+			for f, done := range map[string]bool{"import": t.hasImport, "state": t.hasState} {
+				if data, ok := run.params[t.kind+"."+t.device+"."+f]; ok && !done {
+					t.apply(f, data)
+				}
+			}
+		}
+	}
 	if lctl != nil {
 		run := waitLctl(ctx, lctl)
-		c.logLctlError(run.err)
+		c.logLctlError(errors.Join(importsErr, run.err))
 		if isStuck(run.err) {
 			stuck++
 		}
 		res.badLines[lustreSourceLctl] += run.bad
 		for _, t := range targets {
 			if data, ok := run.params["osc."+t.device+".rpc_stats"]; ok && t.kind == "osc" {
-				var bad int
-				t.rpc, bad, t.unknown = parseLustreRPCStats(data)
-				t.hasRPC = true
-				res.badLines[lustreSourceRPCStats] += bad
+				t.apply("rpc_stats", data)
 			}
 		}
 		var devs []string

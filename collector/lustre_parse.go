@@ -330,7 +330,7 @@ func splitLines(data []byte) []string {
 // multi-line value (and before a short one, on the same line): the
 // parameter's name and '='. Only the names the collector asks for are
 // taken as headers, so no line of a value can be mistaken for one.
-var lustreLctlHeader = regexp.MustCompile(`^((?:osc|llite)\.[^\s=]+\.(?:rpc_stats|stats))=(.*)$`)
+var lustreLctlHeader = regexp.MustCompile(`^((?:osc|mdc|llite)\.[^\s=]+\.(?:rpc_stats|stats|import|state))=(.*)$`)
 
 // parseLctlGetParam splits the output of `lctl get_param PATTERN...` into
 // each parameter's value; lines before the first name are bad.

@@ -106,6 +106,28 @@ func exportLatest[R any](ch chan<- prometheus.Metric, rounds *backgroundRounds[R
 	return nil
 }
 
+// errorChange remembers the last failure a background collector logged, so
+// that one repeated every round is logged when it starts and when it
+// changes, not 240 times an hour.
+type errorChange struct {
+	mu   sync.Mutex
+	last string
+}
+
+// changed records err, nil for a success, and reports whether it is a
+// failure that differs from the last one recorded.
+func (e *errorChange) changed(err error) bool {
+	msg := ""
+	if err != nil {
+		msg = err.Error()
+	}
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	changed := msg != e.last
+	e.last = msg
+	return changed && err != nil
+}
+
 // awaitGuarded runs call under the guard for key and waits for it until
 // ctx ends; fail makes the result of a call that could not start or did
 // not return in time. Past the deadline nothing new starts, and a call

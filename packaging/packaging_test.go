@@ -319,8 +319,9 @@ func gpfsWholeCommands() []string {
 	}
 }
 
-// The sudoers snippet grants the GPFS command lines the collector runs and
-// the lustre collector's one lctl line, and no other; the root-only TestRPM checks the same through sudo itself. This
+// The sudoers snippet grants the GPFS command lines the collector runs, the
+// lustre collector's two lctl lines and the lnet collector's two lnetctl
+// lines, and no other; the root-only TestRPM checks the same through sudo itself. This
 // catches an edit without root: every granted line and the refusal of the
 // per-file-system commands' other device parts.
 func TestSudoersCommandLines(t *testing.T) {
@@ -359,6 +360,9 @@ func TestSudoersCommandLines(t *testing.T) {
 		// glob that would match any further argument.
 		"PLATEAU_LUSTRE": {
 			`/usr/sbin/lctl get_param osc.\*.rpc_stats llite.\*.stats`,
+			`/usr/sbin/lctl get_param osc.\*.import osc.\*.state mdc.\*.import mdc.\*.state`,
+			"/usr/sbin/lnetctl net show -v 2",
+			"/usr/sbin/lnetctl peer show -v 2",
 		},
 	}
 	if len(aliases) != len(want) {

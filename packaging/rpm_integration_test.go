@@ -815,22 +815,32 @@ func testSudoers(t *testing.T, root, binRPM string) {
 	testLustreSudoers(t)
 }
 
-// testLustreSudoers holds the lustre collector's one lctl line (with
-// --collector.lustre.sudo) to exactly what it runs: the '*' are lctl's
-// patterns, passed as typed, and match only themselves in sudoers.
+// testLustreSudoers holds the lustre collector's two lctl lines and the
+// lnet collector's two lnetctl lines (with --collector.lustre.sudo) to
+// exactly what they run: the '*' are lctl's patterns, passed as typed, and
+// match only themselves in sudoers.
 func testLustreSudoers(t *testing.T) {
-	const lctl = "/usr/sbin/lctl"
-	if _, err := os.Stat(lctl); err != nil {
-		if err := os.WriteFile(lctl, []byte("#!/bin/sh\nexit 1\n"), 0o755); err != nil {
-			t.Fatal(err)
+	const lctl, lnetctl = "/usr/sbin/lctl", "/usr/sbin/lnetctl"
+	for _, p := range []string{lctl, lnetctl} {
+		if _, err := os.Stat(p); err != nil {
+			if err := os.WriteFile(p, []byte("#!/bin/sh\nexit 1\n"), 0o755); err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { os.Remove(p) })
 		}
-		t.Cleanup(func() { os.Remove(lctl) })
 	}
 	sudoList := func(cmd ...string) int {
 		return runCmd(t, "", nil, "sudo", append([]string{"-n", "-l", "-U", "plateau"}, cmd...)...).code
 	}
-	if code := sudoList(lctl, "get_param", "osc.*.rpc_stats", "llite.*.stats"); code != 0 {
-		t.Errorf("sudo does not allow plateau the lustre collector's lctl line (exit %d)", code)
+	for _, c := range [][]string{
+		{lctl, "get_param", "osc.*.rpc_stats", "llite.*.stats"},
+		{lctl, "get_param", "osc.*.import", "osc.*.state", "mdc.*.import", "mdc.*.state"},
+		{lnetctl, "net", "show", "-v", "2"},
+		{lnetctl, "peer", "show", "-v", "2"},
+	} {
+		if code := sudoList(c...); code != 0 {
+			t.Errorf("sudo does not allow plateau %q, which the collectors run (exit %d)", c, code)
+		}
 	}
 	for _, c := range [][]string{
 		{lctl},
@@ -840,9 +850,21 @@ func testLustreSudoers(t *testing.T) {
 		{lctl, "get_param", "osc.*.rpc_stats", "llite.*.stats", "mdc.*.import"},
 		{lctl, "set_param", "osc.*.rpc_stats=0"},
 		{lctl, "get_param", "-n", "osc.*.rpc_stats", "llite.*.stats"},
+		{lctl, "get_param", "osc.*.import"},
+		{lctl, "get_param", "mdc.*.import", "mdc.*.state", "osc.*.import", "osc.*.state"},
+		{lctl, "get_param", "osc.*.import", "osc.*.state", "mdc.*.import", "mdc.*.state", "mgc.*.import"},
+		{lctl, "set_param", "osc.*.import=connection=x"},
+		{lnetctl},
+		{lnetctl, "net", "show"},
+		{lnetctl, "net", "show", "-v", "4"},
+		{lnetctl, "peer", "show", "-v", "2", "--nid", "10.0.0.1@tcp"},
+		{lnetctl, "net", "set", "--health", "0", "--all"},
+		{lnetctl, "peer", "del", "--prim_nid", "10.0.0.1@tcp"},
+		{lnetctl, "lnet", "unconfigure"},
+		{lnetctl, "import", "/tmp/x.yaml"},
 	} {
 		if sudoList(c...) == 0 {
-			t.Errorf("sudo allows plateau %q, which the lustre collector never runs", c)
+			t.Errorf("sudo allows plateau %q, which the collectors never run", c)
 		}
 	}
 }

@@ -126,6 +126,9 @@ func TestGoldenMetrics(t *testing.T) {
 		// Lustre 2.15's layout is in the same proc and sys trees, debugfs
 		// under sys/kernel/debug (the flag's default).
 		"--collector.lustre", "--collector.lustre_server", "--collector.lustre_server.job-stats", "--collector.lustre_server.job-stats-top=3",
+		// LNet health from a fake lnetctl printing 2.15's output; the
+		// module's sysfs directory is in the fixture sys tree.
+		"--collector.lnet.lnetctl-path="+filepath.Join(fixtures, "lnet", "lnetctl"),
 		// No real /dev/nvme* of the machine running the test may leak in.
 		"--collector.nvme.dev-dir="+t.TempDir())
 	probetest.WaitUntil(t, "a successful run of every probe", 60*time.Second, func() bool {
