@@ -196,6 +196,23 @@ func shippedDashboards(t *testing.T, repo string) []string {
 	if len(js) == 0 || len(ys) == 0 {
 		t.Fatalf("dashboards/ has %d dashboards and %d rule files; the package must ship both", len(js), len(ys))
 	}
+	return append(want, shippedDocs(t, repo)...)
+}
+
+// shippedDocs lists the documentation the RPM carries beside
+// packaging/README.md: the configuration reference, the changelog and
+// every guide in docs/.
+func shippedDocs(t *testing.T, repo string) []string {
+	t.Helper()
+	const doc = "/usr/share/doc/plateau_exporter/"
+	want := []string{doc + "CONFIGURATION.md", doc + "CHANGELOG.md"}
+	guides, _ := filepath.Glob(filepath.Join(repo, "docs", "*.md"))
+	if len(guides) == 0 {
+		t.Fatal("docs/ has no guide; the package must ship them")
+	}
+	for _, f := range guides {
+		want = append(want, doc+"docs/"+filepath.Base(f))
+	}
 	return want
 }
 
