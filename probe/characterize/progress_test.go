@@ -206,10 +206,9 @@ func TestTerminalWidth(t *testing.T) {
 // run made again, so the extra run is explained.
 func TestProgressKeepsATimeoutOnTheTerminal(t *testing.T) {
 	var buf bytes.Buffer
-	clock := &fakeClock{t: time.Date(2026, 11, 30, 10, 0, 0, 0, time.UTC)}
-	p := NewProgress(&buf, 200, log.NewNopLogger(), clock.now)
-	p.Begin(2)
+	p := NewProgress(&buf, 200, log.NewNopLogger(), time.Now)
 	step := Step{Index: 1, Total: 2, Target: "scratch", Probe: "md", Kind: probe.KindMetadata, Variable: "workers", Level: 2, Run: 1, Runs: 1}
+	p.Begin(step.Total)
 	p.Start(step)
 	buf.Reset()
 	res := &probe.Result{}
