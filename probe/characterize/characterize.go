@@ -54,13 +54,22 @@ type Step struct {
 	// Started is when the run was started; baseline runs of a probe start
 	// at least Spacing apart by this clock reading.
 	Started time.Time
+	// Confirming is set on the run made again after this run timed out.
+	Confirming bool
 }
 
 func (s Step) String() string {
 	if s.Variable != "" {
-		return fmt.Sprintf("%s/%s %s=%d run %d/%d", s.Target, s.Probe, s.Variable, s.Level, s.Run, s.Runs)
+		return fmt.Sprintf("%s/%s %s=%d run %d/%d%s", s.Target, s.Probe, s.Variable, s.Level, s.Run, s.Runs, s.again())
 	}
-	return fmt.Sprintf("%s/%s run %d/%d", s.Target, s.Probe, s.Run, s.Runs)
+	return fmt.Sprintf("%s/%s run %d/%d%s", s.Target, s.Probe, s.Run, s.Runs, s.again())
+}
+
+func (s Step) again() string {
+	if s.Confirming {
+		return " again (it timed out)"
+	}
+	return ""
 }
 
 // Characterizer runs characterizations. One value serves one
@@ -271,8 +280,24 @@ func OpValues(res *probe.Result, kind, unit string) (map[string]float64, error) 
 
 // measure runs one step of a characterization and takes each op's value
 // in unit; the error says why the run measured nothing.
+//
+// A run that timed out is made once more before the step counts as
+// failed, as the probe command confirms a failing run: the timeout is the
+// daemon's, sized for one run of the configured probe, and a run of a
+// CPU-bound probe (metadata on a local file system) takes four times as
+// long while other work holds the node's cores, so one such burst would
+// otherwise end a baseline or a sweep that every other run of it fits.
+// Twice in a row is no burst, and is reported as such.
 func (c *Characterizer) measure(ctx context.Context, step Step, req probe.Request, unit string) (*probe.Result, map[string]float64, error) {
 	res := c.runStep(ctx, step, req)
+	if res != nil && res.Reason == probe.ReasonTimeout && ctx.Err() == nil {
+		c.total++
+		step.Total, step.Confirming = c.total, true
+		res = c.runStep(ctx, step, req)
+		if err := ResultError(res); err != nil {
+			return res, nil, fmt.Errorf("timed out, and again when run once more (timeout %s): %w", req.Probe.Timeout, err)
+		}
+	}
 	if err := ResultError(res); err != nil {
 		return res, nil, err
 	}

@@ -6,6 +6,7 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -633,5 +634,62 @@ func TestWrittenReportShowsChangesAndTheDaemonsRunsAgainstBothPlateaus(t *testin
 	NewWrittenReport("b.yml", "", changes, bad).WriteTable(&sb)
 	if !strings.Contains(sb.String(), "\nrecent runs not shown: ") || !strings.Contains(sb.String(), bad) {
 		t.Errorf("an unreadable history file is not named:\n%s", sb.String())
+	}
+}
+
+// A sweep run that times out is made once more: one burst of other work
+// on the node must not end the sweep. Two in a row end it and say so.
+func TestCharacterizeSweepMakesATimedOutRunOnceMore(t *testing.T) {
+	for _, tc := range []struct {
+		name     string
+		timeouts []int // requests (from 1) whose result is made a timeout
+		wantErr  string
+		runs     int
+	}{
+		// Baseline 1; level 1: 2, 3 (timed out), 4 again; level 2: 5, 6.
+		{name: "once", timeouts: []int{3}, runs: 6},
+		{name: "twice", timeouts: []int{3, 4}, runs: 4,
+			wantErr: "sweep stopped at workers=1, run 2 of 2: timed out, and again when run once more (timeout 30s): failed (timeout)"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			p := probefixture.SmallSeq("seq")
+			p.Workers, p.Timeout = 1, 30*time.Second
+			target := targetWith(t.TempDir(), p)
+			rec := &recorder{after: func(n int, res *probe.Result) {
+				if slices.Contains(tc.timeouts, n) {
+					res.Fail(context.DeadlineExceeded)
+				}
+			}}
+			c := newCharacterizer(rec, 1, 2, 2)
+			ref := ProbeRef{target, target.Probes[0]}
+			c.Plan([]ProbeRef{ref})
+			if _, err := c.Baseline(context.Background(), ref); err != nil {
+				t.Fatal(err)
+			}
+			sw, err := c.Sweep(context.Background(), ref)
+			if tc.wantErr == "" && err != nil || tc.wantErr != "" && (err == nil || !strings.Contains(err.Error(), tc.wantErr)) {
+				t.Fatalf("sweep error %v, want %q", err, tc.wantErr)
+			}
+			if len(rec.reqs) != tc.runs {
+				t.Errorf("%d runs, want %d", len(rec.reqs), tc.runs)
+			}
+			again := rec.steps[3]
+			if !again.Confirming || again.Run != 2 || again.Level != 1 || !strings.HasSuffix(again.String(), "run 2/2 again (it timed out)") {
+				t.Errorf("the run made again: %+v (%s)", again, again)
+			}
+			if tc.wantErr != "" {
+				return
+			}
+			if len(sw.Steps) != 2 || len(sw.Steps[0].Values["write"]) != 2 {
+				t.Fatalf("steps %+v", sw.Steps)
+			}
+			// The timed-out run's values are not among the step's.
+			if got, want := sw.Steps[0].Values["write"][1], rec.results[3].Op("write").BytesPerSecond(); got != want {
+				t.Errorf("level 1 run 2 is %g, want the run made again (%g)", got, want)
+			}
+			if c.index != c.total {
+				t.Errorf("progress at %d of %d after the sweep", c.index, c.total)
+			}
+		})
 	}
 }

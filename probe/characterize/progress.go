@@ -135,6 +135,12 @@ func (p *Progress) Done(s Step, res *probe.Result) {
 	p.last = max(p.last, s.Index)
 	p.cur = nil
 	if p.width > 0 {
+		// The line is redrawn over; a timeout is said where it stays, as
+		// the run made again to confirm it is otherwise unexplained.
+		if res != nil && res.Reason == probe.ReasonTimeout {
+			p.clear()
+			fmt.Fprintf(p.w, "%s timed out: %s\n", stepLabel(s), res.Error)
+		}
 		p.draw()
 		return
 	}
@@ -216,7 +222,7 @@ func (p *Progress) clear() {
 // bytes or nanoseconds.
 func stepLabel(s Step) string {
 	if s.Variable != "" && s.Variable == plateau.SizeKey(s.Kind) {
-		return fmt.Sprintf("%s/%s %s=%s run %d/%d", s.Target, s.Probe, s.Variable, plateau.FormatProbeSize(s.Kind, int64(s.Level)), s.Run, s.Runs)
+		return fmt.Sprintf("%s/%s %s=%s run %d/%d%s", s.Target, s.Probe, s.Variable, plateau.FormatProbeSize(s.Kind, int64(s.Level)), s.Run, s.Runs, s.again())
 	}
 	return s.String()
 }

@@ -2,6 +2,7 @@ package characterize
 
 import (
 	"bytes"
+	"context"
 	"fmt"
 	"io"
 	"os"
@@ -199,4 +200,28 @@ func TestTerminalWidth(t *testing.T) {
 	if got := TerminalWidth(f); got != 0 {
 		t.Errorf("a file is no terminal, got width %d", got)
 	}
+}
+
+// A timed-out run stays on the terminal, above the line that shows the
+// run made again, so the extra run is explained.
+func TestProgressKeepsATimeoutOnTheTerminal(t *testing.T) {
+	var buf bytes.Buffer
+	p := NewProgress(&buf, 200, log.NewNopLogger(), time.Now)
+	step := Step{Index: 1, Total: 2, Target: "scratch", Probe: "md", Kind: probe.KindMetadata, Variable: "workers", Level: 2, Run: 1, Runs: 1}
+	p.Begin(step.Total)
+	p.Start(step)
+	buf.Reset()
+	res := &probe.Result{}
+	res.Fail(fmt.Errorf("probe scratch/md: %w", context.DeadlineExceeded))
+	p.Done(step, res)
+	if got := buf.String(); !strings.HasPrefix(got, "\r\x1b[Kscratch/md workers=2 run 1/1 timed out: probe scratch/md: context deadline exceeded\n") {
+		t.Errorf("after a timeout %q", got)
+	}
+	step.Index, step.Total, step.Confirming = 2, 3, true
+	buf.Reset()
+	p.Start(step)
+	if got := buf.String(); !strings.Contains(got, "scratch/md workers=2 run 1/1 again (it timed out)") {
+		t.Errorf("the run made again %q", got)
+	}
+	p.Finish()
 }
