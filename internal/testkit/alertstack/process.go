@@ -62,8 +62,10 @@ func startProcess(t *testing.T, name, dir string, argv ...string) *Process {
 	return p
 }
 
+// Exited says whether the process has exited.
 func (p *Process) Exited() bool { return p.pg.Exited() }
 
+// TailFile is procgroup.TailFile: the last n lines of a log.
 func TailFile(path string, n int) string { return procgroup.TailFile(path, n) }
 
 // WaitReady waits until the process answers 200 on url.
@@ -85,8 +87,12 @@ func WaitFor(t *testing.T, what string, timeout time.Duration, cond func() (bool
 	wait.UntilWith(t, wait.Options{Every: waitPoll}, what, timeout, cond)
 }
 
+// HTTPClient is what the stack asks its servers with: a deadline on every
+// request, so that a hung server fails a wait instead of blocking it.
 var HTTPClient = &http.Client{Timeout: 10 * time.Second}
 
+// HTTPGet returns the body of a 200 answer to GET url, or an error that
+// names the status and carries the body.
 func HTTPGet(url string) ([]byte, error) {
 	resp, err := HTTPClient.Get(url)
 	if err != nil {
