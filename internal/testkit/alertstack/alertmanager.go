@@ -12,7 +12,7 @@ import (
 	"testing"
 	"time"
 
-	"go.yaml.in/yaml/v2"
+	"go.yaml.in/yaml/v3"
 )
 
 // webhookMessage is Alertmanager's webhook payload, version 4

@@ -16,7 +16,7 @@ import (
 
 	"github.com/plateau-exporter/plateau_exporter/internal/probetest"
 	"github.com/prometheus/common/model"
-	"go.yaml.in/yaml/v2"
+	"go.yaml.in/yaml/v3"
 )
 
 // PromAPI queries the test's Prometheus over its HTTP API
