@@ -130,14 +130,7 @@ func faultChunkServerFrozen(t *testing.T, s *alertstack.Stack, c *mfscluster.Clu
 		}
 	})
 	sampler := startFreezeSampler(s.Daemons, pids)
-	stopped := false
-	stopSampler := func() {
-		if !stopped {
-			stopped = true
-			sampler.stop()
-		}
-	}
-	defer stopSampler()
+	defer sampler.stop()
 
 	// The victim's target hung, as it exports it; no peer's.
 	var hungAt time.Time
@@ -208,7 +201,7 @@ func faultChunkServerFrozen(t *testing.T, s *alertstack.Stack, c *mfscluster.Clu
 		t.Fatal(err)
 	}
 	frozen = false
-	stopSampler()
+	sampler.stop()
 	sampler.check(t, s, "fault d", dStart, dThaw)
 	checkPrometheusScrapedThrough(t, s, "fault d", dStart, dThaw)
 	for _, p := range peers {

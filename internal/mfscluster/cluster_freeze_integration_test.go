@@ -108,14 +108,7 @@ func faultMasterFrozen(t *testing.T, s *alertstack.Stack, c *mfscluster.Cluster,
 		}
 	})
 	sampler := startFreezeSampler(s.Daemons, pids)
-	stopped := false
-	stopSampler := func() {
-		if !stopped {
-			stopped = true
-			sampler.stop()
-		}
-	}
-	defer stopSampler()
+	defer sampler.stop()
 
 	// Every daemon's target hung, as it exports it.
 	hungAt := map[*alertstack.Daemon]time.Time{}
@@ -161,7 +154,9 @@ func faultMasterFrozen(t *testing.T, s *alertstack.Stack, c *mfscluster.Cluster,
 	last := time.Time{}
 	for _, d := range s.Daemons {
 		a := firedAt[d]
-		last = maxTime(last, a.At)
+		if a.At.After(last) {
+			last = a.At
+		}
 		if a.Labels["target"] != alertstack.Target || a.Labels["severity"] != "critical" {
 			t.Errorf("%s of %s notified with labels %v, want target %s and severity critical", hungAlert, d.Host, a.Labels, alertstack.Target)
 		}
@@ -202,7 +197,7 @@ func faultMasterFrozen(t *testing.T, s *alertstack.Stack, c *mfscluster.Cluster,
 		t.Fatal(err)
 	}
 	frozen = false
-	stopSampler()
+	sampler.stop()
 	sampler.check(t, s, "fault e", eStart, eThaw)
 	checkPrometheusScrapedThrough(t, s, "fault e", eStart, eThaw)
 
@@ -516,13 +511,6 @@ func grepFile(path, s string) []string {
 	return out
 }
 
-func maxTime(a, b time.Time) time.Time {
-	if b.After(a) {
-		return b
-	}
-	return a
-}
-
 // freezeSampler scrapes every daemon's /metrics and counts its child
 // processes, over and over, while a server of the cluster is frozen
 // (the master in fault e, a chunkserver in fault d).
@@ -531,6 +519,9 @@ type freezeSampler struct {
 	pids    map[*alertstack.Daemon]int
 	done    chan struct{}
 	stopped chan struct{}
+	// stopOnce lets the test stop it before its checks and again,
+	// harmlessly, in its deferred stop on the way out of a failure.
+	stopOnce sync.Once
 
 	mu          sync.Mutex
 	latency     map[*alertstack.Daemon][]time.Duration
@@ -584,8 +575,10 @@ func (fs *freezeSampler) sample(d *alertstack.Daemon) {
 	}
 }
 
+// stop ends the sampling and waits for the last sample; once stopped it
+// does nothing.
 func (fs *freezeSampler) stop() {
-	close(fs.done)
+	fs.stopOnce.Do(func() { close(fs.done) })
 	<-fs.stopped
 }
 

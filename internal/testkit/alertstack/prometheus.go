@@ -14,9 +14,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/plateau-exporter/plateau_exporter/internal/probetest"
 	"github.com/prometheus/common/model"
 	"go.yaml.in/yaml/v3"
+
+	"github.com/plateau-exporter/plateau_exporter/internal/probetest"
 )
 
 // PromAPI queries the test's Prometheus over its HTTP API

@@ -3,20 +3,26 @@ package alertstack
 import (
 	"bytes"
 	"fmt"
+	"io"
 	"maps"
 	"math"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"slices"
+	"sort"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
 	"go.yaml.in/yaml/v3"
 
 	"github.com/plateau-exporter/plateau_exporter/internal/probetest"
+	"github.com/plateau-exporter/plateau_exporter/internal/testkit/procgroup"
+	"github.com/plateau-exporter/plateau_exporter/internal/testkit/wait"
 	"github.com/plateau-exporter/plateau_exporter/probe"
 	"github.com/plateau-exporter/plateau_exporter/probe/plateau"
 )
@@ -587,4 +593,311 @@ func (s *Stack) checkPageOrder(t *testing.T) {
 	if fleet[0] >= node[0] {
 		t.Fatalf("%s waits for %s and %s for %s: the file system alert must have the shorter `for` to inhibit the node pages", FsRegressionAlert, fleet[0], RegressionAlert, node[0])
 	}
+}
+
+// RequirePrereqs fails, naming what is missing and where it comes
+// from, unless this process can run the alerting integration tests.
+func RequirePrereqs(t *testing.T) (prometheus, alertmanager string) {
+	t.Helper()
+	if os.Geteuid() != 0 {
+		t.Fatalf("the alerting integration tests need root (loop device, mount, blkio cgroup); run `make integration` as root (euid is %d)", os.Geteuid())
+	}
+	var missing []string
+	look := func(name, pkg string) string {
+		p, err := exec.LookPath(name)
+		if err != nil {
+			missing = append(missing, fmt.Sprintf("%s (Debian package %s)", name, pkg))
+		}
+		return p
+	}
+	prometheus = look("prometheus", "prometheus")
+	alertmanager = look("prometheus-alertmanager", "prometheus-alertmanager")
+	look("mkfs.ext4", "e2fsprogs")
+	look("losetup", "util-linux")
+	look("mount", "mount")
+	look("go", "the Go toolchain, to build plateau_exporter")
+	if len(missing) > 0 {
+		t.Fatalf("missing commands for the alerting integration tests: %s (.ci/packages.txt lists the packages)", strings.Join(missing, ", "))
+	}
+	return prometheus, alertmanager
+}
+
+// Process is a server the tests started, in its own process group so that
+// cleanup reaches everything it forked (procgroup).
+type Process struct {
+	name string
+	Cmd  *exec.Cmd
+	Log  string
+	pg   *procgroup.Proc
+}
+
+// startProcess starts argv with its output in a log file of dir, and stops
+// its process group in cleanup: SIGTERM, then SIGKILL if it lingers 20s,
+// which fails the test (a server must stop on SIGTERM).
+func startProcess(t *testing.T, name, dir string, argv ...string) *Process {
+	t.Helper()
+	p := &Process{name: name, Log: filepath.Join(dir, name+".log"), Cmd: exec.Command(argv[0], argv[1:]...)}
+	p.pg = procgroup.Start(t, p.Cmd, procgroup.Options{Name: name, Log: p.Log, Grace: 20 * time.Second, SlowStopFails: true})
+	return p
+}
+
+// Exited says whether the process has exited.
+func (p *Process) Exited() bool { return p.pg.Exited() }
+
+// TailFile is procgroup.TailFile: the last n lines of a log.
+func TailFile(path string, n int) string { return procgroup.TailFile(path, n) }
+
+// WaitReady waits until the process answers 200 on url.
+func WaitReady(t *testing.T, p *Process, url string) {
+	t.Helper()
+	WaitFor(t, p.name+" to answer "+url, 2*time.Minute, func() (bool, error) {
+		if p.Exited() {
+			t.Fatalf("%s exited while starting; its log:\n%s", p.name, TailFile(p.Log, 40))
+		}
+		_, err := HTTPGet(url)
+		return err == nil, err
+	})
+}
+
+// WaitFor polls cond every waitPoll until it holds, failing the test at
+// the deadline with the last error cond gave.
+func WaitFor(t *testing.T, what string, timeout time.Duration, cond func() (bool, error)) {
+	t.Helper()
+	wait.UntilWith(t, wait.Options{Every: waitPoll}, what, timeout, cond)
+}
+
+// HTTPClient is what the stack asks its servers with: a deadline on every
+// request, so that a hung server fails a wait instead of blocking it.
+var HTTPClient = &http.Client{Timeout: 10 * time.Second}
+
+// HTTPGet returns the body of a 200 answer to GET url, or an error that
+// names the status and carries the body.
+func HTTPGet(url string) ([]byte, error) {
+	resp, err := HTTPClient.Get(url)
+	if err != nil {
+		return nil, err
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	if err != nil {
+		return nil, fmt.Errorf("GET %s: %w", url, err)
+	}
+	if resp.StatusCode != http.StatusOK {
+		return body, fmt.Errorf("GET %s: HTTP %d: %s", url, resp.StatusCode, bytes.TrimSpace(body))
+	}
+	return body, nil
+}
+
+// Timeline records, with times, what the alerting pipeline did: every
+// alert's states in Prometheus (pending, firing, gone) and in Alertmanager
+// (active, or suppressed and by what), every notification the webhook got,
+// and the test's phases. It logs each change as it sees it, and the whole
+// story at the end, with every probe run of every daemon when the test
+// failed, so that a failure can be read off the log.
+type Timeline struct {
+	s      *Stack
+	mu     sync.Mutex
+	events []timelineEvent
+	prom   map[string]string // alert -> state in Prometheus
+	am     map[string]string // alert -> state in Alertmanager
+	hookN  int
+	errs   map[string]bool
+	// host is how busy the machine was, every few seconds: runs slow
+	// for all daemons at once are the machine's doing when other work
+	// presses on it, and a failure's timeline should show it.
+	host      []timelineEvent
+	lastSteal uint64
+}
+
+type timelineEvent struct {
+	at   time.Time
+	what string
+}
+
+// WatchAlerts starts a timeline, polling every waitPoll until cleanup.
+func (s *Stack) WatchAlerts(t *testing.T) *Timeline {
+	tl := &Timeline{s: s, prom: map[string]string{}, am: map[string]string{}, errs: map[string]bool{}}
+	stop, stopped := make(chan struct{}), make(chan struct{})
+	go func() {
+		defer close(stopped)
+		tick := time.NewTicker(waitPoll)
+		defer tick.Stop()
+		for i := 0; ; i++ {
+			tl.observe(t)
+			if i%10 == 0 {
+				tl.sampleHost()
+			}
+			select {
+			case <-stop:
+				return
+			case <-tick.C:
+			}
+		}
+	}()
+	t.Cleanup(func() {
+		close(stop)
+		<-stopped
+		tl.observe(t)
+		tl.summary(t)
+	})
+	return tl
+}
+
+// AlertKey names an alert for the timeline: its name, severity, node (the
+// daemon's host name rather than its address) and op.
+func (s *Stack) AlertKey(l map[string]string) string {
+	k := l["alertname"] + "{" + l["severity"] + "}"
+	if in := l["instance"]; in != "" {
+		k += " " + s.HostOf(in)
+	} else if tg := l["target"]; tg != "" {
+		k += " target=" + tg
+	}
+	if op := l["op"]; op != "" {
+		k += " op=" + op
+	}
+	return k
+}
+
+// Mark records a step of the test.
+func (tl *Timeline) Mark(t *testing.T, format string, args ...any) time.Time {
+	t.Helper()
+	now := time.Now()
+	what := fmt.Sprintf(format, args...)
+	tl.Add(t, now, "TEST: "+what)
+	return now
+}
+
+func (tl *Timeline) Add(t *testing.T, at time.Time, what string) {
+	tl.mu.Lock()
+	tl.events = append(tl.events, timelineEvent{at, what})
+	tl.mu.Unlock()
+	t.Logf("%s: %s", tl.s.Since(at), what)
+}
+
+func (tl *Timeline) fail(t *testing.T, what string, err error) {
+	if msg := what + ": " + err.Error(); !tl.errs[msg] {
+		tl.errs[msg] = true
+		tl.Add(t, time.Now(), msg)
+	}
+}
+
+func (tl *Timeline) observe(t *testing.T) {
+	now := time.Now()
+	if alerts, err := tl.s.Prom.Alerts(); err != nil {
+		tl.fail(t, "Prometheus alerts", err)
+	} else {
+		seen := map[string]string{}
+		for _, a := range alerts {
+			k := tl.s.AlertKey(a.Labels)
+			seen[k] = a.State
+			if tl.prom[k] != a.State {
+				tl.Add(t, now, fmt.Sprintf("Prometheus: %s %s (value %s)", k, a.State, a.Value))
+			}
+		}
+		for k := range tl.prom {
+			if _, ok := seen[k]; !ok {
+				tl.Add(t, now, fmt.Sprintf("Prometheus: %s gone (resolved)", k))
+			}
+		}
+		tl.prom = seen
+	}
+	if alerts, err := tl.s.AmAlerts(""); err != nil {
+		tl.fail(t, "Alertmanager alerts", err)
+	} else {
+		byFP := map[string]string{}
+		for _, a := range alerts {
+			byFP[a.Fingerprint] = tl.s.AlertKey(a.Labels)
+		}
+		seen := map[string]string{}
+		for _, a := range alerts {
+			k, st := tl.s.AlertKey(a.Labels), a.Status.State
+			for _, fp := range a.Status.InhibitedBy {
+				st += ", inhibited by " + OrElse(byFP[fp], fp)
+			}
+			seen[k] = st
+			if tl.am[k] != st {
+				tl.Add(t, now, fmt.Sprintf("Alertmanager: %s %s", k, st))
+			}
+		}
+		for k := range tl.am {
+			if _, ok := seen[k]; !ok {
+				tl.Add(t, now, fmt.Sprintf("Alertmanager: %s gone", k))
+			}
+		}
+		tl.am = seen
+	}
+	got := tl.s.Hook.Received()
+	for _, a := range got[tl.hookN:] {
+		tl.Add(t, a.At, fmt.Sprintf("webhook: %s %s", a.Status, tl.s.AlertKey(a.Labels)))
+	}
+	tl.hookN = len(got)
+}
+
+// sampleHost records the load average, the pressure stall information
+// of CPU, I/O and memory (the share of the last 10s in which some task
+// waited; throttled probes count in io) and the CPU time the hypervisor
+// stole since the last sample.
+func (tl *Timeline) sampleHost() {
+	var b strings.Builder
+	if data, err := os.ReadFile("/proc/loadavg"); err == nil {
+		fmt.Fprintf(&b, "load %s", strings.Fields(string(data))[0])
+	}
+	for _, res := range []string{"cpu", "io", "memory"} {
+		data, err := os.ReadFile("/proc/pressure/" + res)
+		if err != nil {
+			continue
+		}
+		for _, f := range strings.Fields(strings.SplitN(string(data), "\n", 2)[0]) {
+			if v, ok := strings.CutPrefix(f, "avg10="); ok {
+				fmt.Fprintf(&b, ", %s pressure %s%%", res, v)
+			}
+		}
+	}
+	if data, err := os.ReadFile("/proc/stat"); err == nil {
+		// "cpu user nice system idle iowait irq softirq steal ..." (proc(5))
+		if f := strings.Fields(strings.SplitN(string(data), "\n", 2)[0]); len(f) > 8 {
+			if steal, err := strconv.ParseUint(f[8], 10, 64); err == nil {
+				if tl.lastSteal > 0 {
+					fmt.Fprintf(&b, ", steal %d ticks", steal-tl.lastSteal)
+				}
+				tl.lastSteal = steal
+			}
+		}
+	}
+	tl.mu.Lock()
+	tl.host = append(tl.host, timelineEvent{time.Now(), "host: " + b.String()})
+	tl.mu.Unlock()
+}
+
+// OrElse returns the first of its arguments that is not empty.
+func OrElse(a, b string) string {
+	if a != "" {
+		return a
+	}
+	return b
+}
+
+func (tl *Timeline) summary(t *testing.T) {
+	tl.mu.Lock()
+	events := slices.Clone(tl.events)
+	tl.mu.Unlock()
+	if t.Failed() {
+		events = append(events, tl.host...)
+		for _, d := range tl.s.Daemons {
+			runs, _ := d.Runs.Snapshot()
+			for i, r := range runs {
+				events = append(events, timelineEvent{r.End, fmt.Sprintf("run %d of %s ended: %s", i+1, d.Host, r)})
+			}
+		}
+	}
+	sort.SliceStable(events, func(i, j int) bool { return events[i].at.Before(events[j].at) })
+	var b strings.Builder
+	for _, e := range events {
+		fmt.Fprintf(&b, "\n  %-9s %s", tl.s.Since(e.at), e.what)
+	}
+	what := "alerts"
+	if t.Failed() {
+		what = "alerts and probe runs"
+	}
+	t.Logf("timeline of the %s (t+0 is when the daemons were up):%s", what, b.String())
 }
