@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"net/http"
 	"net/http/httptest"
-	"net/url"
 	"os"
 	"slices"
 	"sync"
@@ -143,22 +142,4 @@ type AMAlert struct {
 		InhibitedBy []string `json:"inhibitedBy"`
 		SilencedBy  []string `json:"silencedBy"`
 	} `json:"status"`
-}
-
-// AmAlerts lists the alerts Alertmanager holds (active, suppressed and
-// unprocessed), with a filter such as alertname="X" or none.
-func (s *Stack) AmAlerts(filter string) ([]AMAlert, error) {
-	u := s.amURL + "/api/v2/alerts"
-	if filter != "" {
-		u += "?filter=" + url.QueryEscape(filter)
-	}
-	body, err := HTTPGet(u)
-	if err != nil {
-		return nil, err
-	}
-	var alerts []AMAlert
-	if err := json.Unmarshal(body, &alerts); err != nil {
-		return nil, fmt.Errorf("%s: %w", u, err)
-	}
-	return alerts, nil
 }

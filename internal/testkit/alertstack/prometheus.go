@@ -1,24 +1,26 @@
 package alertstack
 
 import (
+	"bytes"
 	"encoding/json"
 	"fmt"
+	"io"
 	"maps"
 	"math"
+	"net/http"
 	"net/url"
-	"os"
-	"path/filepath"
 	"slices"
 	"strconv"
-	"strings"
 	"testing"
 	"time"
 
+	"github.com/plateau-exporter/plateau_exporter/internal/testkit/wait"
 	"github.com/prometheus/common/model"
-	"go.yaml.in/yaml/v3"
-
-	"github.com/plateau-exporter/plateau_exporter/internal/probetest"
 )
+
+// waitPoll is how often the tests look at Prometheus, Alertmanager and
+// the webhook; every wait has a deadline of minutes on top.
+const waitPoll = 500 * time.Millisecond
 
 // PromAPI queries the test's Prometheus over its HTTP API
 // (https://prometheus.io/docs/prometheus/latest/querying/api/).
@@ -184,50 +186,6 @@ type promServer struct {
 	api    PromAPI
 }
 
-// startPrometheus starts one Prometheus of the stack with cfg, and
-// returns p with its API.
-func (s *Stack) startPrometheus(t *testing.T, promBin string, p promServer, cfg map[string]any) promServer {
-	t.Helper()
-	addr := probetest.FreeAddr(t)
-	config := filepath.Join(s.Dir, p.name+".yml")
-	writeYAML(t, config, cfg)
-	data := filepath.Join(s.Dir, p.name+"-data")
-	if err := os.Mkdir(data, 0o700); err != nil {
-		t.Fatal(err)
-	}
-	// The resend delay shortened as the rules are (1m by default): an
-	// alert's annotations reach Alertmanager again within a second, as
-	// its description changes (the servers a file-system page names).
-	proc := startProcess(t, p.name, s.Dir, promBin, "--config.file="+config, "--storage.tsdb.path="+data,
-		"--web.listen-address="+addr, "--rules.alert.resend-delay=1s")
-	p.api = PromAPI{url: "http://" + addr}
-	WaitReady(t, proc, p.api.url+"/-/ready")
-	return p
-}
-
-// shippedFederateJob is the scrape job of the shipped federate.yml, as a
-// site merges it into its global Prometheus's config: pulling from the
-// racks at addrs.
-func shippedFederateJob(t *testing.T, addrs []string) map[string]any {
-	t.Helper()
-	data, err := os.ReadFile(Shipped(t, FederateFile))
-	if err != nil {
-		t.Fatal(err)
-	}
-	var f struct {
-		ScrapeConfigs []map[string]any `yaml:"scrape_configs"`
-	}
-	if err := yaml.Unmarshal(data, &f); err != nil {
-		t.Fatalf("%s: %v", FederateFile, err)
-	}
-	if len(f.ScrapeConfigs) != 1 {
-		t.Fatalf("%s: %d scrape_configs, want 1", FederateFile, len(f.ScrapeConfigs))
-	}
-	job := f.ScrapeConfigs[0]
-	job["static_configs"] = []any{map[string]any{"targets": addrs}}
-	return job
-}
-
 // prometheusConfig is a Prometheus config that scrapes each job's
 // addresses (job name to addresses) every interval, evaluates the rule
 // files and sends to the Alertmanager at amAddr.
@@ -257,109 +215,31 @@ func prometheusConfig(every time.Duration, jobs map[string][]string, amAddr stri
 	return cfg
 }
 
-// waitScrapingAndEvaluating waits until one Prometheus of the stack
-// scrapes every target it has and has evaluated every rule it loaded
-// without error, and checks that it runs the shortened `for` of the
-// alerts of its files, and no alert of another file.
-func (s *Stack) waitScrapingAndEvaluating(t *testing.T, p promServer) {
+// WaitFor polls cond every waitPoll until it holds, failing the test at
+// the deadline with the last error cond gave.
+func WaitFor(t *testing.T, what string, timeout time.Duration, cond func() (bool, error)) {
 	t.Helper()
-	WaitFor(t, p.name+" to scrape every target", 2*time.Minute, func() (bool, error) {
-		v, err := p.api.query(`up == 1`)
-		if err == nil && len(v) != p.up {
-			err = fmt.Errorf("%d of %d targets up", len(v), p.up)
-		}
-		return err == nil, err
-	})
-	type apiRule struct {
-		Name      string  `json:"name"`
-		Type      string  `json:"type"`
-		Health    string  `json:"health"`
-		LastError string  `json:"lastError"`
-		Duration  float64 `json:"duration"`
-	}
-	var groups struct {
-		Groups []struct {
-			Name  string    `json:"name"`
-			Rules []apiRule `json:"rules"`
-		} `json:"groups"`
-	}
-	WaitFor(t, p.name+" to evaluate every rule", 2*time.Minute, func() (bool, error) {
-		if err := p.api.get("/api/v1/rules", nil, &groups); err != nil {
-			return false, err
-		}
-		n := 0
-		for _, g := range groups.Groups {
-			for _, r := range g.Rules {
-				n++
-				if r.Health != "ok" {
-					return false, fmt.Errorf("rule %s in %s: health %q %s", r.Name, g.Name, r.Health, r.LastError)
-				}
-			}
-		}
-		return n > 0, nil
-	})
-	// It runs the shortened rules of its files: every alert's `for`, by
-	// name (a name may have a rule per severity), as the shortened file
-	// has it.
-	loaded := map[string][]time.Duration{}
-	for _, g := range groups.Groups {
-		for _, r := range g.Rules {
-			if r.Type == "alerting" {
-				loaded[r.Name] = append(loaded[r.Name], time.Duration(r.Duration*float64(time.Second)))
-			}
-		}
-	}
-	for name := range loaded {
-		if p.alerts[name] == nil {
-			t.Fatalf("%s evaluates %s, which none of its files %v has", p.name, name, p.files)
-		}
-	}
-	for name, w := range p.alerts {
-		got := loaded[name]
-		slices.Sort(got)
-		slices.Sort(w)
-		if !slices.Equal(got, w) {
-			t.Fatalf("%s loaded %s with for %v, want the shortened %v", p.name, name, got, w)
-		}
-	}
+	wait.UntilWith(t, wait.Options{Every: waitPoll}, what, timeout, cond)
 }
 
-// LogSeriesHeld logs how many series each Prometheus of the stack holds
-// in its head block: what the split costs where.
-func (s *Stack) LogSeriesHeld(t *testing.T) {
-	t.Helper()
-	var parts []string
-	for i, srv := range s.Prom.all() {
-		var st struct {
-			HeadStats struct {
-				NumSeries int `json:"numSeries"`
-			} `json:"headStats"`
-		}
-		if err := srv.get("/api/v1/status/tsdb", nil, &st); err != nil {
-			t.Logf("series held: %v", err)
-			return
-		}
-		name := "fleet"
-		if i < len(s.Prom.racks) {
-			name = fmt.Sprintf("rack %d", i+1)
-		}
-		parts = append(parts, fmt.Sprintf("%s %d", name, st.HeadStats.NumSeries))
-	}
-	t.Logf("series held by each Prometheus: %s", strings.Join(parts, ", "))
-}
+// HTTPClient is what the stack asks its servers with: a deadline on every
+// request, so that a hung server fails a wait instead of blocking it.
+var HTTPClient = &http.Client{Timeout: 10 * time.Second}
 
-// HeldIn returns the alerts named name that Prometheus holds now, pending
-// or firing, for the instance when it is not "".
-func (s *Stack) HeldIn(name, instance string) ([]PromAlert, error) {
-	all, err := s.Prom.Alerts()
+// HTTPGet returns the body of a 200 answer to GET url, or an error that
+// names the status and carries the body.
+func HTTPGet(url string) ([]byte, error) {
+	resp, err := HTTPClient.Get(url)
 	if err != nil {
 		return nil, err
 	}
-	var out []PromAlert
-	for _, a := range all {
-		if a.Labels["alertname"] == name && (instance == "" || a.Labels["instance"] == instance) {
-			out = append(out, a)
-		}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	if err != nil {
+		return nil, fmt.Errorf("GET %s: %w", url, err)
 	}
-	return out, nil
+	if resp.StatusCode != http.StatusOK {
+		return body, fmt.Errorf("GET %s: HTTP %d: %s", url, resp.StatusCode, bytes.TrimSpace(body))
+	}
+	return body, nil
 }

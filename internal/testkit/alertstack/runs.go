@@ -96,15 +96,6 @@ func (p WatchedProbe) rateFamily() string {
 	return "plateau_probe_throughput_bytes_per_second"
 }
 
-func watchRuns(t *testing.T, metricsURL string, every time.Duration) *RunWatcher {
-	return WatchTargetRuns(t, metricsURL, Target, every)
-}
-
-// WatchTargetRuns follows the runs of target's stackProbe.
-func WatchTargetRuns(t *testing.T, metricsURL, target string, every time.Duration) *RunWatcher {
-	return WatchProbeRuns(t, metricsURL, WatchedProbe{Target: target, Name: Probe}, every)
-}
-
 // WatchProbeRuns follows the runs of p.
 func WatchProbeRuns(t *testing.T, metricsURL string, p WatchedProbe, every time.Duration) *RunWatcher {
 	w := &RunWatcher{url: metricsURL, probe: p}

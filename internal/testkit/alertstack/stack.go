@@ -2,19 +2,17 @@ package alertstack
 
 import (
 	"bytes"
+	"encoding/json"
 	"fmt"
-	"io"
 	"maps"
 	"math"
-	"net/http"
+	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"slices"
-	"sort"
 	"strconv"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -22,7 +20,6 @@ import (
 
 	"github.com/plateau-exporter/plateau_exporter/internal/probetest"
 	"github.com/plateau-exporter/plateau_exporter/internal/testkit/procgroup"
-	"github.com/plateau-exporter/plateau_exporter/internal/testkit/wait"
 	"github.com/plateau-exporter/plateau_exporter/probe"
 	"github.com/plateau-exporter/plateau_exporter/probe/plateau"
 )
@@ -81,10 +78,6 @@ const (
 
 	// ThrottleFraction throttles the device to 40% of its measured read rate.
 	ThrottleFraction = 0.4
-
-	// waitPoll is how often the tests look at Prometheus, Alertmanager and
-	// the webhook; every wait has a deadline of minutes on top.
-	waitPoll = 500 * time.Millisecond
 )
 
 // Options say what a stack runs: one daemon per host name, all on one
@@ -659,90 +652,6 @@ func WaitReady(t *testing.T, p *Process, url string) {
 	})
 }
 
-// WaitFor polls cond every waitPoll until it holds, failing the test at
-// the deadline with the last error cond gave.
-func WaitFor(t *testing.T, what string, timeout time.Duration, cond func() (bool, error)) {
-	t.Helper()
-	wait.UntilWith(t, wait.Options{Every: waitPoll}, what, timeout, cond)
-}
-
-// HTTPClient is what the stack asks its servers with: a deadline on every
-// request, so that a hung server fails a wait instead of blocking it.
-var HTTPClient = &http.Client{Timeout: 10 * time.Second}
-
-// HTTPGet returns the body of a 200 answer to GET url, or an error that
-// names the status and carries the body.
-func HTTPGet(url string) ([]byte, error) {
-	resp, err := HTTPClient.Get(url)
-	if err != nil {
-		return nil, err
-	}
-	defer resp.Body.Close()
-	body, err := io.ReadAll(resp.Body)
-	if err != nil {
-		return nil, fmt.Errorf("GET %s: %w", url, err)
-	}
-	if resp.StatusCode != http.StatusOK {
-		return body, fmt.Errorf("GET %s: HTTP %d: %s", url, resp.StatusCode, bytes.TrimSpace(body))
-	}
-	return body, nil
-}
-
-// Timeline records, with times, what the alerting pipeline did: every
-// alert's states in Prometheus (pending, firing, gone) and in Alertmanager
-// (active, or suppressed and by what), every notification the webhook got,
-// and the test's phases. It logs each change as it sees it, and the whole
-// story at the end, with every probe run of every daemon when the test
-// failed, so that a failure can be read off the log.
-type Timeline struct {
-	s      *Stack
-	mu     sync.Mutex
-	events []timelineEvent
-	prom   map[string]string // alert -> state in Prometheus
-	am     map[string]string // alert -> state in Alertmanager
-	hookN  int
-	errs   map[string]bool
-	// host is how busy the machine was, every few seconds: runs slow
-	// for all daemons at once are the machine's doing when other work
-	// presses on it, and a failure's timeline should show it.
-	host      []timelineEvent
-	lastSteal uint64
-}
-
-type timelineEvent struct {
-	at   time.Time
-	what string
-}
-
-// WatchAlerts starts a timeline, polling every waitPoll until cleanup.
-func (s *Stack) WatchAlerts(t *testing.T) *Timeline {
-	tl := &Timeline{s: s, prom: map[string]string{}, am: map[string]string{}, errs: map[string]bool{}}
-	stop, stopped := make(chan struct{}), make(chan struct{})
-	go func() {
-		defer close(stopped)
-		tick := time.NewTicker(waitPoll)
-		defer tick.Stop()
-		for i := 0; ; i++ {
-			tl.observe(t)
-			if i%10 == 0 {
-				tl.sampleHost()
-			}
-			select {
-			case <-stop:
-				return
-			case <-tick.C:
-			}
-		}
-	}()
-	t.Cleanup(func() {
-		close(stop)
-		<-stopped
-		tl.observe(t)
-		tl.summary(t)
-	})
-	return tl
-}
-
 // AlertKey names an alert for the timeline: its name, severity, node (the
 // daemon's host name rather than its address) and op.
 func (s *Stack) AlertKey(l map[string]string) string {
@@ -758,117 +667,6 @@ func (s *Stack) AlertKey(l map[string]string) string {
 	return k
 }
 
-// Mark records a step of the test.
-func (tl *Timeline) Mark(t *testing.T, format string, args ...any) time.Time {
-	t.Helper()
-	now := time.Now()
-	what := fmt.Sprintf(format, args...)
-	tl.Add(t, now, "TEST: "+what)
-	return now
-}
-
-func (tl *Timeline) Add(t *testing.T, at time.Time, what string) {
-	tl.mu.Lock()
-	tl.events = append(tl.events, timelineEvent{at, what})
-	tl.mu.Unlock()
-	t.Logf("%s: %s", tl.s.Since(at), what)
-}
-
-func (tl *Timeline) fail(t *testing.T, what string, err error) {
-	if msg := what + ": " + err.Error(); !tl.errs[msg] {
-		tl.errs[msg] = true
-		tl.Add(t, time.Now(), msg)
-	}
-}
-
-func (tl *Timeline) observe(t *testing.T) {
-	now := time.Now()
-	if alerts, err := tl.s.Prom.Alerts(); err != nil {
-		tl.fail(t, "Prometheus alerts", err)
-	} else {
-		seen := map[string]string{}
-		for _, a := range alerts {
-			k := tl.s.AlertKey(a.Labels)
-			seen[k] = a.State
-			if tl.prom[k] != a.State {
-				tl.Add(t, now, fmt.Sprintf("Prometheus: %s %s (value %s)", k, a.State, a.Value))
-			}
-		}
-		for k := range tl.prom {
-			if _, ok := seen[k]; !ok {
-				tl.Add(t, now, fmt.Sprintf("Prometheus: %s gone (resolved)", k))
-			}
-		}
-		tl.prom = seen
-	}
-	if alerts, err := tl.s.AmAlerts(""); err != nil {
-		tl.fail(t, "Alertmanager alerts", err)
-	} else {
-		byFP := map[string]string{}
-		for _, a := range alerts {
-			byFP[a.Fingerprint] = tl.s.AlertKey(a.Labels)
-		}
-		seen := map[string]string{}
-		for _, a := range alerts {
-			k, st := tl.s.AlertKey(a.Labels), a.Status.State
-			for _, fp := range a.Status.InhibitedBy {
-				st += ", inhibited by " + OrElse(byFP[fp], fp)
-			}
-			seen[k] = st
-			if tl.am[k] != st {
-				tl.Add(t, now, fmt.Sprintf("Alertmanager: %s %s", k, st))
-			}
-		}
-		for k := range tl.am {
-			if _, ok := seen[k]; !ok {
-				tl.Add(t, now, fmt.Sprintf("Alertmanager: %s gone", k))
-			}
-		}
-		tl.am = seen
-	}
-	got := tl.s.Hook.Received()
-	for _, a := range got[tl.hookN:] {
-		tl.Add(t, a.At, fmt.Sprintf("webhook: %s %s", a.Status, tl.s.AlertKey(a.Labels)))
-	}
-	tl.hookN = len(got)
-}
-
-// sampleHost records the load average, the pressure stall information
-// of CPU, I/O and memory (the share of the last 10s in which some task
-// waited; throttled probes count in io) and the CPU time the hypervisor
-// stole since the last sample.
-func (tl *Timeline) sampleHost() {
-	var b strings.Builder
-	if data, err := os.ReadFile("/proc/loadavg"); err == nil {
-		fmt.Fprintf(&b, "load %s", strings.Fields(string(data))[0])
-	}
-	for _, res := range []string{"cpu", "io", "memory"} {
-		data, err := os.ReadFile("/proc/pressure/" + res)
-		if err != nil {
-			continue
-		}
-		for _, f := range strings.Fields(strings.SplitN(string(data), "\n", 2)[0]) {
-			if v, ok := strings.CutPrefix(f, "avg10="); ok {
-				fmt.Fprintf(&b, ", %s pressure %s%%", res, v)
-			}
-		}
-	}
-	if data, err := os.ReadFile("/proc/stat"); err == nil {
-		// "cpu user nice system idle iowait irq softirq steal ..." (proc(5))
-		if f := strings.Fields(strings.SplitN(string(data), "\n", 2)[0]); len(f) > 8 {
-			if steal, err := strconv.ParseUint(f[8], 10, 64); err == nil {
-				if tl.lastSteal > 0 {
-					fmt.Fprintf(&b, ", steal %d ticks", steal-tl.lastSteal)
-				}
-				tl.lastSteal = steal
-			}
-		}
-	}
-	tl.mu.Lock()
-	tl.host = append(tl.host, timelineEvent{time.Now(), "host: " + b.String()})
-	tl.mu.Unlock()
-}
-
 // OrElse returns the first of its arguments that is not empty.
 func OrElse(a, b string) string {
 	if a != "" {
@@ -877,27 +675,180 @@ func OrElse(a, b string) string {
 	return b
 }
 
-func (tl *Timeline) summary(t *testing.T) {
-	tl.mu.Lock()
-	events := slices.Clone(tl.events)
-	tl.mu.Unlock()
-	if t.Failed() {
-		events = append(events, tl.host...)
-		for _, d := range tl.s.Daemons {
-			runs, _ := d.Runs.Snapshot()
-			for i, r := range runs {
-				events = append(events, timelineEvent{r.End, fmt.Sprintf("run %d of %s ended: %s", i+1, d.Host, r)})
+// startPrometheus starts one Prometheus of the stack with cfg, and
+// returns p with its API.
+func (s *Stack) startPrometheus(t *testing.T, promBin string, p promServer, cfg map[string]any) promServer {
+	t.Helper()
+	addr := probetest.FreeAddr(t)
+	config := filepath.Join(s.Dir, p.name+".yml")
+	writeYAML(t, config, cfg)
+	data := filepath.Join(s.Dir, p.name+"-data")
+	if err := os.Mkdir(data, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	// The resend delay shortened as the rules are (1m by default): an
+	// alert's annotations reach Alertmanager again within a second, as
+	// its description changes (the servers a file-system page names).
+	proc := startProcess(t, p.name, s.Dir, promBin, "--config.file="+config, "--storage.tsdb.path="+data,
+		"--web.listen-address="+addr, "--rules.alert.resend-delay=1s")
+	p.api = PromAPI{url: "http://" + addr}
+	WaitReady(t, proc, p.api.url+"/-/ready")
+	return p
+}
+
+// shippedFederateJob is the scrape job of the shipped federate.yml, as a
+// site merges it into its global Prometheus's config: pulling from the
+// racks at addrs.
+func shippedFederateJob(t *testing.T, addrs []string) map[string]any {
+	t.Helper()
+	data, err := os.ReadFile(Shipped(t, FederateFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var f struct {
+		ScrapeConfigs []map[string]any `yaml:"scrape_configs"`
+	}
+	if err := yaml.Unmarshal(data, &f); err != nil {
+		t.Fatalf("%s: %v", FederateFile, err)
+	}
+	if len(f.ScrapeConfigs) != 1 {
+		t.Fatalf("%s: %d scrape_configs, want 1", FederateFile, len(f.ScrapeConfigs))
+	}
+	job := f.ScrapeConfigs[0]
+	job["static_configs"] = []any{map[string]any{"targets": addrs}}
+	return job
+}
+
+// waitScrapingAndEvaluating waits until one Prometheus of the stack
+// scrapes every target it has and has evaluated every rule it loaded
+// without error, and checks that it runs the shortened `for` of the
+// alerts of its files, and no alert of another file.
+func (s *Stack) waitScrapingAndEvaluating(t *testing.T, p promServer) {
+	t.Helper()
+	WaitFor(t, p.name+" to scrape every target", 2*time.Minute, func() (bool, error) {
+		v, err := p.api.query(`up == 1`)
+		if err == nil && len(v) != p.up {
+			err = fmt.Errorf("%d of %d targets up", len(v), p.up)
+		}
+		return err == nil, err
+	})
+	type apiRule struct {
+		Name      string  `json:"name"`
+		Type      string  `json:"type"`
+		Health    string  `json:"health"`
+		LastError string  `json:"lastError"`
+		Duration  float64 `json:"duration"`
+	}
+	var groups struct {
+		Groups []struct {
+			Name  string    `json:"name"`
+			Rules []apiRule `json:"rules"`
+		} `json:"groups"`
+	}
+	WaitFor(t, p.name+" to evaluate every rule", 2*time.Minute, func() (bool, error) {
+		if err := p.api.get("/api/v1/rules", nil, &groups); err != nil {
+			return false, err
+		}
+		n := 0
+		for _, g := range groups.Groups {
+			for _, r := range g.Rules {
+				n++
+				if r.Health != "ok" {
+					return false, fmt.Errorf("rule %s in %s: health %q %s", r.Name, g.Name, r.Health, r.LastError)
+				}
+			}
+		}
+		return n > 0, nil
+	})
+	// It runs the shortened rules of its files: every alert's `for`, by
+	// name (a name may have a rule per severity), as the shortened file
+	// has it.
+	loaded := map[string][]time.Duration{}
+	for _, g := range groups.Groups {
+		for _, r := range g.Rules {
+			if r.Type == "alerting" {
+				loaded[r.Name] = append(loaded[r.Name], time.Duration(r.Duration*float64(time.Second)))
 			}
 		}
 	}
-	sort.SliceStable(events, func(i, j int) bool { return events[i].at.Before(events[j].at) })
-	var b strings.Builder
-	for _, e := range events {
-		fmt.Fprintf(&b, "\n  %-9s %s", tl.s.Since(e.at), e.what)
+	for name := range loaded {
+		if p.alerts[name] == nil {
+			t.Fatalf("%s evaluates %s, which none of its files %v has", p.name, name, p.files)
+		}
 	}
-	what := "alerts"
-	if t.Failed() {
-		what = "alerts and probe runs"
+	for name, w := range p.alerts {
+		got := loaded[name]
+		slices.Sort(got)
+		slices.Sort(w)
+		if !slices.Equal(got, w) {
+			t.Fatalf("%s loaded %s with for %v, want the shortened %v", p.name, name, got, w)
+		}
 	}
-	t.Logf("timeline of the %s (t+0 is when the daemons were up):%s", what, b.String())
+}
+
+// LogSeriesHeld logs how many series each Prometheus of the stack holds
+// in its head block: what the split costs where.
+func (s *Stack) LogSeriesHeld(t *testing.T) {
+	t.Helper()
+	var parts []string
+	for i, srv := range s.Prom.all() {
+		var st struct {
+			HeadStats struct {
+				NumSeries int `json:"numSeries"`
+			} `json:"headStats"`
+		}
+		if err := srv.get("/api/v1/status/tsdb", nil, &st); err != nil {
+			t.Logf("series held: %v", err)
+			return
+		}
+		name := "fleet"
+		if i < len(s.Prom.racks) {
+			name = fmt.Sprintf("rack %d", i+1)
+		}
+		parts = append(parts, fmt.Sprintf("%s %d", name, st.HeadStats.NumSeries))
+	}
+	t.Logf("series held by each Prometheus: %s", strings.Join(parts, ", "))
+}
+
+// HeldIn returns the alerts named name that Prometheus holds now, pending
+// or firing, for the instance when it is not "".
+func (s *Stack) HeldIn(name, instance string) ([]PromAlert, error) {
+	all, err := s.Prom.Alerts()
+	if err != nil {
+		return nil, err
+	}
+	var out []PromAlert
+	for _, a := range all {
+		if a.Labels["alertname"] == name && (instance == "" || a.Labels["instance"] == instance) {
+			out = append(out, a)
+		}
+	}
+	return out, nil
+}
+
+// AmAlerts lists the alerts Alertmanager holds (active, suppressed and
+// unprocessed), with a filter such as alertname="X" or none.
+func (s *Stack) AmAlerts(filter string) ([]AMAlert, error) {
+	u := s.amURL + "/api/v2/alerts"
+	if filter != "" {
+		u += "?filter=" + url.QueryEscape(filter)
+	}
+	body, err := HTTPGet(u)
+	if err != nil {
+		return nil, err
+	}
+	var alerts []AMAlert
+	if err := json.Unmarshal(body, &alerts); err != nil {
+		return nil, fmt.Errorf("%s: %w", u, err)
+	}
+	return alerts, nil
+}
+
+func watchRuns(t *testing.T, metricsURL string, every time.Duration) *RunWatcher {
+	return WatchTargetRuns(t, metricsURL, Target, every)
+}
+
+// WatchTargetRuns follows the runs of target's stackProbe.
+func WatchTargetRuns(t *testing.T, metricsURL, target string, every time.Duration) *RunWatcher {
+	return WatchProbeRuns(t, metricsURL, WatchedProbe{Target: target, Name: Probe}, every)
 }
