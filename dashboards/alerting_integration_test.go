@@ -11,6 +11,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/plateau-exporter/plateau_exporter/internal/testkit/alertstack"
 )
 
 // The thresholds the daemon exports by default (probe.DefaultWarningRatio
@@ -36,84 +38,84 @@ const (
 // the low runs the page asks for). Writes are not throttled, so no page may
 // name the write op.
 func TestRegressionAlertFiresAndResolves(t *testing.T) {
-	s := startAlertStack(t)
-	d := s.daemons[0]
-	tl := s.watchAlerts(t)
+	s := alertstack.StartSingleNode(t)
+	d := s.Daemons[0]
+	tl := s.WatchAlerts(t)
 
 	// Phase 1, unthrottled, until the daemon has a recent normal: the
 	// change ratio is absent before its 17th successful run, and no page
 	// can fire without it. Waiting for the series, not for a time, keeps
 	// the test right if the statistic's run counts change.
-	waitChangeRatio(t, s, time.Duration(minChangeRuns)*3*probeInterval+2*time.Minute)
-	present := d.runs.count()
-	waitFor(t, fmt.Sprintf("%d more unthrottled runs", settleRuns), settleRuns*3*probeInterval+time.Minute, func() (bool, error) {
-		_, err := d.runs.snapshot()
-		return d.runs.count() >= present+settleRuns, err
+	alertstack.WaitChangeRatio(t, s, time.Duration(alertstack.MinChangeRuns)*3*alertstack.ProbeInterval+2*time.Minute)
+	present := d.Runs.Count()
+	alertstack.WaitFor(t, fmt.Sprintf("%d more unthrottled runs", settleRuns), settleRuns*3*alertstack.ProbeInterval+time.Minute, func() (bool, error) {
+		_, err := d.Runs.Snapshot()
+		return d.Runs.Count() >= present+settleRuns, err
 	})
-	runs, _ := d.runs.snapshot()
+	runs, _ := d.Runs.Snapshot()
 	for _, r := range runs {
-		t.Logf("%s: unthrottled run: %s", s.since(r.End), r)
+		t.Logf("%s: unthrottled run: %s", s.Since(r.End), r)
 	}
 	// No page while unthrottled. A pending one is noise on a shared
 	// machine that the soak (bench/no_false_alerts.sh) judges; here the
 	// page that follows must be the throttle's, so none may be pending
 	// either when the throttle starts.
-	if err := noFiringCritical(t, s, s.start, "before any throttle"); err != nil {
+	if err := noFiringCritical(t, s, s.Start, "before any throttle"); err != nil {
 		t.Fatal(err)
 	}
-	if held, err := s.heldIn(regressionAlert, ""); err != nil || len(held) > 0 {
-		t.Fatalf("%s held before any throttle: %v %v", regressionAlert, held, err)
+	if held, err := s.HeldIn(alertstack.RegressionAlert, ""); err != nil || len(held) > 0 {
+		t.Fatalf("%s held before any throttle: %v %v", alertstack.RegressionAlert, held, err)
 	}
 
 	// Phase 2, throttled.
-	limit := int64(throttleFraction * s.baseline["read"])
-	readBefore, err := d.cgroup.ReadBytes()
+	limit := int64(alertstack.ThrottleFraction * s.Baseline["read"])
+	readBefore, err := d.Cgroup.ReadBytes()
 	if err != nil {
 		t.Fatal(err)
 	}
-	throttledAt := tl.mark(t, "THROTTLED reads of %s to %.0f MB/s, 40%% of the %.0f MB/s baseline", d.cgroup.DevNum(), float64(limit)/1e6, s.baseline["read"]/1e6)
-	if err := d.cgroup.ThrottleRead(limit); err != nil {
+	throttledAt := tl.Mark(t, "THROTTLED reads of %s to %.0f MB/s, 40%% of the %.0f MB/s baseline", d.Cgroup.DevNum(), float64(limit)/1e6, s.Baseline["read"]/1e6)
+	if err := d.Cgroup.ThrottleRead(limit); err != nil {
 		t.Fatal(err)
 	}
 
 	// The alert can only be trusted to come from the throttle if the
 	// throttle is seen to bite on the probe itself.
-	run := d.runs.firstRunStartedAfter(t, "the throttle", throttledAt, probeInterval)
-	readAfter, err := d.cgroup.ReadBytes()
+	run := d.Runs.FirstRunStartedAfter(t, "the throttle", throttledAt, alertstack.ProbeInterval)
+	readAfter, err := d.Cgroup.ReadBytes()
 	if err != nil {
 		t.Fatal(err)
 	}
 	if run.Ratio["read"] >= criticalRatio {
 		t.Fatalf("the throttle does not bite: the first run after it read at %.0f MB/s, ratio %.2f, not under %.1f (limit %.0f MB/s; %s accounted %d MiB of reads of %s since the throttle, so the probe's bios %s)",
-			run.Rate["read"]/1e6, run.Ratio["read"], criticalRatio, float64(limit)/1e6, d.cgroup, (readAfter-readBefore)>>20, d.cgroup.DevNum(),
+			run.Rate["read"]/1e6, run.Ratio["read"], criticalRatio, float64(limit)/1e6, d.Cgroup, (readAfter-readBefore)>>20, d.Cgroup.DevNum(),
 			map[bool]string{true: "are charged to the group", false: "are NOT charged to the group"}[readAfter > readBefore])
 	}
 	t.Logf("%s: first throttled run: %s; %s accounted %d MiB of reads since the throttle",
-		s.since(run.End), run, d.cgroup, (readAfter-readBefore)>>20)
+		s.Since(run.End), run, d.Cgroup, (readAfter-readBefore)>>20)
 
-	isRead := func(a receivedAlert) bool {
-		return a.Labels["alertname"] == regressionAlert && namesOp(a, stackProbe, "read")
+	isRead := func(a alertstack.ReceivedAlert) bool {
+		return a.Labels["alertname"] == alertstack.RegressionAlert && alertstack.NamesOp(a, alertstack.Probe, "read")
 	}
-	var fired receivedAlert
-	waitFor(t, "the webhook to receive a firing "+regressionAlert+" for reads", 6*time.Minute, func() (bool, error) {
-		a, ok := s.hook.first(func(a receivedAlert) bool { return a.Status == "firing" && isRead(a) })
+	var fired alertstack.ReceivedAlert
+	alertstack.WaitFor(t, "the webhook to receive a firing "+alertstack.RegressionAlert+" for reads", 6*time.Minute, func() (bool, error) {
+		a, ok := s.Hook.First(func(a alertstack.ReceivedAlert) bool { return a.Status == "firing" && isRead(a) })
 		fired = a
 		return ok, nil
 	})
-	tl.mark(t, "FIRED: the webhook received %s %v, %s after the throttle", regressionAlert, fired.Labels, fired.At.Sub(throttledAt).Round(time.Second))
-	checkFiredAlert(t, s, fired, d)
+	tl.Mark(t, "FIRED: the webhook received %s %v, %s after the throttle", alertstack.RegressionAlert, fired.Labels, fired.At.Sub(throttledAt).Round(time.Second))
+	alertstack.CheckFiredAlert(t, s, fired, d)
 
 	// Phase 3, lifted.
-	liftedAt := tl.mark(t, "LIFTED the throttle")
-	if err := d.cgroup.ThrottleRead(devicePlateau); err != nil {
+	liftedAt := tl.Mark(t, "LIFTED the throttle")
+	if err := d.Cgroup.ThrottleRead(alertstack.DevicePlateau); err != nil {
 		t.Fatal(err)
 	}
 	// One run back at the plateau shows the lift took: throttled, none can
 	// pass 0.5. Other load on the machine may slow a run or two, so it
 	// need not be the first.
 	var afterLift []string
-	waitFor(t, "a run at its plateau after the lift", 12*probeInterval+time.Minute, func() (bool, error) {
-		runs, err := d.runs.snapshot()
+	alertstack.WaitFor(t, "a run at its plateau after the lift", 12*alertstack.ProbeInterval+time.Minute, func() (bool, error) {
+		runs, err := d.Runs.Snapshot()
 		afterLift = afterLift[:0]
 		for _, r := range runs {
 			if r.Start().After(liftedAt) {
@@ -130,18 +132,20 @@ func TestRegressionAlertFiresAndResolves(t *testing.T) {
 	})
 	t.Logf("read ratios of the runs since the lift: %v", afterLift)
 
-	var resolved receivedAlert
-	waitFor(t, "the webhook to receive the resolved notification of the read alert", 8*time.Minute, func() (bool, error) {
-		a, ok := s.hook.first(func(a receivedAlert) bool { return a.Status == "resolved" && a.Fingerprint == fired.Fingerprint })
+	var resolved alertstack.ReceivedAlert
+	alertstack.WaitFor(t, "the webhook to receive the resolved notification of the read alert", 8*time.Minute, func() (bool, error) {
+		a, ok := s.Hook.First(func(a alertstack.ReceivedAlert) bool {
+			return a.Status == "resolved" && a.Fingerprint == fired.Fingerprint
+		})
 		resolved = a
 		return ok, nil
 	})
-	tl.mark(t, "RESOLVED: the webhook received the resolved notification, %s after the lift", resolved.At.Sub(liftedAt).Round(time.Second))
-	waitFor(t, "every alert the webhook heard of to resolve", 5*time.Minute, func() (bool, error) {
-		if held, err := s.heldIn(regressionAlert, ""); err != nil || len(held) > 0 {
+	tl.Mark(t, "RESOLVED: the webhook received the resolved notification, %s after the lift", resolved.At.Sub(liftedAt).Round(time.Second))
+	alertstack.WaitFor(t, "every alert the webhook heard of to resolve", 5*time.Minute, func() (bool, error) {
+		if held, err := s.HeldIn(alertstack.RegressionAlert, ""); err != nil || len(held) > 0 {
 			return false, fmt.Errorf("Prometheus still holds %v (%v)", held, err)
 		}
-		return allResolved(s.hook.received())
+		return allResolved(s.Hook.Received())
 	})
 
 	// Writes were never throttled: nothing but the read page reached the
@@ -149,13 +153,13 @@ func TestRegressionAlertFiresAndResolves(t *testing.T) {
 	// (plateau_probe_regression, which the per-target alert reads the
 	// maximum of) at 1 for a while is noise the soak judges; it is shown,
 	// not failed.
-	for _, a := range s.hook.received() {
-		if !isRead(a) || namesOp(a, stackProbe, "write") || a.At.Before(throttledAt) {
-			t.Errorf("the webhook received an alert the throttle does not explain at %s: %s %v %q", s.since(a.At), a.Status, a.Labels, a.Annotations["description"])
+	for _, a := range s.Hook.Received() {
+		if !isRead(a) || alertstack.NamesOp(a, alertstack.Probe, "write") || a.At.Before(throttledAt) {
+			t.Errorf("the webhook received an alert the throttle does not explain at %s: %s %v %q", s.Since(a.At), a.Status, a.Labels, a.Annotations["description"])
 		}
 	}
-	secs := int64(math.Ceil(time.Since(s.start).Seconds())) + 1
-	noise, err := s.prom.query(fmt.Sprintf(`count_over_time((plateau_probe_regression{op!="read"} == 1)[%ds:])`, secs))
+	secs := int64(math.Ceil(time.Since(s.Start).Seconds())) + 1
+	noise, err := s.Prom.Query(fmt.Sprintf(`count_over_time((plateau_probe_regression{op!="read"} == 1)[%ds:])`, secs))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -164,43 +168,28 @@ func TestRegressionAlertFiresAndResolves(t *testing.T) {
 	}
 }
 
-// waitChangeRatio waits until Prometheus has plateau_probe_change_ratio
-// for both ops of every daemon of the stack.
-func waitChangeRatio(t *testing.T, s *alertStack, timeout time.Duration) {
-	t.Helper()
-	want := 2 * len(s.daemons)
-	waitFor(t, "plateau_probe_change_ratio of every daemon's write and read in Prometheus", timeout, func() (bool, error) {
-		got, err := s.prom.query(`plateau_probe_change_ratio{job="plateau"}`)
-		if err == nil && len(got) != want {
-			err = fmt.Errorf("%d of %d series after %d rounds of runs", len(got), want, s.rounds())
-		}
-		return err == nil, err
-	})
-	t.Logf("%s: plateau_probe_change_ratio present for every daemon after %d rounds of runs", s.since(time.Now()), s.rounds())
-}
-
 // noFiringCritical returns an error unless no critical alert fired at any
 // evaluation since t0, in Prometheus or at the webhook; pending ones are
 // logged as noise.
-func noFiringCritical(t *testing.T, s *alertStack, t0 time.Time, when string) error {
+func noFiringCritical(t *testing.T, s *alertstack.Stack, t0 time.Time, when string) error {
 	t.Helper()
 	var problems []string
 	for _, state := range []string{"firing", "pending"} {
-		got, err := s.prom.countOverRange(`ALERTS{severity="critical",alertstate="`+state+`"}`, t0)
+		got, err := s.Prom.CountOverRange(`ALERTS{severity="critical",alertstate="`+state+`"}`, t0)
 		if err != nil {
 			return err
 		}
 		for _, g := range got {
 			if state == "firing" {
-				problems = append(problems, fmt.Sprintf("%s fired in Prometheus for %g evaluations", s.alertKey(g.Metric), g.Value))
+				problems = append(problems, fmt.Sprintf("%s fired in Prometheus for %g evaluations", s.AlertKey(g.Metric), g.Value))
 			} else {
-				t.Logf("noise %s: %s pending for %g evaluations", when, s.alertKey(g.Metric), g.Value)
+				t.Logf("noise %s: %s pending for %g evaluations", when, s.AlertKey(g.Metric), g.Value)
 			}
 		}
 	}
-	for _, a := range s.hook.received() {
+	for _, a := range s.Hook.Received() {
 		if !a.At.Before(t0) && a.Labels["severity"] == "critical" {
-			problems = append(problems, fmt.Sprintf("the webhook received %s %s at %s", a.Status, s.alertKey(a.Labels), s.since(a.At)))
+			problems = append(problems, fmt.Sprintf("the webhook received %s %s at %s", a.Status, s.AlertKey(a.Labels), s.Since(a.At)))
 		}
 	}
 	if len(problems) > 0 {
@@ -211,8 +200,8 @@ func noFiringCritical(t *testing.T, s *alertStack, t0 time.Time, when string) er
 
 // allResolved holds when the last notification of every alert notified is
 // a resolved one.
-func allResolved(got []receivedAlert) (bool, error) {
-	last := map[string]receivedAlert{}
+func allResolved(got []alertstack.ReceivedAlert) (bool, error) {
+	last := map[string]alertstack.ReceivedAlert{}
 	for _, a := range got {
 		last[a.Fingerprint] = a
 	}
@@ -222,47 +211,6 @@ func allResolved(got []receivedAlert) (bool, error) {
 		}
 	}
 	return true, nil
-}
-
-// checkFiredAlert checks what the on-call sees of a node's read page.
-func checkFiredAlert(t *testing.T, s *alertStack, a receivedAlert, d *stackDaemon) {
-	t.Helper()
-	want := map[string]string{
-		"alertname": regressionAlert,
-		"severity":  "critical",
-		"target":    stackTarget,
-		"job":       "plateau",
-		"instance":  d.addr,
-	}
-	for k, v := range want {
-		if a.Labels[k] != v {
-			t.Errorf("fired alert label %s=%q, want %q (labels %v)", k, a.Labels[k], v, a.Labels)
-		}
-	}
-	for _, k := range []string{"summary", "description", "runbook_url"} {
-		if strings.TrimSpace(a.Annotations[k]) == "" {
-			t.Errorf("fired alert has no %s annotation: %v", k, a.Annotations)
-		}
-	}
-	// The description's templates expanded against the real series: it
-	// names the target, gives the change and the plateau ratios as
-	// percentages, and counts the nodes in regression out of their peers:
-	// those its Prometheus scrapes (on a split stack, its rack's).
-	d0 := a.Annotations["description"]
-	if !namesOp(a, stackProbe, "read") {
-		t.Errorf("fired alert's description does not name the read op of %s: %q", stackProbe, d0)
-	}
-	if strings.Contains(d0, "{{") || !strings.Contains(d0, stackTarget) || strings.Count(d0, "%") < 2 || strings.Contains(d0, "unknown fraction") {
-		t.Errorf("fired alert's description was not expanded with the alert's target and values: %q", d0)
-	}
-	peers := len(s.rackOf(d))
-	if flat := strings.Join(strings.Fields(d0), " "); !strings.Contains(flat, fmt.Sprintf(" of %d nodes of %s", peers, stackTarget)) {
-		t.Errorf("fired alert's description does not count the nodes in regression of the %d of %s its Prometheus scrapes: %q", peers, stackTarget, d0)
-	}
-	if !strings.HasSuffix(a.Annotations["runbook_url"], "#"+strings.ToLower(regressionAlert)) {
-		t.Errorf("fired alert's runbook_url %q does not point at its runbook section", a.Annotations["runbook_url"])
-	}
-	t.Logf("fired alert annotations: summary %q; description %q; runbook_url %q", a.Annotations["summary"], d0, a.Annotations["runbook_url"])
 }
 
 // TestNoFalseAlerts is the alert stack's no-false-alerts acceptance, a soak run
@@ -280,31 +228,31 @@ func TestNoFalseAlerts(t *testing.T) {
 		n, err := strconv.Atoi(v)
 		// Fewer runs than the change statistic needs would judge nothing
 		// of the page.
-		if err != nil || n < minChangeRuns+settleRuns {
-			t.Fatalf("PLATEAU_NO_FALSE_ALERTS_RUNS=%q: want a number of runs, at least %d (the page has no verdict before run %d)", v, minChangeRuns+settleRuns, minChangeRuns)
+		if err != nil || n < alertstack.MinChangeRuns+settleRuns {
+			t.Fatalf("PLATEAU_NO_FALSE_ALERTS_RUNS=%q: want a number of runs, at least %d (the page has no verdict before run %d)", v, alertstack.MinChangeRuns+settleRuns, alertstack.MinChangeRuns)
 		}
 		want = n
 	}
-	s := startAlertStack(t)
-	d := s.daemons[0]
-	s.watchAlerts(t)
-	waitFor(t, fmt.Sprintf("%d successful probe runs", want), time.Duration(want)*3*probeInterval+5*time.Minute, func() (bool, error) {
-		_, err := d.runs.snapshot()
-		return d.runs.count() >= want, err
+	s := alertstack.StartSingleNode(t)
+	d := s.Daemons[0]
+	s.WatchAlerts(t)
+	alertstack.WaitFor(t, fmt.Sprintf("%d successful probe runs", want), time.Duration(want)*3*alertstack.ProbeInterval+5*time.Minute, func() (bool, error) {
+		_, err := d.Runs.Snapshot()
+		return d.Runs.Count() >= want, err
 	})
-	runs, _ := d.runs.snapshot()
+	runs, _ := d.Runs.Snapshot()
 	runs = runs[:want]
 	last := runs[len(runs)-1].End
 	// The verdict covers the last run only once Prometheus has scraped it
 	// and evaluated the rules on it.
-	waitFor(t, "Prometheus to evaluate the rules past the last run", 2*time.Minute, func() (bool, error) {
-		v, err := s.prom.queryOne(`timestamp(instance_target:plateau_probe_regression:max)`)
+	alertstack.WaitFor(t, "Prometheus to evaluate the rules past the last run", 2*time.Minute, func() (bool, error) {
+		v, err := s.Prom.QueryOne(`timestamp(instance_target:plateau_probe_regression:max)`)
 		return err == nil && v > float64(last.Unix())+2, err
 	})
 
-	for _, name := range []string{regressionAlert, belowPlateauAlert} {
+	for _, name := range []string{alertstack.RegressionAlert, alertstack.BelowPlateauAlert} {
 		for _, sel := range []string{`ALERTS{alertname="` + name + `"}`, `ALERTS_FOR_STATE{alertname="` + name + `"}`} {
-			got, err := s.prom.countOverRange(sel, s.start)
+			got, err := s.Prom.CountOverRange(sel, s.Start)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -313,11 +261,11 @@ func TestNoFalseAlerts(t *testing.T) {
 			}
 		}
 	}
-	for _, a := range s.hook.received() {
+	for _, a := range s.Hook.Received() {
 		t.Errorf("false alert at the webhook: %s %v", a.Status, a.Labels)
 	}
 
-	since := fmt.Sprintf("%ds", int(time.Since(s.start).Seconds())+1)
+	since := fmt.Sprintf("%ds", int(time.Since(s.Start).Seconds())+1)
 	for _, op := range []string{"read", "write"} {
 		var ratios, changes []float64
 		for _, r := range runs {
@@ -328,13 +276,13 @@ func TestNoFalseAlerts(t *testing.T) {
 		}
 		sort.Float64s(ratios)
 		sort.Float64s(changes)
-		minMedian, err := s.prom.queryOne(fmt.Sprintf(`min_over_time(plateau_probe_ratio_median_3_runs{op=%q}[%s])`, op, since))
+		minMedian, err := s.Prom.QueryOne(fmt.Sprintf(`min_over_time(plateau_probe_ratio_median_3_runs{op=%q}[%s])`, op, since))
 		if err != nil {
 			t.Fatalf("lowest recorded median for %s: %v", op, err)
 		}
 		// How close the page came: the lowest change ratio against the
 		// threshold it had at that moment, 1 - clamp(2 noise, 0.2, 0.6).
-		margin, err := s.prom.queryOne(fmt.Sprintf(`min_over_time((plateau_probe_change_fast_ratio{op=%q} - (1 - clamp(2 * plateau_probe_change_fast_noise_ratio{op=%q}, 0.2, 0.6)))[%s:1s])`, op, op, since))
+		margin, err := s.Prom.QueryOne(fmt.Sprintf(`min_over_time((plateau_probe_change_fast_ratio{op=%q} - (1 - clamp(2 * plateau_probe_change_fast_noise_ratio{op=%q}, 0.2, 0.6)))[%s:1s])`, op, op, since))
 		if err != nil {
 			t.Fatalf("lowest margin of the change ratio for %s: %v", op, err)
 		}
@@ -342,7 +290,7 @@ func TestNoFalseAlerts(t *testing.T) {
 			t.Fatalf("no run of %s had a change ratio: the soak judged nothing of the page", op)
 		}
 		t.Logf("RESULT op=%s runs=%d ratio min=%.3f median=%.3f max=%.3f lowest_median3runs=%.3f change_runs=%d change min=%.3f median=%.3f max=%.3f lowest_margin_to_page=%.3f baseline=%.0fMB/s warning=%.1f",
-			op, len(ratios), ratios[0], medianOf(ratios), ratios[len(ratios)-1], minMedian, len(changes), changes[0], medianOf(changes), changes[len(changes)-1], margin, s.baseline[op]/1e6, warningRatio)
+			op, len(ratios), ratios[0], alertstack.MedianOf(ratios), ratios[len(ratios)-1], minMedian, len(changes), changes[0], alertstack.MedianOf(changes), changes[len(changes)-1], margin, s.Baseline[op]/1e6, warningRatio)
 	}
-	t.Logf("RESULT %d runs over %s, probe file %d MiB", len(runs), last.Sub(s.start).Round(time.Second), fileSize>>20)
+	t.Logf("RESULT %d runs over %s, probe file %d MiB", len(runs), last.Sub(s.Start).Round(time.Second), alertstack.FileSize>>20)
 }

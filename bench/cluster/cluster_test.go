@@ -3,10 +3,7 @@
 package cluster
 
 import (
-	"bytes"
 	"fmt"
-	"io"
-	"net/http"
 	"os"
 	"os/exec"
 	"os/signal"
@@ -19,11 +16,11 @@ import (
 	"text/tabwriter"
 	"time"
 
-	"github.com/prometheus/common/expfmt"
-	"github.com/prometheus/common/model"
-
 	"github.com/plateau-exporter/plateau_exporter/internal/mfscluster"
 	"github.com/plateau-exporter/plateau_exporter/internal/probetest"
+	"github.com/plateau-exporter/plateau_exporter/internal/testkit/alertstack"
+	"github.com/plateau-exporter/plateau_exporter/internal/testkit/procgroup"
+	"github.com/plateau-exporter/plateau_exporter/internal/testkit/scrape"
 	"github.com/plateau-exporter/plateau_exporter/probe"
 )
 
@@ -35,6 +32,9 @@ const (
 
 	// exporterStopTimeout is how long an exporter has to exit on SIGTERM.
 	exporterStopTimeout = 20 * time.Second
+	// tailLines is how much of an exporter's log a person reads when it
+	// exits.
+	tailLines = 30
 )
 
 // exporter is the plateau_exporter of one client.
@@ -45,18 +45,10 @@ type exporter struct {
 	// probeDir is the directory it works in, under its client's mount.
 	probeDir string
 	log      string
-	cmd      *exec.Cmd
-	done     chan struct{}
+	proc     *procgroup.Proc
 }
 
-func (e *exporter) exited() bool {
-	select {
-	case <-e.done:
-		return true
-	default:
-		return false
-	}
-}
+func (e *exporter) exited() bool { return e.proc.Exited() }
 
 func TestBenchCluster(t *testing.T) {
 	set, err := settingsFromEnv(os.Getenv)
@@ -209,7 +201,7 @@ func startExporters(t *testing.T, c *mfscluster.Cluster, set settings) []*export
 		addr := probetest.FreeAddr(t)
 		e := &exporter{
 			client: cl, url: "http://" + addr, probeDir: filepath.Join(cl.Mount, "plateau", cl.Name),
-			log: filepath.Join(dir, cl.Name+".log"), done: make(chan struct{}),
+			log: filepath.Join(dir, cl.Name+".log"),
 		}
 		e.start(t, set.exporter, "--config.file="+config, "--probe.hostname="+cl.Name,
 			"--probe.history-file="+filepath.Join(dir, cl.Name+"-history.json"),
@@ -219,9 +211,9 @@ func startExporters(t *testing.T, c *mfscluster.Cluster, set settings) []*export
 	for _, e := range exps {
 		probetest.PollUntil(t, "the exporter of "+e.client.Name+" to answer", 200*time.Millisecond, time.Minute, func() bool {
 			if e.exited() {
-				t.Fatalf("the exporter of %s exited while starting; its log (%s):\n%s", e.client.Name, e.log, tailFile(e.log, 30))
+				t.Fatalf("the exporter of %s exited while starting; its log (%s):\n%s", e.client.Name, e.log, procgroup.TailFile(e.log, tailLines))
 			}
-			_, err := get(e.url + "/-/healthy")
+			_, err := alertstack.HTTPGet(e.url + "/-/healthy")
 			return err == nil
 		})
 	}
@@ -230,39 +222,15 @@ func startExporters(t *testing.T, c *mfscluster.Cluster, set settings) []*export
 
 // start starts the exporter in a process group of its own, so that a
 // Ctrl-C reaches only the test, which stops it in order; it dies with
-// the test if the test is killed. Cleanup stops it: SIGTERM, then
-// SIGKILL to the group after exporterStopTimeout.
+// the test if the test is killed (Pdeathsig). Cleanup stops it (procgroup):
+// SIGTERM, then SIGKILL to the group after exporterStopTimeout, which is
+// an error.
 func (e *exporter) start(t *testing.T, argv0 string, args ...string) {
 	t.Helper()
-	logFile, err := os.Create(e.log)
-	if err != nil {
-		t.Fatalf("exporter of %s: %v", e.client.Name, err)
-	}
-	e.cmd = exec.Command(argv0, args...)
-	e.cmd.Stdout, e.cmd.Stderr = logFile, logFile
-	e.cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
-	if err := e.cmd.Start(); err != nil {
-		logFile.Close()
-		t.Fatalf("starting the exporter of %s: %v", e.client.Name, err)
-	}
-	go func() {
-		_ = e.cmd.Wait()
-		logFile.Close()
-		close(e.done)
-	}()
-	t.Cleanup(func() {
-		pgid := e.cmd.Process.Pid
-		_ = syscall.Kill(-pgid, syscall.SIGTERM)
-		select {
-		case <-e.done:
-		case <-time.After(exporterStopTimeout):
-			t.Errorf("the exporter of %s did not exit within %s of SIGTERM; killing its process group", e.client.Name, exporterStopTimeout)
-			_ = syscall.Kill(-pgid, syscall.SIGKILL)
-			<-e.done
-		}
-		// Whatever of the group outlived the daemon (a probe worker).
-		_ = syscall.Kill(-pgid, syscall.SIGKILL)
-	})
+	cmd := exec.Command(argv0, args...)
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	e.proc = procgroup.Start(t, cmd, procgroup.Options{Name: "the exporter of " + e.client.Name, Log: e.log,
+		TailLines: tailLines, Grace: exporterStopTimeout, SlowStopFails: true})
 }
 
 // describe is what a person reads once the cluster is up: the hosts, the
@@ -347,7 +315,7 @@ func watch(t *testing.T, exps []*exporter, set settings, stop <-chan os.Signal, 
 			}
 			if e.exited() {
 				reported[e] = true
-				t.Errorf("the exporter of %s exited; its log (%s):\n%s", e.client.Name, e.log, tailFile(e.log, 30))
+				t.Errorf("the exporter of %s exited; its log (%s):\n%s", e.client.Name, e.log, procgroup.TailFile(e.log, tailLines))
 				continue
 			}
 			if line, ok := firstResults(e); ok {
@@ -369,17 +337,12 @@ func watch(t *testing.T, exps []*exporter, set settings, stop <-chan os.Signal, 
 // firstResults says what the exporter's probes measured, once both have
 // a result.
 func firstResults(e *exporter) (string, bool) {
-	body, err := get(e.url + "/metrics")
-	if err != nil {
-		return "", false
-	}
-	parser := expfmt.NewTextParser(model.UTF8Validation)
-	fams, err := parser.TextToMetricFamilies(bytes.NewReader(body))
+	fams, _, err := alertstack.ScrapeFamilies(e.url + "/metrics")
 	if err != nil {
 		return "", false
 	}
 	value := func(name string, labels map[string]string) (float64, bool) {
-		return probetest.FamilyValue(fams, name, labels)
+		return scrape.Value(fams, name, labels)
 	}
 	seqOK, ok1 := value("plateau_probe_success", map[string]string{"probe": "seq"})
 	mdOK, ok2 := value("plateau_probe_success", map[string]string{"probe": "md"})
@@ -500,32 +463,4 @@ func reportLeftovers(t *testing.T, c *mfscluster.Cluster, took time.Duration) {
 		fmt.Printf("  %s\n", l)
 	}
 	t.Errorf("%d leftovers of cluster %s after the teardown", len(left), c.ID)
-}
-
-func get(url string) ([]byte, error) {
-	resp, err := (&http.Client{Timeout: 10 * time.Second}).Get(url)
-	if err != nil {
-		return nil, err
-	}
-	defer resp.Body.Close()
-	body, err := io.ReadAll(resp.Body)
-	if err != nil {
-		return nil, fmt.Errorf("reading %s: %w", url, err)
-	}
-	if resp.StatusCode != http.StatusOK {
-		return nil, fmt.Errorf("%s: %s", url, resp.Status)
-	}
-	return body, nil
-}
-
-func tailFile(path string, n int) string {
-	data, err := os.ReadFile(path)
-	if err != nil {
-		return err.Error()
-	}
-	lines := strings.Split(strings.TrimRight(string(data), "\n"), "\n")
-	if len(lines) > n {
-		lines = lines[len(lines)-n:]
-	}
-	return strings.Join(lines, "\n")
 }

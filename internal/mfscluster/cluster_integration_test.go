@@ -196,8 +196,9 @@ func TestIntegrationClusterComesUpServesAndCleansUp(t *testing.T) {
 			// Reported, not asserted: how much a tenth of a CPU slows the
 			// master depends on how much CPU its work needs, which this test
 			// does not control. What the product sees of it is not asserted
-			// here: TestClusterFaults' fault c (dashboards/) asserts it, with
-			// the master held to 7.5% of a CPU.
+			// here: TestClusterFaults' fault c asserts it
+			// (cluster_master_cpu_integration_test.go), with the master held
+			// to 7.5% of a CPU.
 			t.Logf("300 creates through %s: %s; master at 10%% of a CPU: %s (%.1fx)", c0, fast, slow, slow.Seconds()/fast.Seconds())
 		})
 	})

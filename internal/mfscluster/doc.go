@@ -30,4 +30,12 @@
 // loop devices, cgroups and namespaces are removed even when a test
 // fails; Cluster.Leftovers says what, if anything, survived. Everything
 // here needs root; only tests import the package.
+//
+// The cluster suite runs the product on this cluster, in the
+// cluster_*_integration_test.go files beside it (package mfscluster_test,
+// so they use the package as any test does): TestClusterFaults, one
+// subtest and one file per fault, with the shipped rules of dashboards/
+// on the alert stack of internal/testkit/alertstack, and
+// TestClusterCharacterizeSlurm, characterize --slurm on the cluster's
+// clients under a real Slurm.
 package mfscluster

@@ -1,6 +1,6 @@
 //go:build integration
 
-package dashboards
+package mfscluster_test
 
 import (
 	"bytes"
@@ -16,12 +16,10 @@ import (
 	"testing"
 	"time"
 
-	dto "github.com/prometheus/client_model/go"
-
 	"github.com/plateau-exporter/plateau_exporter/internal/mfscluster"
 	"github.com/plateau-exporter/plateau_exporter/internal/probetest"
 	"github.com/plateau-exporter/plateau_exporter/internal/statuspage"
-	"github.com/plateau-exporter/plateau_exporter/internal/testkit/scrape"
+	"github.com/plateau-exporter/plateau_exporter/internal/testkit/alertstack"
 )
 
 const (
@@ -76,23 +74,23 @@ const (
 // PlateauProbeNotRun, of the same node and target), and the webhook gets
 // nothing but PlateauProbeHung, and the two warnings where the shipped
 // inhibition lets them through (see checkFreezeNotifications).
-func faultMasterFrozen(t *testing.T, s *alertStack, c *mfscluster.Cluster, tl *timeline, probeDirs map[*stackDaemon]string) {
-	s.waitCalm(t, "fault e")
-	pids := map[*stackDaemon]int{}
-	skipsBefore := map[*stackDaemon]float64{}
-	for _, d := range s.daemons {
-		pids[d] = d.proc.cmd.Process.Pid
-		fams, _, err := scrapeFamilies(d.url + "/metrics")
+func faultMasterFrozen(t *testing.T, s *alertstack.Stack, c *mfscluster.Cluster, tl *alertstack.Timeline, probeDirs map[*alertstack.Daemon]string) {
+	waitCalm(s, t, "fault e")
+	pids := map[*alertstack.Daemon]int{}
+	skipsBefore := map[*alertstack.Daemon]float64{}
+	for _, d := range s.Daemons {
+		pids[d] = d.Proc.Cmd.Process.Pid
+		fams, _, err := alertstack.ScrapeFamilies(d.URL + "/metrics")
 		if err != nil {
 			t.Fatal(err)
 		}
-		skipsBefore[d], _ = probetest.FamilyValue(fams, "plateau_probe_skips_total", map[string]string{"target": stackTarget, "reason": "target_hung"})
+		skipsBefore[d], _ = probetest.FamilyValue(fams, "plateau_probe_skips_total", map[string]string{"target": alertstack.Target, "reason": "target_hung"})
 		if n := len(childProcesses(pids[d])); n > freezeWorkerBound {
-			t.Fatalf("%s has %d child processes before the freeze, more than the bound %d", d.host, n, freezeWorkerBound)
+			t.Fatalf("%s has %d child processes before the freeze, more than the bound %d", d.Host, n, freezeWorkerBound)
 		}
 	}
 
-	eStart := tl.mark(t, "fault e: FROZE the master %s (SIGSTOP)", c.Master)
+	eStart := tl.Mark(t, "fault e: FROZE the master %s (SIGSTOP)", c.Master)
 	if err := c.Master.Freeze(); err != nil {
 		t.Fatal(err)
 	}
@@ -109,51 +107,44 @@ func faultMasterFrozen(t *testing.T, s *alertStack, c *mfscluster.Cluster, tl *t
 			}
 		}
 	})
-	sampler := startFreezeSampler(s.daemons, pids)
-	stopped := false
-	stopSampler := func() {
-		if !stopped {
-			stopped = true
-			sampler.stop()
-		}
-	}
-	defer stopSampler()
+	sampler := startFreezeSampler(s.Daemons, pids)
+	defer sampler.stop()
 
 	// Every daemon's target hung, as it exports it.
-	hungAt := map[*stackDaemon]time.Time{}
-	waitFor(t, "every daemon to export plateau_probe_hung 1", 2*time.Minute, func() (bool, error) {
+	hungAt := map[*alertstack.Daemon]time.Time{}
+	alertstack.WaitFor(t, "every daemon to export plateau_probe_hung 1", 2*time.Minute, func() (bool, error) {
 		var missing []string
-		for _, d := range s.daemons {
+		for _, d := range s.Daemons {
 			if _, ok := hungAt[d]; ok {
 				continue
 			}
-			fams, _, err := scrapeFamilies(d.url + "/metrics")
+			fams, _, err := alertstack.ScrapeFamilies(d.URL + "/metrics")
 			if err != nil {
 				return false, err
 			}
-			if v, _ := probetest.FamilyValue(fams, "plateau_probe_hung", map[string]string{"target": stackTarget}); v == 1 {
+			if v, _ := probetest.FamilyValue(fams, "plateau_probe_hung", map[string]string{"target": alertstack.Target}); v == 1 {
 				hungAt[d] = time.Now()
-				tl.add(t, hungAt[d], fmt.Sprintf("%s exports plateau_probe_hung 1 (%s after the freeze)", d.host, hungAt[d].Sub(eStart).Round(100*time.Millisecond)))
+				tl.Add(t, hungAt[d], fmt.Sprintf("%s exports plateau_probe_hung 1 (%s after the freeze)", d.Host, hungAt[d].Sub(eStart).Round(100*time.Millisecond)))
 				continue
 			}
-			missing = append(missing, d.host)
+			missing = append(missing, d.Host)
 		}
 		return len(missing) == 0, fmt.Errorf("not hung yet: %s", strings.Join(missing, ", "))
 	})
 
 	// The page, for every node.
-	firedAt := map[*stackDaemon]receivedAlert{}
-	waitFor(t, "the webhook to receive "+hungAlert+" for every node", 2*time.Minute, func() (bool, error) {
+	firedAt := map[*alertstack.Daemon]alertstack.ReceivedAlert{}
+	alertstack.WaitFor(t, "the webhook to receive "+hungAlert+" for every node", 2*time.Minute, func() (bool, error) {
 		var missing []string
-		for _, d := range s.daemons {
+		for _, d := range s.Daemons {
 			if _, ok := firedAt[d]; ok {
 				continue
 			}
-			a, ok := s.hook.first(func(a receivedAlert) bool {
-				return a.Status == "firing" && a.Labels["alertname"] == hungAlert && a.Labels["instance"] == d.addr && !a.At.Before(eStart)
+			a, ok := s.Hook.First(func(a alertstack.ReceivedAlert) bool {
+				return a.Status == "firing" && a.Labels["alertname"] == hungAlert && a.Labels["instance"] == d.Addr && !a.At.Before(eStart)
 			})
 			if !ok {
-				missing = append(missing, d.host)
+				missing = append(missing, d.Host)
 				continue
 			}
 			firedAt[d] = a
@@ -161,73 +152,75 @@ func faultMasterFrozen(t *testing.T, s *alertStack, c *mfscluster.Cluster, tl *t
 		return len(missing) == 0, fmt.Errorf("no %s notified yet for %s", hungAlert, strings.Join(missing, ", "))
 	})
 	last := time.Time{}
-	for _, d := range s.daemons {
+	for _, d := range s.Daemons {
 		a := firedAt[d]
-		last = maxTime(last, a.At)
-		if a.Labels["target"] != stackTarget || a.Labels["severity"] != "critical" {
-			t.Errorf("%s of %s notified with labels %v, want target %s and severity critical", hungAlert, d.host, a.Labels, stackTarget)
+		if a.At.After(last) {
+			last = a.At
+		}
+		if a.Labels["target"] != alertstack.Target || a.Labels["severity"] != "critical" {
+			t.Errorf("%s of %s notified with labels %v, want target %s and severity critical", hungAlert, d.Host, a.Labels, alertstack.Target)
 		}
 		desc := strings.Join(strings.Fields(a.Annotations["description"]), " ")
-		for _, want := range []string{"target " + stackTarget + " of " + d.addr, "did not exit after SIGKILL", "the mount itself is likely hung"} {
+		for _, want := range []string{"target " + alertstack.Target + " of " + d.Addr, "did not exit after SIGKILL", "the mount itself is likely hung"} {
 			if !strings.Contains(desc, want) {
-				t.Errorf("%s of %s: the description does not say %q: %s", hungAlert, d.host, want, desc)
+				t.Errorf("%s of %s: the description does not say %q: %s", hungAlert, d.Host, want, desc)
 			}
 		}
 	}
-	tl.mark(t, "FIRED: the webhook received %s for all %d nodes, the last %s after the freeze", hungAlert, len(s.daemons), last.Sub(eStart).Round(time.Second))
+	tl.Mark(t, "FIRED: the webhook received %s for all %d nodes, the last %s after the freeze", hungAlert, len(s.Daemons), last.Sub(eStart).Round(time.Second))
 
 	// The status page names the hung target and since when.
-	for _, d := range s.daemons {
+	for _, d := range s.Daemons {
 		checkStatusPageHung(t, d, eStart, hungAt[d])
 	}
 
 	// Slots keep coming while the target is hung; each is refused, and
 	// no worker starts. Waited for so that the bound below is measured
 	// against the scheduler's tries, not only one stuck run.
-	waitFor(t, fmt.Sprintf("every daemon to skip %d slots as target_hung", freezeSkippedSlots), 3*clusterInterval*freezeSkippedSlots+time.Minute, func() (bool, error) {
+	alertstack.WaitFor(t, fmt.Sprintf("every daemon to skip %d slots as target_hung", freezeSkippedSlots), 3*clusterInterval*freezeSkippedSlots+time.Minute, func() (bool, error) {
 		var short []string
-		for _, d := range s.daemons {
-			fams, _, err := scrapeFamilies(d.url + "/metrics")
+		for _, d := range s.Daemons {
+			fams, _, err := alertstack.ScrapeFamilies(d.URL + "/metrics")
 			if err != nil {
 				return false, err
 			}
-			v, _ := probetest.FamilyValue(fams, "plateau_probe_skips_total", map[string]string{"target": stackTarget, "reason": "target_hung"})
+			v, _ := probetest.FamilyValue(fams, "plateau_probe_skips_total", map[string]string{"target": alertstack.Target, "reason": "target_hung"})
 			if v-skipsBefore[d] < freezeSkippedSlots {
-				short = append(short, fmt.Sprintf("%s %.0f", d.host, v-skipsBefore[d]))
+				short = append(short, fmt.Sprintf("%s %.0f", d.Host, v-skipsBefore[d]))
 			}
 		}
 		return len(short) == 0, fmt.Errorf("target_hung skips so far: %s", strings.Join(short, ", "))
 	})
 
-	eThaw := tl.mark(t, "THAWED the master %s (SIGCONT), %s after the freeze", c.Master, time.Since(eStart).Round(time.Second))
+	eThaw := tl.Mark(t, "THAWED the master %s (SIGCONT), %s after the freeze", c.Master, time.Since(eStart).Round(time.Second))
 	if err := c.Master.Thaw(); err != nil {
 		t.Fatal(err)
 	}
 	frozen = false
-	stopSampler()
+	sampler.stop()
 	sampler.check(t, s, "fault e", eStart, eThaw)
 	checkPrometheusScrapedThrough(t, s, "fault e", eStart, eThaw)
 
 	// Recovery without a restart: the worker exits, the target is no
 	// longer hung, the next run succeeds.
-	clearedAt, okRun := map[*stackDaemon]time.Time{}, map[*stackDaemon]probeRun{}
-	waitFor(t, "every daemon's target to recover and a run begun after the thaw to succeed", 3*time.Minute, func() (bool, error) {
+	clearedAt, okRun := map[*alertstack.Daemon]time.Time{}, map[*alertstack.Daemon]alertstack.Run{}
+	alertstack.WaitFor(t, "every daemon's target to recover and a run begun after the thaw to succeed", 3*time.Minute, func() (bool, error) {
 		var waiting []string
-		for _, d := range s.daemons {
-			if d.proc.exited() || d.proc.cmd.Process.Pid != pids[d] {
-				t.Fatalf("%s exited during fault e; its log:\n%s", d.host, tailFile(d.proc.log, 40))
+		for _, d := range s.Daemons {
+			if d.Proc.Exited() || d.Proc.Cmd.Process.Pid != pids[d] {
+				t.Fatalf("%s exited during fault e; its log:\n%s", d.Host, alertstack.TailFile(d.Proc.Log, 40))
 			}
 			if _, ok := clearedAt[d]; !ok {
-				fams, _, err := scrapeFamilies(d.url + "/metrics")
+				fams, _, err := alertstack.ScrapeFamilies(d.URL + "/metrics")
 				if err != nil {
 					return false, err
 				}
-				if v, ok := probetest.FamilyValue(fams, "plateau_probe_hung", map[string]string{"target": stackTarget}); ok && v == 0 {
+				if v, ok := probetest.FamilyValue(fams, "plateau_probe_hung", map[string]string{"target": alertstack.Target}); ok && v == 0 {
 					clearedAt[d] = time.Now()
 				}
 			}
 			if _, ok := okRun[d]; !ok {
-				runs, _ := d.runs.snapshot()
+				runs, _ := d.Runs.Snapshot()
 				for _, r := range runs {
 					if r.Start().After(eThaw) {
 						okRun[d] = r
@@ -238,44 +231,44 @@ func faultMasterFrozen(t *testing.T, s *alertStack, c *mfscluster.Cluster, tl *t
 			_, cleared := clearedAt[d]
 			_, ran := okRun[d]
 			if !cleared || !ran {
-				waiting = append(waiting, fmt.Sprintf("%s (hung cleared %v, run %v)", d.host, cleared, ran))
+				waiting = append(waiting, fmt.Sprintf("%s (hung cleared %v, run %v)", d.Host, cleared, ran))
 			}
 		}
-		return len(waiting) == 0, fmt.Errorf("waiting for %s; %v", strings.Join(waiting, ", "), s.failedRuns())
+		return len(waiting) == 0, fmt.Errorf("waiting for %s; %v", strings.Join(waiting, ", "), failedRuns(s))
 	})
-	for _, d := range s.daemons {
+	for _, d := range s.Daemons {
 		r := okRun[d]
-		tl.add(t, r.End, fmt.Sprintf("%s recovered: hung cleared %s after the thaw, first run begun after it ended %s after it: %s",
-			d.host, clearedAt[d].Sub(eThaw).Round(100*time.Millisecond), r.End.Sub(eThaw).Round(100*time.Millisecond), r))
+		tl.Add(t, r.End, fmt.Sprintf("%s recovered: hung cleared %s after the thaw, first run begun after it ended %s after it: %s",
+			d.Host, clearedAt[d].Sub(eThaw).Round(100*time.Millisecond), r.End.Sub(eThaw).Round(100*time.Millisecond), r))
 	}
 	checkProbeDirsClean(t, s, probeDirs)
 
 	// Every alert resolves, in Prometheus, in Alertmanager and at the
 	// webhook.
 	waitHangResolved(t, s, "e", eThaw, firedAt)
-	eEnd := tl.mark(t, "RESOLVED: every alert of fault e, %s after the thaw", time.Since(eThaw).Round(time.Second))
+	eEnd := tl.Mark(t, "RESOLVED: every alert of fault e, %s after the thaw", time.Since(eThaw).Round(time.Second))
 
 	// Exactly PlateauProbeHung on every node, and nothing that the hang
 	// does not explain.
-	fired, err := s.prom.countOverRange(`ALERTS{alertname="`+hungAlert+`",alertstate="firing"}`, eStart)
+	fired, err := s.Prom.CountOverRange(`ALERTS{alertname="`+hungAlert+`",alertstate="firing"}`, eStart)
 	if err != nil {
 		t.Fatal(err)
 	}
 	var hungNodes []string
 	for _, f := range fired {
-		hungNodes = append(hungNodes, s.hostOf(f.Metric["instance"]))
+		hungNodes = append(hungNodes, s.HostOf(f.Metric["instance"]))
 	}
-	if len(hungNodes) != len(s.daemons) {
-		t.Errorf("%s fired in Prometheus for %v, want every one of the %d nodes", hungAlert, hungNodes, len(s.daemons))
+	if len(hungNodes) != len(s.Daemons) {
+		t.Errorf("%s fired in Prometheus for %v, want every one of the %d nodes", hungAlert, hungNodes, len(s.Daemons))
 	}
-	s.checkNoAlert(t, eStart, `ALERTS{alertname!~"`+hungAlert+`|`+failingAlert+`|`+notRunAlert+`"}`, "with the master frozen")
+	checkNoAlert(s, t, eStart, `ALERTS{alertname!~"`+hungAlert+`|`+failingAlert+`|`+notRunAlert+`"}`, "with the master frozen")
 	checkFreezeNotifications(t, s, "fault e", eStart, hungNodes)
 
 	var detect, notify, recover []string
-	for _, d := range s.daemons {
-		detect = append(detect, fmt.Sprintf("%s %.1f", d.host, hungAt[d].Sub(eStart).Seconds()/clusterInterval.Seconds()))
-		notify = append(notify, fmt.Sprintf("%s %.1f", d.host, firedAt[d].At.Sub(eStart).Seconds()/clusterInterval.Seconds()))
-		recover = append(recover, fmt.Sprintf("%s %.1f", d.host, okRun[d].End.Sub(eThaw).Seconds()/clusterInterval.Seconds()))
+	for _, d := range s.Daemons {
+		detect = append(detect, fmt.Sprintf("%s %.1f", d.Host, hungAt[d].Sub(eStart).Seconds()/clusterInterval.Seconds()))
+		notify = append(notify, fmt.Sprintf("%s %.1f", d.Host, firedAt[d].At.Sub(eStart).Seconds()/clusterInterval.Seconds()))
+		recover = append(recover, fmt.Sprintf("%s %.1f", d.Host, okRun[d].End.Sub(eThaw).Seconds()/clusterInterval.Seconds()))
 	}
 	t.Logf("fault e in probe intervals (%s): hung exported after %s; %s notified after %s; first successful run after the thaw ended after %s; the whole fault took %s",
 		clusterInterval, strings.Join(detect, ", "), hungAlert, strings.Join(notify, ", "), strings.Join(recover, ", "), eEnd.Sub(eStart).Round(time.Second))
@@ -286,24 +279,24 @@ func faultMasterFrozen(t *testing.T, s *alertStack, c *mfscluster.Cluster, tl *t
 // state: so that the checks over the fault's range (whole seconds,
 // rounded up) do not see the last evaluations of the previous fault's
 // alerts, which may have resolved a moment ago.
-func (s *alertStack) waitCalm(t *testing.T, fault string) {
+func waitCalm(s *alertstack.Stack, t *testing.T, fault string) {
 	t.Helper()
-	waitFor(t, "no alert held or recorded in the last 5s before "+fault, time.Minute, func() (bool, error) {
-		held, err := s.prom.alerts()
+	alertstack.WaitFor(t, "no alert held or recorded in the last 5s before "+fault, time.Minute, func() (bool, error) {
+		held, err := s.Prom.Alerts()
 		if err != nil || len(held) > 0 {
 			return false, fmt.Errorf("Prometheus holds %d alerts (%v)", len(held), err)
 		}
-		recent, err := s.prom.query(`count_over_time(ALERTS[5s])`)
+		recent, err := s.Prom.Query(`count_over_time(ALERTS[5s])`)
 		if err != nil || len(recent) > 0 {
 			return false, fmt.Errorf("Prometheus recorded %d alerts in the last 5s (%v)", len(recent), err)
 		}
-		am, err := s.amAlerts("")
+		am, err := s.AmAlerts("")
 		if err != nil || len(am) > 0 {
 			return false, fmt.Errorf("Alertmanager holds %d alerts (%v)", len(am), err)
 		}
 		return true, nil
 	})
-	s.requireSteady(t)
+	requireSteady(s, t)
 }
 
 // checkFreezeNotifications fails the test if the webhook received, since
@@ -330,32 +323,32 @@ func (s *alertStack) waitCalm(t *testing.T, fault string) {
 // timeout in a 6s interval) the failing condition can begin a moment
 // before the daemon exports the hang, which production's intervals (a
 // 2m timeout in 15m) do not allow.
-func checkFreezeNotifications(t *testing.T, s *alertStack, fault string, eStart time.Time, hungNodes []string) {
+func checkFreezeNotifications(t *testing.T, s *alertstack.Stack, fault string, eStart time.Time, hungNodes []string) {
 	t.Helper()
 	for _, name := range []string{failingAlert, notRunAlert} {
-		got, err := s.prom.countOverRange(`ALERTS{alertname="`+name+`",alertstate="firing"}`, eStart)
+		got, err := s.Prom.CountOverRange(`ALERTS{alertname="`+name+`",alertstate="firing"}`, eStart)
 		if err != nil {
 			t.Fatal(err)
 		}
 		var on []string
 		for _, g := range got {
-			on = append(on, fmt.Sprintf("%s (%g evaluations)", s.hostOf(g.Metric["instance"]), g.Value))
+			on = append(on, fmt.Sprintf("%s (%g evaluations)", s.HostOf(g.Metric["instance"]), g.Value))
 		}
 		t.Logf("%s: %s fired in Prometheus on %d nodes, for Alertmanager to inhibit: %s", fault, name, len(got), strings.Join(on, ", "))
 	}
 	gap := map[string]int{}
-	for _, a := range s.hook.received() {
+	for _, a := range s.Hook.Received() {
 		if a.At.Before(eStart) || a.Labels["alertname"] == hungAlert {
 			continue
 		}
 		name := a.Labels["alertname"]
-		if (name == failingAlert || name == notRunAlert) && a.Labels["target"] == stackTarget && slices.Contains(hungNodes, s.hostOf(a.Labels["instance"])) {
+		if (name == failingAlert || name == notRunAlert) && a.Labels["target"] == alertstack.Target && slices.Contains(hungNodes, s.HostOf(a.Labels["instance"])) {
 			gap[name+" "+a.Status]++
 			t.Logf("%s: GAP: the webhook received %s %s at %s, which %s should have inhibited",
-				fault, a.Status, s.alertKey(a.Labels), s.since(a.At), hungAlert)
+				fault, a.Status, s.AlertKey(a.Labels), s.Since(a.At), hungAlert)
 			continue
 		}
-		t.Errorf("%s: the webhook received %s %s at %s; only %s was expected", fault, a.Status, s.alertKey(a.Labels), s.since(a.At), hungAlert)
+		t.Errorf("%s: the webhook received %s %s at %s; only %s was expected", fault, a.Status, s.AlertKey(a.Labels), s.Since(a.At), hungAlert)
 	}
 	t.Logf("%s: notifications that %s did not hold back (see checkFreezeNotifications): %v", fault, hungAlert, gap)
 }
@@ -363,74 +356,74 @@ func checkFreezeNotifications(t *testing.T, s *alertStack, fault string, eStart 
 // checkStatusPageHung asserts that the daemon's /status.json and status
 // page say the stack's target is hung, with a start between the freeze
 // and when the test first saw plateau_probe_hung.
-func checkStatusPageHung(t *testing.T, d *stackDaemon, frozeAt, seenAt time.Time) {
+func checkStatusPageHung(t *testing.T, d *alertstack.Daemon, frozeAt, seenAt time.Time) {
 	t.Helper()
 	start := time.Now()
-	body, err := httpGet(d.url + "/status.json")
+	body, err := alertstack.HTTPGet(d.URL + "/status.json")
 	took := time.Since(start)
 	if err != nil {
-		t.Fatalf("%s: %v", d.host, err)
+		t.Fatalf("%s: %v", d.Host, err)
 	}
 	var st statuspage.Status
 	if err := json.Unmarshal(body, &st); err != nil {
-		t.Fatalf("%s /status.json: %v", d.host, err)
+		t.Fatalf("%s /status.json: %v", d.Host, err)
 	}
 	var tg *statuspage.TargetStatus
 	for i := range st.Targets {
-		if st.Targets[i].Name == stackTarget {
+		if st.Targets[i].Name == alertstack.Target {
 			tg = &st.Targets[i]
 		}
 	}
 	switch {
 	case tg == nil:
-		t.Fatalf("%s /status.json has no target %s: %s", d.host, stackTarget, body)
+		t.Fatalf("%s /status.json has no target %s: %s", d.Host, alertstack.Target, body)
 	case !tg.Hung || tg.AbandonedWorkers < 1 || tg.HungSince == nil:
-		t.Errorf("%s /status.json: target %s hung %v since %v with %d abandoned workers, want hung since a time", d.host, stackTarget, tg.Hung, tg.HungSince, tg.AbandonedWorkers)
+		t.Errorf("%s /status.json: target %s hung %v since %v with %d abandoned workers, want hung since a time", d.Host, alertstack.Target, tg.Hung, tg.HungSince, tg.AbandonedWorkers)
 		return
 	case tg.HungSince.Before(frozeAt) || tg.HungSince.After(seenAt):
 		t.Errorf("%s /status.json: target %s hung since %s, not between the freeze (%s) and when the test saw it hung (%s)",
-			d.host, stackTarget, tg.HungSince.Format(time.RFC3339Nano), frozeAt.Format(time.RFC3339Nano), seenAt.Format(time.RFC3339Nano))
+			d.Host, alertstack.Target, tg.HungSince.Format(time.RFC3339Nano), frozeAt.Format(time.RFC3339Nano), seenAt.Format(time.RFC3339Nano))
 	}
-	html, err := httpGet(d.url + "/")
+	html, err := alertstack.HTTPGet(d.URL + "/")
 	if err != nil {
-		t.Fatalf("%s: %v", d.host, err)
+		t.Fatalf("%s: %v", d.Host, err)
 	}
 	want := "Hung since " + tg.HungSince.UTC().Format("2006-01-02 15:04:05 UTC")
-	if !bytes.Contains(html, []byte("Target "+stackTarget)) || !bytes.Contains(html, []byte(want)) {
-		t.Errorf("%s status page does not name target %s as %q", d.host, stackTarget, want)
+	if !bytes.Contains(html, []byte("Target "+alertstack.Target)) || !bytes.Contains(html, []byte(want)) {
+		t.Errorf("%s status page does not name target %s as %q", d.Host, alertstack.Target, want)
 	}
 	t.Logf("%s status page (/status.json in %s): target %s hung since %s (%s after the freeze), %d abandoned worker(s)",
-		d.host, took.Round(time.Millisecond), tg.Name, tg.HungSince.Format("15:04:05.000"), tg.HungSince.Sub(frozeAt).Round(100*time.Millisecond), tg.AbandonedWorkers)
+		d.Host, took.Round(time.Millisecond), tg.Name, tg.HungSince.Format("15:04:05.000"), tg.HungSince.Sub(frozeAt).Round(100*time.Millisecond), tg.AbandonedWorkers)
 }
 
 // checkPrometheusScrapedThrough asserts that Prometheus scraped every
 // daemon through the freeze (up never 0) and logs the longest scrape it
 // measured.
-func checkPrometheusScrapedThrough(t *testing.T, s *alertStack, fault string, from, to time.Time) {
+func checkPrometheusScrapedThrough(t *testing.T, s *alertstack.Stack, fault string, from, to time.Time) {
 	t.Helper()
 	rng := fmt.Sprintf(`{job="plateau"}[%ds]`, int64(to.Sub(from).Seconds())+1)
 	if ago := int64(time.Since(to).Seconds()); ago > 0 {
 		rng += fmt.Sprintf(" offset %ds", ago)
 	}
-	up, err := s.prom.queryNodes("min_over_time(up" + rng + ")")
+	up, err := s.Prom.QueryNodes("min_over_time(up" + rng + ")")
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(up) != len(s.daemons) {
-		t.Errorf("Prometheus has up for %d daemons over the freeze, want %d", len(up), len(s.daemons))
+	if len(up) != len(s.Daemons) {
+		t.Errorf("Prometheus has up for %d daemons over the freeze, want %d", len(up), len(s.Daemons))
 	}
 	for _, u := range up {
 		if u.Value != 1 {
-			t.Errorf("Prometheus could not scrape %s during the freeze (min up %g)", s.hostOf(u.Metric["instance"]), u.Value)
+			t.Errorf("Prometheus could not scrape %s during the freeze (min up %g)", s.HostOf(u.Metric["instance"]), u.Value)
 		}
 	}
-	durs, err := s.prom.queryNodes("max_over_time(scrape_duration_seconds" + rng + ")")
+	durs, err := s.Prom.QueryNodes("max_over_time(scrape_duration_seconds" + rng + ")")
 	if err != nil {
 		t.Fatal(err)
 	}
 	var b []string
 	for _, d := range durs {
-		b = append(b, fmt.Sprintf("%s %.1fms", s.hostOf(d.Metric["instance"]), d.Value*1000))
+		b = append(b, fmt.Sprintf("%s %.1fms", s.HostOf(d.Metric["instance"]), d.Value*1000))
 	}
 	sort.Strings(b)
 	t.Logf("%s: longest scrape Prometheus measured during the freeze: %s", fault, strings.Join(b, ", "))
@@ -444,13 +437,13 @@ func checkPrometheusScrapedThrough(t *testing.T, s *alertStack, fault string, fr
 // its worker, and a worker removes its own before it exits, so one whose
 // worker is not a live child of the daemon, and which is still there
 // once that is known, is a leftover.
-func checkProbeDirsClean(t *testing.T, s *alertStack, probeDirs map[*stackDaemon]string) {
+func checkProbeDirsClean(t *testing.T, s *alertstack.Stack, probeDirs map[*alertstack.Daemon]string) {
 	t.Helper()
-	for _, d := range s.daemons {
-		dir := filepath.Join(probeDirs[d], d.host)
+	for _, d := range s.Daemons {
+		dir := filepath.Join(probeDirs[d], d.Host)
 		names, err := readDirNames(dir, 30*time.Second)
 		if err != nil {
-			t.Errorf("%s: %v", d.host, err)
+			t.Errorf("%s: %v", d.Host, err)
 			continue
 		}
 		var left, running []string
@@ -459,9 +452,9 @@ func checkProbeDirsClean(t *testing.T, s *alertStack, probeDirs map[*stackDaemon
 				continue
 			}
 			f := strings.Split(n, ".")
-			if len(f) == 4 && f[0] == "run" && f[1] == stackProbe {
+			if len(f) == 4 && f[0] == "run" && f[1] == alertstack.Probe {
 				pid, err := strconv.Atoi(f[2])
-				if err == nil && slices.ContainsFunc(childProcesses(d.proc.cmd.Process.Pid), func(c childProc) bool { return c.pid == pid }) {
+				if err == nil && slices.ContainsFunc(childProcesses(d.Proc.Cmd.Process.Pid), func(c childProc) bool { return c.pid == pid }) {
 					running = append(running, n)
 					continue
 				}
@@ -472,10 +465,10 @@ func checkProbeDirsClean(t *testing.T, s *alertStack, probeDirs map[*stackDaemon
 			left = append(left, n)
 		}
 		if len(left) > 0 {
-			t.Errorf("%s: probe directory %s holds %v after the recovery, want nothing but .lock (and the run going on: %v)", d.host, dir, left, running)
+			t.Errorf("%s: probe directory %s holds %v after the recovery, want nothing but .lock (and the run going on: %v)", d.Host, dir, left, running)
 		}
-		swept := grepFile(d.proc.log, "swept_leftovers")
-		t.Logf("%s: probe directory %s after the recovery: %v (of a run going on: %v); the daemon's log on sweeping: %s", d.host, dir, names, running, orElse(strings.Join(swept, " | "), "nothing"))
+		swept := grepFile(d.Proc.Log, "swept_leftovers")
+		t.Logf("%s: probe directory %s after the recovery: %v (of a run going on: %v); the daemon's log on sweeping: %s", d.Host, dir, names, running, alertstack.OrElse(strings.Join(swept, " | "), "nothing"))
 	}
 }
 
@@ -518,32 +511,28 @@ func grepFile(path, s string) []string {
 	return out
 }
 
-func maxTime(a, b time.Time) time.Time {
-	if b.After(a) {
-		return b
-	}
-	return a
-}
-
 // freezeSampler scrapes every daemon's /metrics and counts its child
 // processes, over and over, while a server of the cluster is frozen
 // (the master in fault e, a chunkserver in fault d).
 type freezeSampler struct {
-	daemons []*stackDaemon
-	pids    map[*stackDaemon]int
+	daemons []*alertstack.Daemon
+	pids    map[*alertstack.Daemon]int
 	done    chan struct{}
 	stopped chan struct{}
+	// stopOnce lets the test stop it before its checks and again,
+	// harmlessly, in its deferred stop on the way out of a failure.
+	stopOnce sync.Once
 
 	mu          sync.Mutex
-	latency     map[*stackDaemon][]time.Duration
+	latency     map[*alertstack.Daemon][]time.Duration
 	errs        []string
-	maxChildren map[*stackDaemon]int
-	atMax       map[*stackDaemon]string
+	maxChildren map[*alertstack.Daemon]int
+	atMax       map[*alertstack.Daemon]string
 }
 
-func startFreezeSampler(daemons []*stackDaemon, pids map[*stackDaemon]int) *freezeSampler {
+func startFreezeSampler(daemons []*alertstack.Daemon, pids map[*alertstack.Daemon]int) *freezeSampler {
 	fs := &freezeSampler{daemons: daemons, pids: pids, done: make(chan struct{}), stopped: make(chan struct{}),
-		latency: map[*stackDaemon][]time.Duration{}, maxChildren: map[*stackDaemon]int{}, atMax: map[*stackDaemon]string{}}
+		latency: map[*alertstack.Daemon][]time.Duration{}, maxChildren: map[*alertstack.Daemon]int{}, atMax: map[*alertstack.Daemon]string{}}
 	go func() {
 		defer close(fs.stopped)
 		tick := time.NewTicker(250 * time.Millisecond)
@@ -562,15 +551,15 @@ func startFreezeSampler(daemons []*stackDaemon, pids map[*stackDaemon]int) *free
 	return fs
 }
 
-func (fs *freezeSampler) sample(d *stackDaemon) {
+func (fs *freezeSampler) sample(d *alertstack.Daemon) {
 	start := time.Now()
-	_, err := httpGet(d.url + "/metrics")
+	_, err := alertstack.HTTPGet(d.URL + "/metrics")
 	took := time.Since(start)
 	kids := childProcesses(fs.pids[d])
 	fs.mu.Lock()
 	defer fs.mu.Unlock()
 	if err != nil {
-		fs.errs = append(fs.errs, fmt.Sprintf("%s after %s: %v", d.host, took.Round(time.Millisecond), err))
+		fs.errs = append(fs.errs, fmt.Sprintf("%s after %s: %v", d.Host, took.Round(time.Millisecond), err))
 	} else {
 		fs.latency[d] = append(fs.latency[d], took)
 	}
@@ -582,17 +571,19 @@ func (fs *freezeSampler) sample(d *stackDaemon) {
 		for _, k := range kids {
 			desc = append(desc, k.String())
 		}
-		fs.atMax[d] = orElse(strings.Join(desc, "; "), "none")
+		fs.atMax[d] = alertstack.OrElse(strings.Join(desc, "; "), "none")
 	}
 }
 
+// stop ends the sampling and waits for the last sample; once stopped it
+// does nothing.
 func (fs *freezeSampler) stop() {
-	close(fs.done)
+	fs.stopOnce.Do(func() { close(fs.done) })
 	<-fs.stopped
 }
 
 // check asserts the bounds on what the sampler saw, and logs it.
-func (fs *freezeSampler) check(t *testing.T, s *alertStack, fault string, from, to time.Time) {
+func (fs *freezeSampler) check(t *testing.T, s *alertstack.Stack, fault string, from, to time.Time) {
 	t.Helper()
 	fs.mu.Lock()
 	defer fs.mu.Unlock()
@@ -603,19 +594,19 @@ func (fs *freezeSampler) check(t *testing.T, s *alertStack, fault string, from, 
 		lat := slices.Clone(fs.latency[d])
 		slices.Sort(lat)
 		if len(lat) == 0 {
-			t.Errorf("%s: no scrape of %s answered during the freeze", fault, d.host)
+			t.Errorf("%s: no scrape of %s answered during the freeze", fault, d.Host)
 			continue
 		}
 		worst := lat[len(lat)-1]
 		t.Logf("%s: %d scrapes of %s over HTTP during the %s freeze: median %s, p90 %s, max %s; child processes at most %d (%s)",
-			fault, len(lat), d.host, to.Sub(from).Round(time.Second), lat[len(lat)/2].Round(100*time.Microsecond), lat[len(lat)*9/10].Round(100*time.Microsecond),
+			fault, len(lat), d.Host, to.Sub(from).Round(time.Second), lat[len(lat)/2].Round(100*time.Microsecond), lat[len(lat)*9/10].Round(100*time.Microsecond),
 			worst.Round(100*time.Microsecond), fs.maxChildren[d], fs.atMax[d])
 		if worst > freezeScrapeBound {
-			t.Errorf("%s: a scrape of %s took %s during the freeze, over the bound %s", fault, d.host, worst, freezeScrapeBound)
+			t.Errorf("%s: a scrape of %s took %s during the freeze, over the bound %s", fault, d.Host, worst, freezeScrapeBound)
 		}
 		if fs.maxChildren[d] > freezeWorkerBound {
 			t.Errorf("%s: %s had %d child processes during the freeze, over the bound of %d worker (one target, one probe): %s",
-				fault, d.host, fs.maxChildren[d], freezeWorkerBound, fs.atMax[d])
+				fault, d.Host, fs.maxChildren[d], freezeWorkerBound, fs.atMax[d])
 		}
 	}
 }
@@ -631,7 +622,7 @@ type childProc struct {
 }
 
 func (p childProc) String() string {
-	return fmt.Sprintf("pid %d state %s wchan %s, threads in D: %v: %s", p.pid, p.state, orElse(p.wait, "-"), p.blocked, p.cmdline)
+	return fmt.Sprintf("pid %d state %s wchan %s, threads in D: %v: %s", p.pid, p.state, alertstack.OrElse(p.wait, "-"), p.blocked, p.cmdline)
 }
 
 // blockedThreads lists the wait channels of a process's threads in D.
@@ -643,7 +634,7 @@ func blockedThreads(dir string) []string {
 		if i := bytes.LastIndexByte(b, ')'); err == nil && i >= 0 {
 			if fields := strings.Fields(string(b[i+1:])); len(fields) > 0 && fields[0] == "D" {
 				w, _ := os.ReadFile(filepath.Join(filepath.Dir(f), "wchan"))
-				out = append(out, orElse(string(w), "?"))
+				out = append(out, alertstack.OrElse(string(w), "?"))
 			}
 		}
 	}
@@ -677,32 +668,26 @@ func childProcesses(ppid int) []childProc {
 	return out
 }
 
-// scrapeFamilies scrapes a daemon's /metrics and returns its families and
-// how long the scrape took.
-func scrapeFamilies(metricsURL string) (map[string]*dto.MetricFamily, time.Duration, error) {
-	return scrape.Families(httpClient, metricsURL)
-}
-
 // waitHangResolved waits until, after a frozen server's thaw, every alert
 // has resolved in Prometheus and in Alertmanager and the webhook got the
 // resolved notification of each node's PlateauProbeHung (fired, by node)
 // after the thaw.
-func waitHangResolved(t *testing.T, s *alertStack, fault string, thaw time.Time, fired map[*stackDaemon]receivedAlert) {
+func waitHangResolved(t *testing.T, s *alertstack.Stack, fault string, thaw time.Time, fired map[*alertstack.Daemon]alertstack.ReceivedAlert) {
 	t.Helper()
-	waitFor(t, "every alert of fault "+fault+" to resolve", 3*time.Minute, func() (bool, error) {
-		held, err := s.prom.alerts()
+	alertstack.WaitFor(t, "every alert of fault "+fault+" to resolve", 3*time.Minute, func() (bool, error) {
+		held, err := s.Prom.Alerts()
 		if err != nil || len(held) > 0 {
 			return false, fmt.Errorf("Prometheus still holds %d alerts (%v)", len(held), err)
 		}
-		am, err := s.amAlerts("")
+		am, err := s.AmAlerts("")
 		if err != nil || len(am) > 0 {
 			return false, fmt.Errorf("Alertmanager still holds %d alerts (%v)", len(am), err)
 		}
 		for d, a := range fired {
-			if _, ok := s.hook.first(func(r receivedAlert) bool {
+			if _, ok := s.Hook.First(func(r alertstack.ReceivedAlert) bool {
 				return r.Status == "resolved" && r.Fingerprint == a.Fingerprint && r.At.After(thaw)
 			}); !ok {
-				return false, fmt.Errorf("no resolved notification of %s for %s yet", hungAlert, d.host)
+				return false, fmt.Errorf("no resolved notification of %s for %s yet", hungAlert, d.Host)
 			}
 		}
 		return true, nil

@@ -1,6 +1,6 @@
 //go:build integration
 
-package dashboards
+package mfscluster_test
 
 import (
 	"fmt"
@@ -15,6 +15,7 @@ import (
 
 	"github.com/plateau-exporter/plateau_exporter/internal/mfscluster"
 	"github.com/plateau-exporter/plateau_exporter/internal/probetest"
+	"github.com/plateau-exporter/plateau_exporter/internal/testkit/alertstack"
 )
 
 // faultChunkServerFrozen is fault d: one chunkserver (cs-a, label A)
@@ -68,51 +69,51 @@ import (
 // probe directory, the page resolves and its resolved notification
 // arrives. The pins stay until fault a, the next, pins every directory
 // to chunkserver A.
-func faultChunkServerFrozen(t *testing.T, s *alertStack, c *mfscluster.Cluster, tl *timeline, probeDirs map[*stackDaemon]string) {
-	s.waitCalm(t, "fault d")
+func faultChunkServerFrozen(t *testing.T, s *alertstack.Stack, c *mfscluster.Cluster, tl *alertstack.Timeline, probeDirs map[*alertstack.Daemon]string) {
+	waitCalm(s, t, "fault d")
 	frozenCS := c.ChunkServers[0]
 	others := c.ChunkServers[1:]
-	victim := s.daemons[2]
-	var peers []*stackDaemon
+	victim := s.Daemons[2]
+	var peers []*alertstack.Daemon
 	var peerHosts []string
-	pinned := map[*stackDaemon]*mfscluster.ChunkServer{}
-	for i, d := range s.daemons {
+	pinned := map[*alertstack.Daemon]*mfscluster.ChunkServer{}
+	for i, d := range s.Daemons {
 		cs := frozenCS
 		if d != victim {
 			cs = others[len(peers)%len(others)]
 			peers = append(peers, d)
-			peerHosts = append(peerHosts, d.host)
+			peerHosts = append(peerHosts, d.Host)
 		}
 		pinned[d] = cs
 		// s.daemons[i] probes through c.Clients[i] (TestClusterFaults).
-		pinProbeDir(t, c.Clients[i], filepath.Join(probeDirs[d], d.host), cs)
+		pinProbeDir(t, c.Clients[i], filepath.Join(probeDirs[d], d.Host), cs)
 	}
-	pinnedAt := tl.mark(t, "fault d: PINNED the probe directory of %s to %s (label %s), its peers' to %s",
-		victim.host, frozenCS, frozenCS.Label, strings.Join(func() []string {
+	pinnedAt := tl.Mark(t, "fault d: PINNED the probe directory of %s to %s (label %s), its peers' to %s",
+		victim.Host, frozenCS, frozenCS.Label, strings.Join(func() []string {
 			var b []string
 			for _, p := range peers {
-				b = append(b, p.host+" on "+pinned[p].Label)
+				b = append(b, p.Host+" on "+pinned[p].Label)
 			}
 			return b
 		}(), ", "))
 	// A run of every daemon begun after the pin, so that the next ones
 	// write where the pin says.
-	for _, d := range s.daemons {
-		d.runs.firstRunStartedAfter(t, "the pin of "+d.host, pinnedAt, clusterInterval)
+	for _, d := range s.Daemons {
+		d.Runs.FirstRunStartedAfter(t, "the pin of "+d.Host, pinnedAt, clusterInterval)
 	}
-	s.requireSteady(t)
+	requireSteady(s, t)
 
-	pids := map[*stackDaemon]int{}
-	before := map[*stackDaemon]probeCounters{}
-	for _, d := range s.daemons {
-		pids[d] = d.proc.cmd.Process.Pid
+	pids := map[*alertstack.Daemon]int{}
+	before := map[*alertstack.Daemon]probeCounters{}
+	for _, d := range s.Daemons {
+		pids[d] = d.Proc.Cmd.Process.Pid
 		before[d] = readProbeCounters(t, d)
 		if n := len(childProcesses(pids[d])); n > freezeWorkerBound {
-			t.Fatalf("%s has %d child processes before the freeze, more than the bound %d", d.host, n, freezeWorkerBound)
+			t.Fatalf("%s has %d child processes before the freeze, more than the bound %d", d.Host, n, freezeWorkerBound)
 		}
 	}
 
-	dStart := tl.mark(t, "fault d: FROZE the chunkserver %s (SIGSTOP), which holds every chunk %s writes", frozenCS, victim.host)
+	dStart := tl.Mark(t, "fault d: FROZE the chunkserver %s (SIGSTOP), which holds every chunk %s writes", frozenCS, victim.Host)
 	if err := frozenCS.Freeze(); err != nil {
 		t.Fatal(err)
 	}
@@ -128,28 +129,21 @@ func faultChunkServerFrozen(t *testing.T, s *alertStack, c *mfscluster.Cluster, 
 			}
 		}
 	})
-	sampler := startFreezeSampler(s.daemons, pids)
-	stopped := false
-	stopSampler := func() {
-		if !stopped {
-			stopped = true
-			sampler.stop()
-		}
-	}
-	defer stopSampler()
+	sampler := startFreezeSampler(s.Daemons, pids)
+	defer sampler.stop()
 
 	// The victim's target hung, as it exports it; no peer's.
 	var hungAt time.Time
-	waitFor(t, victim.host+" to export plateau_probe_hung 1", 2*time.Minute, func() (bool, error) {
-		for _, d := range s.daemons {
-			fams, _, err := scrapeFamilies(d.url + "/metrics")
+	alertstack.WaitFor(t, victim.Host+" to export plateau_probe_hung 1", 2*time.Minute, func() (bool, error) {
+		for _, d := range s.Daemons {
+			fams, _, err := alertstack.ScrapeFamilies(d.URL + "/metrics")
 			if err != nil {
 				return false, err
 			}
-			v, _ := probetest.FamilyValue(fams, "plateau_probe_hung", map[string]string{"target": stackTarget})
+			v, _ := probetest.FamilyValue(fams, "plateau_probe_hung", map[string]string{"target": alertstack.Target})
 			if d != victim {
 				if v != 0 {
-					t.Fatalf("%s, whose probe directory is on %s, exports plateau_probe_hung %g with only %s frozen", d.host, pinned[d], v, frozenCS)
+					t.Fatalf("%s, whose probe directory is on %s, exports plateau_probe_hung %g with only %s frozen", d.Host, pinned[d], v, frozenCS)
 				}
 				continue
 			}
@@ -157,57 +151,57 @@ func faultChunkServerFrozen(t *testing.T, s *alertStack, c *mfscluster.Cluster, 
 				hungAt = time.Now()
 			}
 		}
-		return !hungAt.IsZero(), fmt.Errorf("%s not hung yet; %v", victim.host, s.failedRuns())
+		return !hungAt.IsZero(), fmt.Errorf("%s not hung yet; %v", victim.Host, failedRuns(s))
 	})
-	tl.add(t, hungAt, fmt.Sprintf("%s exports plateau_probe_hung 1 (%s after the freeze)", victim.host, hungAt.Sub(dStart).Round(100*time.Millisecond)))
+	tl.Add(t, hungAt, fmt.Sprintf("%s exports plateau_probe_hung 1 (%s after the freeze)", victim.Host, hungAt.Sub(dStart).Round(100*time.Millisecond)))
 
 	// The page, for the victim.
-	var fired receivedAlert
-	waitFor(t, "the webhook to receive "+hungAlert+" for "+victim.host, 2*time.Minute, func() (bool, error) {
-		a, ok := s.hook.first(func(a receivedAlert) bool {
-			return a.Status == "firing" && a.Labels["alertname"] == hungAlert && a.Labels["instance"] == victim.addr && !a.At.Before(dStart)
+	var fired alertstack.ReceivedAlert
+	alertstack.WaitFor(t, "the webhook to receive "+hungAlert+" for "+victim.Host, 2*time.Minute, func() (bool, error) {
+		a, ok := s.Hook.First(func(a alertstack.ReceivedAlert) bool {
+			return a.Status == "firing" && a.Labels["alertname"] == hungAlert && a.Labels["instance"] == victim.Addr && !a.At.Before(dStart)
 		})
 		fired = a
-		return ok, fmt.Errorf("no %s notified yet for %s", hungAlert, victim.host)
+		return ok, fmt.Errorf("no %s notified yet for %s", hungAlert, victim.Host)
 	})
-	if fired.Labels["target"] != stackTarget || fired.Labels["severity"] != "critical" {
-		t.Errorf("%s of %s notified with labels %v, want target %s and severity critical", hungAlert, victim.host, fired.Labels, stackTarget)
+	if fired.Labels["target"] != alertstack.Target || fired.Labels["severity"] != "critical" {
+		t.Errorf("%s of %s notified with labels %v, want target %s and severity critical", hungAlert, victim.Host, fired.Labels, alertstack.Target)
 	}
 	desc := strings.Join(strings.Fields(fired.Annotations["description"]), " ")
-	for _, want := range []string{"target " + stackTarget + " of " + victim.addr, "did not exit after SIGKILL"} {
+	for _, want := range []string{"target " + alertstack.Target + " of " + victim.Addr, "did not exit after SIGKILL"} {
 		if !strings.Contains(desc, want) {
-			t.Errorf("%s of %s: the description does not say %q: %s", hungAlert, victim.host, want, desc)
+			t.Errorf("%s of %s: the description does not say %q: %s", hungAlert, victim.Host, want, desc)
 		}
 	}
-	tl.mark(t, "FIRED: the webhook received %s for %s, %s after the freeze", hungAlert, victim.host, fired.At.Sub(dStart).Round(time.Second))
+	tl.Mark(t, "FIRED: the webhook received %s for %s, %s after the freeze", hungAlert, victim.Host, fired.At.Sub(dStart).Round(time.Second))
 	checkStatusPageHung(t, victim, dStart, hungAt)
 
 	// While the victim's slots are refused as target_hung, every peer
 	// keeps running: runs begun after the freeze that succeed.
-	waitFor(t, fmt.Sprintf("%s to skip %d slots as target_hung and every peer to succeed %d runs begun after the freeze", victim.host, freezeSkippedSlots, freezeSkippedSlots),
+	alertstack.WaitFor(t, fmt.Sprintf("%s to skip %d slots as target_hung and every peer to succeed %d runs begun after the freeze", victim.Host, freezeSkippedSlots, freezeSkippedSlots),
 		3*clusterInterval*freezeSkippedSlots+time.Minute, func() (bool, error) {
 			var short []string
-			fams, _, err := scrapeFamilies(victim.url + "/metrics")
+			fams, _, err := alertstack.ScrapeFamilies(victim.URL + "/metrics")
 			if err != nil {
 				return false, err
 			}
-			if v, _ := probetest.FamilyValue(fams, "plateau_probe_skips_total", map[string]string{"target": stackTarget, "reason": "target_hung"}); v-before[victim].skipsHung < freezeSkippedSlots {
-				short = append(short, fmt.Sprintf("%s skipped %.0f", victim.host, v-before[victim].skipsHung))
+			if v, _ := probetest.FamilyValue(fams, "plateau_probe_skips_total", map[string]string{"target": alertstack.Target, "reason": "target_hung"}); v-before[victim].skipsHung < freezeSkippedSlots {
+				short = append(short, fmt.Sprintf("%s skipped %.0f", victim.Host, v-before[victim].skipsHung))
 			}
 			for _, p := range peers {
 				if n := len(runsBegunAfter(p, dStart)); n < freezeSkippedSlots {
-					short = append(short, fmt.Sprintf("%s ran %d", p.host, n))
+					short = append(short, fmt.Sprintf("%s ran %d", p.Host, n))
 				}
 			}
-			return len(short) == 0, fmt.Errorf("so far: %s; %v", strings.Join(short, ", "), s.failedRuns())
+			return len(short) == 0, fmt.Errorf("so far: %s; %v", strings.Join(short, ", "), failedRuns(s))
 		})
 
-	dThaw := tl.mark(t, "THAWED the chunkserver %s (SIGCONT), %s after the freeze", frozenCS, time.Since(dStart).Round(time.Second))
+	dThaw := tl.Mark(t, "THAWED the chunkserver %s (SIGCONT), %s after the freeze", frozenCS, time.Since(dStart).Round(time.Second))
 	if err := frozenCS.Thaw(); err != nil {
 		t.Fatal(err)
 	}
 	frozen = false
-	stopSampler()
+	sampler.stop()
 	sampler.check(t, s, "fault d", dStart, dThaw)
 	checkPrometheusScrapedThrough(t, s, "fault d", dStart, dThaw)
 	for _, p := range peers {
@@ -218,44 +212,44 @@ func faultChunkServerFrozen(t *testing.T, s *alertStack, c *mfscluster.Cluster, 
 				during = append(during, fmt.Sprintf("%.2fs", r.Seconds))
 			}
 		}
-		t.Logf("fault d: %s (on %s) ran and succeeded %d times during the freeze: %s", p.host, pinned[p].Label, len(during), strings.Join(during, ", "))
+		t.Logf("fault d: %s (on %s) ran and succeeded %d times during the freeze: %s", p.Host, pinned[p].Label, len(during), strings.Join(during, ", "))
 	}
 
 	// Recovery without a restart: the victim's worker exits, its target
 	// is no longer hung, and a run begun after the thaw succeeds.
 	var clearedAt time.Time
-	var okRun probeRun
-	waitFor(t, victim.host+"'s target to recover and a run begun after the thaw to succeed", 3*time.Minute, func() (bool, error) {
-		for _, d := range s.daemons {
-			if d.proc.exited() || d.proc.cmd.Process.Pid != pids[d] {
-				t.Fatalf("%s exited during fault d; its log:\n%s", d.host, tailFile(d.proc.log, 40))
+	var okRun alertstack.Run
+	alertstack.WaitFor(t, victim.Host+"'s target to recover and a run begun after the thaw to succeed", 3*time.Minute, func() (bool, error) {
+		for _, d := range s.Daemons {
+			if d.Proc.Exited() || d.Proc.Cmd.Process.Pid != pids[d] {
+				t.Fatalf("%s exited during fault d; its log:\n%s", d.Host, alertstack.TailFile(d.Proc.Log, 40))
 			}
 		}
 		if clearedAt.IsZero() {
-			fams, _, err := scrapeFamilies(victim.url + "/metrics")
+			fams, _, err := alertstack.ScrapeFamilies(victim.URL + "/metrics")
 			if err != nil {
 				return false, err
 			}
-			if v, ok := probetest.FamilyValue(fams, "plateau_probe_hung", map[string]string{"target": stackTarget}); ok && v == 0 {
+			if v, ok := probetest.FamilyValue(fams, "plateau_probe_hung", map[string]string{"target": alertstack.Target}); ok && v == 0 {
 				clearedAt = time.Now()
 			}
 		}
 		if runs := runsBegunAfter(victim, dThaw); len(runs) > 0 {
 			okRun = runs[0]
 		}
-		return !clearedAt.IsZero() && !okRun.End.IsZero(), fmt.Errorf("hung cleared %v, run %v; %v", !clearedAt.IsZero(), !okRun.End.IsZero(), s.failedRuns())
+		return !clearedAt.IsZero() && !okRun.End.IsZero(), fmt.Errorf("hung cleared %v, run %v; %v", !clearedAt.IsZero(), !okRun.End.IsZero(), failedRuns(s))
 	})
-	tl.add(t, okRun.End, fmt.Sprintf("%s recovered: hung cleared %s after the thaw, first run begun after it ended %s after it: %s",
-		victim.host, clearedAt.Sub(dThaw).Round(100*time.Millisecond), okRun.End.Sub(dThaw).Round(100*time.Millisecond), okRun))
+	tl.Add(t, okRun.End, fmt.Sprintf("%s recovered: hung cleared %s after the thaw, first run begun after it ended %s after it: %s",
+		victim.Host, clearedAt.Sub(dThaw).Round(100*time.Millisecond), okRun.End.Sub(dThaw).Round(100*time.Millisecond), okRun))
 	// Every peer too has run since the thaw, so that the probe
 	// directories are checked with every daemon past the fault.
 	for _, p := range peers {
-		p.runs.firstRunStartedAfter(t, "the thaw, on "+p.host, dThaw, clusterInterval)
+		p.Runs.FirstRunStartedAfter(t, "the thaw, on "+p.Host, dThaw, clusterInterval)
 	}
 	checkProbeDirsClean(t, s, probeDirs)
 
 	// What was counted: the victim's timeout, nothing on the peers.
-	for _, d := range s.daemons {
+	for _, d := range s.Daemons {
 		after := readProbeCounters(t, d)
 		dTimeout := after.runsTimeout - before[d].runsTimeout
 		dErrTimeout := after.errors["timeout"] - before[d].errors["timeout"]
@@ -267,44 +261,44 @@ func faultChunkServerFrozen(t *testing.T, s *alertStack, c *mfscluster.Cluster, 
 		}
 		slices.Sort(errs)
 		t.Logf("fault d: %s (on %s) counted %.0f timeout runs, %.0f failed runs, %.0f successful runs, %.0f target_hung skips; errors by reason: %v",
-			d.host, pinned[d].Label, dTimeout, after.runsFailure-before[d].runsFailure, after.runsSuccess-before[d].runsSuccess, after.skipsHung-before[d].skipsHung, errs)
+			d.Host, pinned[d].Label, dTimeout, after.runsFailure-before[d].runsFailure, after.runsSuccess-before[d].runsSuccess, after.skipsHung-before[d].skipsHung, errs)
 		if d == victim {
 			if dTimeout < 1 || dErrTimeout < 1 {
-				t.Errorf("fault d: %s, whose run met the frozen %s, counted %.0f timeout runs and %.0f timeout errors, want at least 1 of each", d.host, frozenCS, dTimeout, dErrTimeout)
+				t.Errorf("fault d: %s, whose run met the frozen %s, counted %.0f timeout runs and %.0f timeout errors, want at least 1 of each", d.Host, frozenCS, dTimeout, dErrTimeout)
 			}
 			continue
 		}
 		if dTimeout != 0 || after.runsFailure != before[d].runsFailure || len(errs) > 0 {
 			t.Errorf("fault d: %s, whose probe directory is on %s, counted %.0f timeout and %.0f failed runs and errors %v with only %s frozen, want none",
-				d.host, pinned[d], dTimeout, after.runsFailure-before[d].runsFailure, errs, frozenCS)
+				d.Host, pinned[d], dTimeout, after.runsFailure-before[d].runsFailure, errs, frozenCS)
 		}
 	}
 
 	// The page resolves, in Prometheus, in Alertmanager and at the
 	// webhook.
-	waitHangResolved(t, s, "d", dThaw, map[*stackDaemon]receivedAlert{victim: fired})
-	dEnd := tl.mark(t, "RESOLVED: every alert of fault d, %s after the thaw", time.Since(dThaw).Round(time.Second))
+	waitHangResolved(t, s, "d", dThaw, map[*alertstack.Daemon]alertstack.ReceivedAlert{victim: fired})
+	dEnd := tl.Mark(t, "RESOLVED: every alert of fault d, %s after the thaw", time.Since(dThaw).Round(time.Second))
 
 	// PlateauProbeHung on the victim only, nothing on its peers, and
 	// nothing that the hang does not explain.
-	got, err := s.prom.countOverRange(`ALERTS{alertname="`+hungAlert+`",alertstate="firing"}`, dStart)
+	got, err := s.Prom.CountOverRange(`ALERTS{alertname="`+hungAlert+`",alertstate="firing"}`, dStart)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(got) != 1 || got[0].Metric["instance"] != victim.addr {
+	if len(got) != 1 || got[0].Metric["instance"] != victim.Addr {
 		var on []string
 		for _, g := range got {
-			on = append(on, s.hostOf(g.Metric["instance"]))
+			on = append(on, s.HostOf(g.Metric["instance"]))
 		}
-		t.Errorf("fault d: %s fired in Prometheus for %v, want %s only", hungAlert, on, victim.host)
+		t.Errorf("fault d: %s fired in Prometheus for %v, want %s only", hungAlert, on, victim.Host)
 	}
-	s.checkNoAlert(t, dStart, `ALERTS{instance!="`+victim.addr+`"}`, "on the peers of the node whose chunkserver is frozen ("+strings.Join(peerHosts, ", ")+")")
-	s.checkNoAlert(t, dStart, `ALERTS{alertname!~"`+hungAlert+`|`+failingAlert+`|`+notRunAlert+`"}`, "with a chunkserver frozen")
-	checkFreezeNotifications(t, s, "fault d", dStart, []string{victim.host})
+	checkNoAlert(s, t, dStart, `ALERTS{instance!="`+victim.Addr+`"}`, "on the peers of the node whose chunkserver is frozen ("+strings.Join(peerHosts, ", ")+")")
+	checkNoAlert(s, t, dStart, `ALERTS{alertname!~"`+hungAlert+`|`+failingAlert+`|`+notRunAlert+`"}`, "with a chunkserver frozen")
+	checkFreezeNotifications(t, s, "fault d", dStart, []string{victim.Host})
 
 	iv := clusterInterval.Seconds()
 	t.Logf("fault d in probe intervals (%s): %s hung exported after %.1f; %s notified after %.1f; frozen for %.1f; first successful run after the thaw ended after %.1f; the whole fault took %s from the freeze (%s from the pin)",
-		clusterInterval, victim.host, hungAt.Sub(dStart).Seconds()/iv, hungAlert, fired.At.Sub(dStart).Seconds()/iv, dThaw.Sub(dStart).Seconds()/iv,
+		clusterInterval, victim.Host, hungAt.Sub(dStart).Seconds()/iv, hungAlert, fired.At.Sub(dStart).Seconds()/iv, dThaw.Sub(dStart).Seconds()/iv,
 		okRun.End.Sub(dThaw).Seconds()/iv, dEnd.Sub(dStart).Round(time.Second), dEnd.Sub(pinnedAt).Round(time.Second))
 }
 
@@ -354,9 +348,9 @@ func writeFileSynced(path string, data []byte) error {
 }
 
 // runsBegunAfter are the daemon's successful runs begun after t0.
-func runsBegunAfter(d *stackDaemon, t0 time.Time) []probeRun {
-	runs, _ := d.runs.snapshot()
-	var out []probeRun
+func runsBegunAfter(d *alertstack.Daemon, t0 time.Time) []alertstack.Run {
+	runs, _ := d.Runs.Snapshot()
+	var out []alertstack.Run
 	for _, r := range runs {
 		if r.Start().After(t0) {
 			out = append(out, r)
@@ -373,13 +367,13 @@ type probeCounters struct {
 	errors map[string]float64
 }
 
-func readProbeCounters(t *testing.T, d *stackDaemon) probeCounters {
+func readProbeCounters(t *testing.T, d *alertstack.Daemon) probeCounters {
 	t.Helper()
-	fams, _, err := scrapeFamilies(d.url + "/metrics")
+	fams, _, err := alertstack.ScrapeFamilies(d.URL + "/metrics")
 	if err != nil {
 		t.Fatal(err)
 	}
-	tg := map[string]string{"target": stackTarget}
+	tg := map[string]string{"target": alertstack.Target}
 	with := func(k, v string) map[string]string {
 		m := map[string]string{k: v}
 		for a, b := range tg {
@@ -395,7 +389,7 @@ func readProbeCounters(t *testing.T, d *stackDaemon) probeCounters {
 	pc.errors = map[string]float64{}
 	if f := fams["plateau_probe_errors_total"]; f != nil {
 		for _, m := range f.GetMetric() {
-			if labelOf(m, "target") == stackTarget {
+			if labelOf(m, "target") == alertstack.Target {
 				pc.errors[labelOf(m, "reason")] += m.GetCounter().GetValue()
 			}
 		}

@@ -1,6 +1,6 @@
 //go:build integration
 
-package dashboards
+package mfscluster_test
 
 import (
 	"fmt"
@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/plateau-exporter/plateau_exporter/internal/mfscluster"
+	"github.com/plateau-exporter/plateau_exporter/internal/testkit/alertstack"
 )
 
 const (
@@ -143,7 +144,7 @@ func TestClusterFaults(t *testing.T) {
 		f.dropMetadataTarget(t)
 	}
 	f.run(t, "b_client_link_throttled_pages_that_node_alone", func(t *testing.T) {
-		faultClientLink(t, f.s, f.tl, f.s.daemons[1], f.c.Clients[1], f.medianRead)
+		faultClientLink(t, f.s, f.tl, f.s.Daemons[1], f.c.Clients[1], f.medianRead)
 	})
 	f.run(t, "e_master_frozen_hangs_every_node_and_recovers", func(t *testing.T) {
 		faultMasterFrozen(t, f.s, f.c, f.tl, f.probeDirs)
@@ -159,19 +160,19 @@ func TestClusterFaults(t *testing.T) {
 	f.run(t, "f_file_system_full_skips_the_data_probes_without_a_page", func(t *testing.T) {
 		faultFileSystemFull(t, f.s, f.c, f.tl, f.probeDirs, f.baselines)
 	})
-	f.s.logSeriesHeld(t)
+	f.s.LogSeriesHeld(t)
 }
 
 // clusterFaults is what TestClusterFaults's faults share: the cluster,
 // the stack on it, and what the calm measured.
 type clusterFaults struct {
 	c         *mfscluster.Cluster
-	s         *alertStack
-	tl        *timeline
-	probeDirs map[*stackDaemon]string
+	s         *alertstack.Stack
+	tl        *alertstack.Timeline
+	probeDirs map[*alertstack.Daemon]string
 	baselines string
 	// medianRead is each client's median read rate over the calm.
-	medianRead map[*stackDaemon]float64
+	medianRead map[*alertstack.Daemon]float64
 	// metadataIn says the clients still probe the metadata target that
 	// joined in the calm's last rounds for fault c.
 	metadataIn bool
@@ -210,29 +211,29 @@ func (f *clusterFaults) dropMetadataTarget(t *testing.T) {
 // are also the metadata target's first, for fault c.
 func startClusterFaults(t *testing.T) *clusterFaults {
 	t.Helper()
-	promBin, amBin := requireAlertingPrereqs(t)
+	promBin, amBin := alertstack.RequirePrereqs(t)
 	c := mfscluster.Start(t, mfscluster.Options{ChunkServers: 3, Clients: clusterClients, DiskSize: clusterDiskSize, DiskRate: clusterDiskRate})
-	hosts := spreadHosts(t, clusterClients, clusterInterval)
-	s := &alertStack{
-		opts: stackOptions{
-			hosts:               hosts,
-			interval:            clusterInterval,
-			timeout:             clusterTimeout,
-			splay:               true,
-			fileSize:            clusterFileSize,
-			plateau:             clusterLink,
-			characterizeSpacing: time.Second,
-			promInterval:        time.Second,
-			durationScale:       clusterScale,
-			racks:               clusterRacks,
+	hosts := alertstack.SpreadHosts(t, clusterClients, clusterInterval)
+	s := &alertstack.Stack{
+		Opts: alertstack.Options{
+			Hosts:               hosts,
+			Interval:            clusterInterval,
+			Timeout:             clusterTimeout,
+			Splay:               true,
+			FileSize:            clusterFileSize,
+			Plateau:             clusterLink,
+			CharacterizeSpacing: time.Second,
+			PromInterval:        time.Second,
+			DurationScale:       clusterScale,
+			Racks:               clusterRacks,
 		},
-		dir: t.TempDir(),
+		Dir: t.TempDir(),
 	}
-	s.buildExporter(t)
+	s.BuildExporter(t)
 
 	makeProbeRoot(t, c.Clients[0])
-	baselines := filepath.Join(s.dir, "baselines.yml")
-	probeDirs := map[*stackDaemon]string{}
+	baselines := filepath.Join(s.Dir, "baselines.yml")
+	probeDirs := map[*alertstack.Daemon]string{}
 	metadataProbe := metadataProbeName(t, hosts, clusterInterval)
 	for i, h := range hosts {
 		cl := c.Clients[i]
@@ -240,57 +241,57 @@ func startClusterFaults(t *testing.T) *clusterFaults {
 		// mount, under the one target name; its metadata target, beside
 		// it, joins for fault c only.
 		dir := filepath.Join(cl.Mount, "plateau", h)
-		for _, p := range []string{dir, metadataTargetOf(dir, metadataProbe).path} {
+		for _, p := range []string{dir, metadataTargetOf(dir, metadataProbe).Path} {
 			if err := os.Mkdir(p, 0o755); err != nil {
 				t.Fatal(err)
 			}
 		}
-		d := &stackDaemon{host: h, configFile: filepath.Join(s.dir, h+".yml")}
-		writeTargetConfig(t, d.configFile, s.opts, baselines, clientTarget(dir, false))
+		d := &alertstack.Daemon{Host: h, ConfigFile: filepath.Join(s.Dir, h+".yml")}
+		alertstack.WriteTargetConfig(t, d.ConfigFile, s.Opts, baselines, clientTarget(dir, false))
 		if err := cl.ThrottleNetwork(clusterLink); err != nil {
 			t.Fatal(err)
 		}
-		s.daemons = append(s.daemons, d)
+		s.Daemons = append(s.Daemons, d)
 		probeDirs[d] = dir
 		t.Logf("%s on %s probes %s, link shaped to %.0f MB/s", h, cl, dir, clusterLink/1e6)
 	}
-	s.characterizeOn(t, nil, s.daemons[0].configFile, hosts[0])
+	s.CharacterizeOn(t, nil, s.Daemons[0].ConfigFile, hosts[0])
 	// The link must be what sets the plateau, or a throttle of it would
 	// not mean what the test says.
-	for op, v := range s.baseline {
+	for op, v := range s.Baseline {
 		if v < 0.5*clusterLink || v > 1.3*clusterLink {
 			t.Fatalf("characterized %s at %.1f MB/s through a link shaped to %.0f MB/s: the link does not set the plateau", op, v/1e6, clusterLink/1e6)
 		}
 	}
-	s.startDaemons(t, func(*stackDaemon) []string { return nil })
+	s.StartDaemons(t, func(*alertstack.Daemon) []string { return nil })
 	startServerDaemons(t, s, c)
-	s.startMonitoring(t, promBin, amBin)
-	tl := s.watchAlerts(t)
+	s.StartMonitoring(t, promBin, amBin)
+	tl := s.WatchAlerts(t)
 	logSpace(t, c, "at the start")
 	t.Cleanup(func() { logSpace(t, c, "at the end") })
 
 	// Fault g: calm. Its last rounds are the metadata target's first,
 	// for fault c.
-	tl.mark(t, "fault g: %d rounds with no fault", clusterCalmRounds)
+	tl.Mark(t, "fault g: %d rounds with no fault", clusterCalmRounds)
 	waitRounds := func(n int) {
-		waitFor(t, fmt.Sprintf("%d rounds of runs", n), time.Duration(n)*3*clusterInterval+2*time.Minute, func() (bool, error) {
-			return s.rounds() >= n, s.failedRuns()
+		alertstack.WaitFor(t, fmt.Sprintf("%d rounds of runs", n), time.Duration(n)*3*clusterInterval+2*time.Minute, func() (bool, error) {
+			return s.Rounds() >= n, failedRuns(s)
 		})
 	}
 	waitRounds(clusterCalmRounds - metadataScoreRuns)
 	addMetadataTarget(t, s, c, tl, probeDirs, baselines, metadataProbe)
 	waitRounds(clusterCalmRounds)
-	s.waitEvaluatedPastRuns(t)
-	waitChangeRatio(t, s, time.Minute)
-	calmEnd := tl.mark(t, "%d rounds done", s.rounds())
-	medianRead := map[*stackDaemon]float64{}
-	for _, d := range s.daemons {
-		medianRead[d] = d.runs.medianRate("read", calmEnd)
-		runs, _ := d.runs.snapshot()
+	s.WaitEvaluatedPastRuns(t)
+	alertstack.WaitChangeRatio(t, s, time.Minute)
+	calmEnd := tl.Mark(t, "%d rounds done", s.Rounds())
+	medianRead := map[*alertstack.Daemon]float64{}
+	for _, d := range s.Daemons {
+		medianRead[d] = d.Runs.MedianRate("read", calmEnd)
+		runs, _ := d.Runs.Snapshot()
 		t.Logf("%s calm: median read %.1f MB/s, write %.1f MB/s over %d runs; last run %s",
-			d.host, medianRead[d]/1e6, d.runs.medianRate("write", calmEnd)/1e6, len(runs), runs[len(runs)-1])
+			d.Host, medianRead[d]/1e6, d.Runs.MedianRate("write", calmEnd)/1e6, len(runs), runs[len(runs)-1])
 	}
-	s.logOverlaps(t, s.start, calmEnd)
+	s.LogOverlaps(t, s.Start, calmEnd)
 	return &clusterFaults{c: c, s: s, tl: tl, probeDirs: probeDirs, baselines: baselines, medianRead: medianRead, metadataIn: true}
 }
 
@@ -322,65 +323,67 @@ func makeProbeRoot(t *testing.T, cl *mfscluster.Client) string {
 // checkNotifiedOnly fails the test for every notification the webhook
 // received since fault began at t0 that is not expected; want says what
 // was ("" for nothing).
-func (s *alertStack) checkNotifiedOnly(t *testing.T, fault string, t0 time.Time, expected func(receivedAlert) bool, want string) {
+func checkNotifiedOnly(s *alertstack.Stack, t *testing.T, fault string, t0 time.Time, expected func(alertstack.ReceivedAlert) bool, want string) {
 	t.Helper()
-	for _, a := range s.hook.received() {
+	for _, a := range s.Hook.Received() {
 		if a.At.Before(t0) || expected(a) {
 			continue
 		}
 		if want == "" {
-			t.Errorf("fault %s: the webhook received %s %s at %s", fault, a.Status, s.alertKey(a.Labels), s.since(a.At))
+			t.Errorf("fault %s: the webhook received %s %s at %s", fault, a.Status, s.AlertKey(a.Labels), s.Since(a.At))
 		} else {
-			t.Errorf("fault %s: the webhook received %s %s at %s; only %s was expected", fault, a.Status, s.alertKey(a.Labels), s.since(a.At), want)
+			t.Errorf("fault %s: the webhook received %s %s at %s; only %s was expected", fault, a.Status, s.AlertKey(a.Labels), s.Since(a.At), want)
 		}
 	}
 }
 
 // isFSPageOf says whether a notification is the file-system page of
 // target.
-func isFSPageOf(target string) func(receivedAlert) bool {
-	return func(a receivedAlert) bool {
-		return a.Labels["alertname"] == fsRegressionAlert && a.Labels["target"] == target
+func isFSPageOf(target string) func(alertstack.ReceivedAlert) bool {
+	return func(a alertstack.ReceivedAlert) bool {
+		return a.Labels["alertname"] == alertstack.FsRegressionAlert && a.Labels["target"] == target
 	}
 }
 
 // waitFSPage waits for the webhook's first firing notification of the
 // file-system page of target since the fault began at t0, marks it with
 // its delay, and checks what the on-call sees of it.
-func (s *alertStack) waitFSPage(t *testing.T, tl *timeline, target string, t0 time.Time) receivedAlert {
+func waitFSPage(s *alertstack.Stack, t *testing.T, tl *alertstack.Timeline, target string, t0 time.Time) alertstack.ReceivedAlert {
 	t.Helper()
 	isFSPage := isFSPageOf(target)
-	var fired receivedAlert
-	waitFor(t, "the webhook to receive "+fsRegressionAlert+" for "+target, 3*time.Minute, func() (bool, error) {
-		a, ok := s.hook.first(func(a receivedAlert) bool { return a.Status == "firing" && isFSPage(a) && a.At.After(t0) })
+	var fired alertstack.ReceivedAlert
+	alertstack.WaitFor(t, "the webhook to receive "+alertstack.FsRegressionAlert+" for "+target, 3*time.Minute, func() (bool, error) {
+		a, ok := s.Hook.First(func(a alertstack.ReceivedAlert) bool { return a.Status == "firing" && isFSPage(a) && a.At.After(t0) })
 		fired = a
-		return ok, s.failedRuns()
+		return ok, failedRuns(s)
 	})
 	delay := fired.At.Sub(t0)
-	tl.mark(t, "FIRED: the webhook received %s for %s, %s after the fault (%.1f probe intervals)", fsRegressionAlert, target, delay.Round(time.Second), delay.Seconds()/clusterInterval.Seconds())
-	checkFSAlert(t, s, fired, target)
+	tl.Mark(t, "FIRED: the webhook received %s for %s, %s after the fault (%.1f probe intervals)", alertstack.FsRegressionAlert, target, delay.Round(time.Second), delay.Seconds()/clusterInterval.Seconds())
+	alertstack.CheckFSAlert(t, s, fired, target)
 	return fired
 }
 
 // waitResolved waits, once a fault was lifted at lifted, until Prometheus
 // holds no alert and the webhook has had the resolved notification of the
 // fault's page, fired.
-func (s *alertStack) waitResolved(t *testing.T, tl *timeline, fired receivedAlert, lifted time.Time) {
+func waitResolved(s *alertstack.Stack, t *testing.T, tl *alertstack.Timeline, fired alertstack.ReceivedAlert, lifted time.Time) {
 	t.Helper()
-	waitFor(t, "every alert to resolve after the lift", 3*time.Minute, func() (bool, error) {
-		held, err := s.prom.alerts()
+	alertstack.WaitFor(t, "every alert to resolve after the lift", 3*time.Minute, func() (bool, error) {
+		held, err := s.Prom.Alerts()
 		if err != nil || len(held) > 0 {
 			return false, fmt.Errorf("Prometheus holds %d alerts (%v)", len(held), err)
 		}
-		_, ok := s.hook.first(func(a receivedAlert) bool { return a.Status == "resolved" && a.Fingerprint == fired.Fingerprint })
+		_, ok := s.Hook.First(func(a alertstack.ReceivedAlert) bool {
+			return a.Status == "resolved" && a.Fingerprint == fired.Fingerprint
+		})
 		return ok, fmt.Errorf("no resolved notification of %s yet", fired.Labels["alertname"])
 	})
-	tl.mark(t, "RESOLVED: everything, %s after the lift", time.Since(lifted).Round(time.Second))
+	tl.Mark(t, "RESOLVED: everything, %s after the lift", time.Since(lifted).Round(time.Second))
 }
 
 // checkNoAlert fails the test if an alert of selector fired at any
 // evaluation since t0; pending ones are logged as noise.
-func (s *alertStack) checkNoAlert(t *testing.T, t0 time.Time, selector, when string) {
+func checkNoAlert(s *alertstack.Stack, t *testing.T, t0 time.Time, selector, when string) {
 	t.Helper()
 	sel := strings.TrimSuffix(selector, "}")
 	if strings.Contains(sel, "{") {
@@ -389,15 +392,15 @@ func (s *alertStack) checkNoAlert(t *testing.T, t0 time.Time, selector, when str
 		sel += "{"
 	}
 	for _, state := range []string{"firing", "pending"} {
-		got, err := s.prom.countOverRange(sel+`alertstate="`+state+`"}`, t0)
+		got, err := s.Prom.CountOverRange(sel+`alertstate="`+state+`"}`, t0)
 		if err != nil {
 			t.Fatal(err)
 		}
 		for _, g := range got {
 			if state == "firing" {
-				t.Errorf("%s fired %s (%g evaluations)", s.alertKey(g.Metric), when, g.Value)
+				t.Errorf("%s fired %s (%g evaluations)", s.AlertKey(g.Metric), when, g.Value)
 			} else {
-				t.Logf("noise %s: %s pending for %g evaluations", when, s.alertKey(g.Metric), g.Value)
+				t.Logf("noise %s: %s pending for %g evaluations", when, s.AlertKey(g.Metric), g.Value)
 			}
 		}
 	}
@@ -406,23 +409,23 @@ func (s *alertStack) checkNoAlert(t *testing.T, t0 time.Time, selector, when str
 // requireSteady fails the test unless Prometheus holds no alert, pending
 // or firing, and Alertmanager none: a fault must start from calm, so that
 // what follows is the fault's.
-func (s *alertStack) requireSteady(t *testing.T) {
+func requireSteady(s *alertstack.Stack, t *testing.T) {
 	t.Helper()
-	held, err := s.prom.alerts()
+	held, err := s.Prom.Alerts()
 	if err != nil {
 		t.Fatal(err)
 	}
-	am, err := s.amAlerts("")
+	am, err := s.AmAlerts("")
 	if err != nil {
 		t.Fatal(err)
 	}
 	if len(held) > 0 || len(am) > 0 {
 		var keys []string
 		for _, a := range held {
-			keys = append(keys, s.alertKey(a.Labels)+" "+a.State)
+			keys = append(keys, s.AlertKey(a.Labels)+" "+a.State)
 		}
 		for _, a := range am {
-			keys = append(keys, "Alertmanager "+s.alertKey(a.Labels))
+			keys = append(keys, "Alertmanager "+s.AlertKey(a.Labels))
 		}
 		t.Fatalf("not in a steady state before the fault: %s", strings.Join(keys, "; "))
 	}
@@ -430,14 +433,14 @@ func (s *alertStack) requireSteady(t *testing.T) {
 
 // failedRuns says why the daemons' probes fail, if any does: a full file
 // system or a hung mount shows here long before a deadline.
-func (s *alertStack) failedRuns() error {
-	got, err := s.prom.queryNodes(`sum by (instance, reason) (increase(plateau_probe_errors_total[1m])) > 0`)
+func failedRuns(s *alertstack.Stack) error {
+	got, err := s.Prom.QueryNodes(`sum by (instance, reason) (increase(plateau_probe_errors_total[1m])) > 0`)
 	if err != nil || len(got) == 0 {
 		return err
 	}
 	var b []string
 	for _, g := range got {
-		b = append(b, fmt.Sprintf("%s: %.0f failures (%s)", s.hostOf(g.Metric["instance"]), g.Value, g.Metric["reason"]))
+		b = append(b, fmt.Sprintf("%s: %.0f failures (%s)", s.HostOf(g.Metric["instance"]), g.Value, g.Metric["reason"]))
 	}
 	return fmt.Errorf("probes failing: %s", strings.Join(b, "; "))
 }

@@ -1,6 +1,6 @@
 //go:build integration
 
-package dashboards
+package mfscluster_test
 
 import (
 	"fmt"
@@ -15,6 +15,7 @@ import (
 
 	"github.com/plateau-exporter/plateau_exporter/internal/mfscluster"
 	"github.com/plateau-exporter/plateau_exporter/internal/probetest"
+	"github.com/plateau-exporter/plateau_exporter/internal/testkit/alertstack"
 )
 
 const (
@@ -40,21 +41,21 @@ const (
 
 // clientTarget is a client's data target: the stack's probe of dir with
 // clusterMinFree, and, withMeta, clusterMetaProbe beside it.
-func clientTarget(dir string, withMeta bool) exporterTarget {
-	target := exporterTarget{name: stackTarget, path: dir, minFreeRatio: clusterMinFree}
+func clientTarget(dir string, withMeta bool) alertstack.ExporterTarget {
+	target := alertstack.ExporterTarget{Name: alertstack.Target, Path: dir, MinFreeRatio: clusterMinFree}
 	if withMeta {
-		target.moreProbes = []string{fmt.Sprintf("{name: %s, kind: metadata, workers: 1, files: 32, file_size: 0}", clusterMetaProbe)}
+		target.MoreProbes = []string{fmt.Sprintf("{name: %s, kind: metadata, workers: 1, files: 32, file_size: 0}", clusterMetaProbe)}
 	}
 	return target
 }
 
 // reloadClients rewrites every client daemon's config with its targets
 // and sends it SIGHUP, as a site's configuration management would.
-func reloadClients(t *testing.T, s *alertStack, baselines string, targets func(*stackDaemon) []exporterTarget) {
+func reloadClients(t *testing.T, s *alertstack.Stack, baselines string, targets func(*alertstack.Daemon) []alertstack.ExporterTarget) {
 	t.Helper()
-	for _, d := range s.daemons {
-		writeTargetConfig(t, d.configFile, s.opts, baselines, targets(d)...)
-		if err := d.proc.cmd.Process.Signal(syscall.SIGHUP); err != nil {
+	for _, d := range s.Daemons {
+		alertstack.WriteTargetConfig(t, d.ConfigFile, s.Opts, baselines, targets(d)...)
+		if err := d.Proc.Cmd.Process.Signal(syscall.SIGHUP); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -77,78 +78,82 @@ func reloadClients(t *testing.T, s *alertStack, baselines string, targets func(*
 // node after it, and the fill keeps every chunkserver at the same share of
 // free space (fillCluster), so that it gives the master's balancer nothing
 // to move.
-func faultFileSystemFull(t *testing.T, s *alertStack, c *mfscluster.Cluster, tl *timeline, probeDirs map[*stackDaemon]string, baselines string) {
-	s.waitCalm(t, "fault f")
-	fStart := tl.mark(t, "fault f: RELOADED every client's daemon with a metadata probe %s added", clusterMetaProbe)
-	reloadClients(t, s, baselines, func(d *stackDaemon) []exporterTarget { return []exporterTarget{clientTarget(probeDirs[d], true)} })
-	waitFor(t, "every client's daemon to run its metadata probe, reloaded into its config", time.Minute, func() (bool, error) {
+func faultFileSystemFull(t *testing.T, s *alertstack.Stack, c *mfscluster.Cluster, tl *alertstack.Timeline, probeDirs map[*alertstack.Daemon]string, baselines string) {
+	waitCalm(s, t, "fault f")
+	fStart := tl.Mark(t, "fault f: RELOADED every client's daemon with a metadata probe %s added", clusterMetaProbe)
+	reloadClients(t, s, baselines, func(d *alertstack.Daemon) []alertstack.ExporterTarget {
+		return []alertstack.ExporterTarget{clientTarget(probeDirs[d], true)}
+	})
+	alertstack.WaitFor(t, "every client's daemon to run its metadata probe, reloaded into its config", time.Minute, func() (bool, error) {
 		var none []string
-		for _, d := range s.daemons {
+		for _, d := range s.Daemons {
 			if readFullCounts(t, d).metaRuns < 1 {
-				none = append(none, d.host)
+				none = append(none, d.Host)
 			}
 		}
 		return len(none) == 0, fmt.Errorf("no metadata run yet on %v", none)
 	})
-	tl.mark(t, "every client's daemon runs %s too", clusterMetaProbe)
+	tl.Mark(t, "every client's daemon runs %s too", clusterMetaProbe)
 
 	fillers := fillCluster(t, c, clusterFillTo)
-	filled := tl.mark(t, "fault f: FILLED the chunkservers' disks until the mounts are under %.0f%% free (min_free_ratio %.0f%%)", 100*clusterFillTo, 100*clusterMinFree)
-	before := map[*stackDaemon]fullCounts{}
-	for _, d := range s.daemons {
+	filled := tl.Mark(t, "fault f: FILLED the chunkservers' disks until the mounts are under %.0f%% free (min_free_ratio %.0f%%)", 100*clusterFillTo, 100*clusterMinFree)
+	before := map[*alertstack.Daemon]fullCounts{}
+	for _, d := range s.Daemons {
 		before[d] = readFullCounts(t, d)
 	}
-	since := func(d *stackDaemon) fullCounts { return readFullCounts(t, d).minus(before[d]) }
+	since := func(d *alertstack.Daemon) fullCounts { return readFullCounts(t, d).minus(before[d]) }
 	// Three slots of each daemon under the min_free_ratio; at most one
 	// run of the data probe was in flight when the space went.
-	waitFor(t, "every client to skip its data probe 3 times for min_free and run its metadata probe 3 times", 2*time.Minute, func() (bool, error) {
+	alertstack.WaitFor(t, "every client to skip its data probe 3 times for min_free and run its metadata probe 3 times", 2*time.Minute, func() (bool, error) {
 		var behind []string
-		for _, d := range s.daemons {
+		for _, d := range s.Daemons {
 			if n := since(d); n.minFreeSkips < 3 || n.metaRuns < 3 {
-				behind = append(behind, fmt.Sprintf("%s: %.0f skips, %.0f metadata runs", d.host, n.minFreeSkips, n.metaRuns))
+				behind = append(behind, fmt.Sprintf("%s: %.0f skips, %.0f metadata runs", d.Host, n.minFreeSkips, n.metaRuns))
 			}
 		}
 		return len(behind) == 0, fmt.Errorf("%s", strings.Join(behind, "; "))
 	})
-	for _, d := range s.daemons {
+	for _, d := range s.Daemons {
 		n := since(d)
 		if n.dataRuns > 1 {
-			t.Errorf("%s: the data probe ran %.0f times under the min_free_ratio", d.host, n.dataRuns)
+			t.Errorf("%s: the data probe ran %.0f times under the min_free_ratio", d.Host, n.dataRuns)
 		}
-		t.Logf("%s under min_free_ratio: %.0f min_free skips of %s, %.0f successful %s runs", d.host, n.minFreeSkips, stackProbe, n.metaRuns, clusterMetaProbe)
+		t.Logf("%s under min_free_ratio: %.0f min_free skips of %s, %.0f successful %s runs", d.Host, n.minFreeSkips, alertstack.Probe, n.metaRuns, clusterMetaProbe)
 	}
 	// No probe file left: each probe directory holds its lock file and,
 	// at most, the run directory of a metadata run in flight, which goes
 	// within the run.
-	for _, d := range s.daemons {
-		waitNoProbeFiles(t, probeDirs[d], d.host)
+	for _, d := range s.Daemons {
+		waitNoProbeFiles(t, probeDirs[d], d.Host)
 	}
 	// The metadata probe leaves before it has a statistic (see
 	// clusterMetaProbe).
-	for _, d := range s.daemons {
-		fams, _, err := scrapeFamilies(d.url + "/metrics")
+	for _, d := range s.Daemons {
+		fams, _, err := alertstack.ScrapeFamilies(d.URL + "/metrics")
 		if err != nil {
 			t.Fatal(err)
 		}
-		if v, ok := probetest.FamilyValue(fams, "plateau_probe_change_ratio", map[string]string{"target": stackTarget, "probe": clusterMetaProbe}); ok {
-			t.Fatalf("%s: the metadata probe has a change ratio (%g) already: the fault lasted too long", d.host, v)
+		if v, ok := probetest.FamilyValue(fams, "plateau_probe_change_ratio", map[string]string{"target": alertstack.Target, "probe": clusterMetaProbe}); ok {
+			t.Fatalf("%s: the metadata probe has a change ratio (%g) already: the fault lasted too long", d.Host, v)
 		}
 	}
-	reloadClients(t, s, baselines, func(d *stackDaemon) []exporterTarget { return []exporterTarget{clientTarget(probeDirs[d], false)} })
-	waitFor(t, "every client's daemon to drop its metadata probe", time.Minute, func() (bool, error) {
+	reloadClients(t, s, baselines, func(d *alertstack.Daemon) []alertstack.ExporterTarget {
+		return []alertstack.ExporterTarget{clientTarget(probeDirs[d], false)}
+	})
+	alertstack.WaitFor(t, "every client's daemon to drop its metadata probe", time.Minute, func() (bool, error) {
 		var still []string
-		for _, d := range s.daemons {
-			fams, _, err := scrapeFamilies(d.url + "/metrics")
+		for _, d := range s.Daemons {
+			fams, _, err := alertstack.ScrapeFamilies(d.URL + "/metrics")
 			if err != nil {
 				return false, err
 			}
-			if _, ok := probetest.FamilyValue(fams, "plateau_probe_runs_total", map[string]string{"target": stackTarget, "probe": clusterMetaProbe}); ok {
-				still = append(still, d.host)
+			if _, ok := probetest.FamilyValue(fams, "plateau_probe_runs_total", map[string]string{"target": alertstack.Target, "probe": clusterMetaProbe}); ok {
+				still = append(still, d.Host)
 			}
 		}
 		return len(still) == 0, fmt.Errorf("still running %s: %v", clusterMetaProbe, still)
 	})
-	freed := tl.mark(t, "FREED the chunkservers' disks (metadata probe removed), %s after the fill", time.Since(filled).Round(time.Second))
+	freed := tl.Mark(t, "FREED the chunkservers' disks (metadata probe removed), %s after the fill", time.Since(filled).Round(time.Second))
 	for _, f := range fillers {
 		if err := os.Remove(f); err != nil {
 			t.Fatal(err)
@@ -157,24 +162,24 @@ func faultFileSystemFull(t *testing.T, s *alertStack, c *mfscluster.Cluster, tl 
 	// The master learns of the space from the chunkservers' reports: the
 	// mounts count it again some seconds after the free, and the data
 	// probe's first run follows.
-	for _, d := range s.daemons {
-		d.runs.firstRunStartedAfter(t, "the space was freed on "+d.host, freed, clusterInterval)
+	for _, d := range s.Daemons {
+		d.Runs.FirstRunStartedAfter(t, "the space was freed on "+d.Host, freed, clusterInterval)
 	}
-	waitFor(t, "PlateauProbeNotRun to resolve on every node", 2*time.Minute, func() (bool, error) {
-		held, err := s.prom.query(`ALERTS{alertname="` + notRunAlert + `"}`)
+	alertstack.WaitFor(t, "PlateauProbeNotRun to resolve on every node", 2*time.Minute, func() (bool, error) {
+		held, err := s.Prom.Query(`ALERTS{alertname="` + notRunAlert + `"}`)
 		if err != nil || len(held) > 0 {
 			return false, fmt.Errorf("Prometheus holds %d %s (%v)", len(held), notRunAlert, err)
 		}
 		return true, nil
 	})
-	tl.mark(t, "RECOVERED: every client's data probe ran again and %s resolved, %s after the space was freed", notRunAlert, time.Since(freed).Round(time.Second))
-	s.checkNoAlert(t, fStart, `ALERTS{alertname!="`+notRunAlert+`"}`, "with the file system full")
-	s.checkNotifiedOnly(t, "f", fStart, func(a receivedAlert) bool { return a.Labels["alertname"] == notRunAlert }, notRunAlert)
-	notRun, err := s.prom.countOverRange(`ALERTS{alertname="`+notRunAlert+`",alertstate="firing"}`, fStart)
+	tl.Mark(t, "RECOVERED: every client's data probe ran again and %s resolved, %s after the space was freed", notRunAlert, time.Since(freed).Round(time.Second))
+	checkNoAlert(s, t, fStart, `ALERTS{alertname!="`+notRunAlert+`"}`, "with the file system full")
+	checkNotifiedOnly(s, t, "f", fStart, func(a alertstack.ReceivedAlert) bool { return a.Labels["alertname"] == notRunAlert }, notRunAlert)
+	notRun, err := s.Prom.CountOverRange(`ALERTS{alertname="`+notRunAlert+`",alertstate="firing"}`, fStart)
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Logf("fault f: %s fired for %d of %d nodes", notRunAlert, len(notRun), len(s.daemons))
+	t.Logf("fault f: %s fired for %d of %d nodes", notRunAlert, len(notRun), len(s.Daemons))
 }
 
 // waitNoProbeFiles waits until host's probe directory of target holds
@@ -182,7 +187,7 @@ func faultFileSystemFull(t *testing.T, s *alertStack, c *mfscluster.Cluster, tl 
 // files when it ends, may take two probe intervals.
 func waitNoProbeFiles(t *testing.T, target, host string) {
 	t.Helper()
-	waitFor(t, "no probe file left in "+filepath.Join(target, host), 2*clusterInterval, func() (bool, error) {
+	alertstack.WaitFor(t, "no probe file left in "+filepath.Join(target, host), 2*clusterInterval, func() (bool, error) {
 		left := probetest.HostProbeDirEntries(t, target, host)
 		return len(left) == 0, fmt.Errorf("left %v", left)
 	})
@@ -193,20 +198,20 @@ func waitNoProbeFiles(t *testing.T, target, host string) {
 // probe's skips for min_free.
 type fullCounts struct{ dataRuns, metaRuns, minFreeSkips float64 }
 
-func readFullCounts(t *testing.T, d *stackDaemon) fullCounts {
+func readFullCounts(t *testing.T, d *alertstack.Daemon) fullCounts {
 	t.Helper()
-	fams, _, err := scrapeFamilies(d.url + "/metrics")
+	fams, _, err := alertstack.ScrapeFamilies(d.URL + "/metrics")
 	if err != nil {
 		t.Fatal(err)
 	}
 	value := func(name, probe, k, v string) float64 {
-		n, _ := probetest.FamilyValue(fams, name, map[string]string{"target": stackTarget, "probe": probe, k: v})
+		n, _ := probetest.FamilyValue(fams, name, map[string]string{"target": alertstack.Target, "probe": probe, k: v})
 		return n
 	}
 	return fullCounts{
-		dataRuns:     value("plateau_probe_runs_total", stackProbe, "result", "success"),
+		dataRuns:     value("plateau_probe_runs_total", alertstack.Probe, "result", "success"),
 		metaRuns:     value("plateau_probe_runs_total", clusterMetaProbe, "result", "success"),
-		minFreeSkips: value("plateau_probe_skips_total", stackProbe, "reason", "min_free"),
+		minFreeSkips: value("plateau_probe_skips_total", alertstack.Probe, "reason", "min_free"),
 	}
 }
 
@@ -258,7 +263,7 @@ func fillCluster(t *testing.T, c *mfscluster.Cluster, ratio float64) []string {
 		t.Logf("%s: allocated %d MiB, its disk now %.1f%% free", cs, n>>20, 100*statfsFree(t, cs.Disk.Mount))
 	}
 	mnt := c.Clients[0].Mount
-	waitFor(t, fmt.Sprintf("%s to be under %.0f%% free", mnt, 100*ratio), time.Minute, func() (bool, error) {
+	alertstack.WaitFor(t, fmt.Sprintf("%s to be under %.0f%% free", mnt, 100*ratio), time.Minute, func() (bool, error) {
 		free := statfsFree(t, mnt)
 		return free < ratio, fmt.Errorf("%.1f%% free", 100*free)
 	})

@@ -1,6 +1,6 @@
 //go:build integration
 
-package dashboards
+package mfscluster_test
 
 import (
 	"fmt"
@@ -12,6 +12,7 @@ import (
 
 	"github.com/plateau-exporter/plateau_exporter/internal/mfscluster"
 	"github.com/plateau-exporter/plateau_exporter/internal/probetest"
+	"github.com/plateau-exporter/plateau_exporter/internal/testkit/alertstack"
 	"github.com/plateau-exporter/plateau_exporter/probe/plateau"
 	"github.com/plateau-exporter/plateau_exporter/probe/schedule"
 )
@@ -101,7 +102,7 @@ func metadataProbeName(t *testing.T, hosts []string, interval time.Duration) str
 			m := schedule.SlotOffset(h, metadataTarget, name, interval)
 			// From the end of the host's data run to the start of its
 			// metadata run, and from the end of that to the next data run.
-			data := schedule.SlotOffset(h, stackTarget, stackProbe, interval)
+			data := schedule.SlotOffset(h, alertstack.Target, alertstack.Probe, interval)
 			room = min(room, circular(m-data)-dataRunTime, circular(data-m)-metadataRunTime)
 			for _, other := range hosts[a+1:] {
 				o := schedule.SlotOffset(other, metadataTarget, name, interval)
@@ -122,7 +123,7 @@ func metadataProbeName(t *testing.T, hosts []string, interval time.Duration) str
 	for _, h := range hosts {
 		slots = append(slots, fmt.Sprintf("%s at %s (data at %s)", h,
 			schedule.SlotOffset(h, metadataTarget, best, interval).Round(time.Millisecond),
-			schedule.SlotOffset(h, stackTarget, stackProbe, interval).Round(time.Millisecond)))
+			schedule.SlotOffset(h, alertstack.Target, alertstack.Probe, interval).Round(time.Millisecond)))
 	}
 	t.Logf("metadata probe %q: %s; %s of room around each run", best, strings.Join(slots, ", "), bestRoom.Round(time.Millisecond))
 	return best
@@ -130,8 +131,8 @@ func metadataProbeName(t *testing.T, hosts []string, interval time.Duration) str
 
 // metadataTargetOf is a client's metadata target: a directory of its own
 // beside its data probe's, through the same mount.
-func metadataTargetOf(dataDir, probeName string) exporterTarget {
-	return exporterTarget{name: metadataTarget, path: dataDir + "-metadata", metadataProbe: probeName, metadataFiles: metadataFiles}
+func metadataTargetOf(dataDir, probeName string) alertstack.ExporterTarget {
+	return alertstack.ExporterTarget{Name: metadataTarget, Path: dataDir + "-metadata", MetadataProbe: probeName, MetadataFiles: metadataFiles}
 }
 
 // addMetadataTarget holds the master to masterCalmCPU, reloads every
@@ -146,71 +147,71 @@ func metadataTargetOf(dataDir, probeName string) exporterTarget {
 // and in 2 of 5 test runs of 30 calm rounds with 500-file probes that
 // paged the metadata target's file system (evidence -5.3), which on a real
 // cluster, each client on CPUs of its own, it would not.
-func addMetadataTarget(t *testing.T, s *alertStack, c *mfscluster.Cluster, tl *timeline, dataDirs map[*stackDaemon]string, baselines, probeName string) {
+func addMetadataTarget(t *testing.T, s *alertstack.Stack, c *mfscluster.Cluster, tl *alertstack.Timeline, dataDirs map[*alertstack.Daemon]string, baselines, probeName string) {
 	t.Helper()
 	if err := c.Master.ThrottleCPU(masterCalmCPU); err != nil {
 		t.Fatal(err)
 	}
-	reloadClients(t, s, baselines, func(d *stackDaemon) []exporterTarget {
-		return []exporterTarget{clientTarget(dataDirs[d], false), metadataTargetOf(dataDirs[d], probeName)}
+	reloadClients(t, s, baselines, func(d *alertstack.Daemon) []alertstack.ExporterTarget {
+		return []alertstack.ExporterTarget{clientTarget(dataDirs[d], false), metadataTargetOf(dataDirs[d], probeName)}
 	})
-	for _, d := range s.daemons {
-		d.metadataRuns = watchProbeRuns(t, d.url+"/metrics", watchedProbe{target: metadataTarget, name: probeName, metadata: true}, clusterInterval/10)
+	for _, d := range s.Daemons {
+		d.MetadataRuns = alertstack.WatchProbeRuns(t, d.URL+"/metrics", alertstack.WatchedProbe{Target: metadataTarget, Name: probeName, Metadata: true}, clusterInterval/10)
 	}
-	t.Cleanup(func() { s.logMetadataSeries(t) })
-	tl.mark(t, "HELD the master (%s) to %g of one CPU and RELOADED every client's daemon with %s (probe %s, %d empty files)", c.Master, masterCalmCPU, metadataTarget, probeName, metadataFiles)
+	t.Cleanup(func() { logMetadataSeries(s, t) })
+	tl.Mark(t, "HELD the master (%s) to %g of one CPU and RELOADED every client's daemon with %s (probe %s, %d empty files)", c.Master, masterCalmCPU, metadataTarget, probeName, metadataFiles)
 }
 
 // waitMetadataScores waits until every client has made metadataScoreRuns
 // metadata runs and Prometheus has a low score of the metadata target
 // from every node: what the file-system page reads.
-func waitMetadataScores(t *testing.T, s *alertStack, tl *timeline) {
+func waitMetadataScores(t *testing.T, s *alertstack.Stack, tl *alertstack.Timeline) {
 	t.Helper()
-	waitFor(t, fmt.Sprintf("%d metadata runs of every client", metadataScoreRuns), (metadataScoreRuns+5)*clusterInterval+time.Minute, func() (bool, error) {
+	alertstack.WaitFor(t, fmt.Sprintf("%d metadata runs of every client", metadataScoreRuns), (metadataScoreRuns+5)*clusterInterval+time.Minute, func() (bool, error) {
 		var short []string
-		for _, d := range s.daemons {
-			if n := d.metadataRuns.count(); n < metadataScoreRuns {
-				short = append(short, fmt.Sprintf("%s %d", d.host, n))
+		for _, d := range s.Daemons {
+			if n := d.MetadataRuns.Count(); n < metadataScoreRuns {
+				short = append(short, fmt.Sprintf("%s %d", d.Host, n))
 			}
 		}
 		if len(short) > 0 {
 			return false, fmt.Errorf("runs so far: %s", strings.Join(short, ", "))
 		}
-		got, err := s.prom.queryNodes(`plateau_probe_target_low_score{target="` + metadataTarget + `"}`)
-		if err == nil && len(got) != len(s.daemons) {
-			err = fmt.Errorf("%d of %d nodes have a low score of %s in Prometheus", len(got), len(s.daemons), metadataTarget)
+		got, err := s.Prom.QueryNodes(`plateau_probe_target_low_score{target="` + metadataTarget + `"}`)
+		if err == nil && len(got) != len(s.Daemons) {
+			err = fmt.Errorf("%d of %d nodes have a low score of %s in Prometheus", len(got), len(s.Daemons), metadataTarget)
 		}
 		return err == nil, err
 	})
-	for _, d := range s.daemons {
-		runs, _ := d.metadataRuns.snapshot()
-		t.Logf("%s: %d metadata runs, %s; last run %s", d.host, len(runs), spreadOf(runs, metadataOps), runs[len(runs)-1])
+	for _, d := range s.Daemons {
+		runs, _ := d.MetadataRuns.Snapshot()
+		t.Logf("%s: %d metadata runs, %s; last run %s", d.Host, len(runs), spreadOf(runs, metadataOps), runs[len(runs)-1])
 	}
-	tl.mark(t, "every client has a low score of %s", metadataTarget)
+	tl.Mark(t, "every client has a low score of %s", metadataTarget)
 }
 
 // logMetadataSeries logs every client's metadata runs, each as its end
 // (since the stack started) and its creates and removes a second: whether
 // the clients' runs rose and fell together is what a calm page of the
 // metadata target would come from.
-func (s *alertStack) logMetadataSeries(t *testing.T) {
+func logMetadataSeries(s *alertstack.Stack, t *testing.T) {
 	t.Helper()
-	for _, d := range s.daemons {
-		runs, _ := d.metadataRuns.snapshot()
+	for _, d := range s.Daemons {
+		runs, _ := d.MetadataRuns.Snapshot()
 		var b strings.Builder
 		for _, r := range runs {
-			fmt.Fprintf(&b, " %s:%.0f/%.0f", r.End.Sub(s.start).Round(time.Second), r.Rate["create"], r.Rate["remove"])
+			fmt.Fprintf(&b, " %s:%.0f/%.0f", r.End.Sub(s.Start).Round(time.Second), r.Rate["create"], r.Rate["remove"])
 		}
-		t.Logf("%s metadata runs (end: creates/s / removes/s):%s", d.host, b.String())
+		t.Logf("%s metadata runs (end: creates/s / removes/s):%s", d.Host, b.String())
 	}
 }
 
 // metadataOps are a metadata probe's ops, in the order it runs them.
-var metadataOps = watchedProbe{metadata: true}.ops()
+var metadataOps = alertstack.WatchedProbe{Metadata: true}.Ops()
 
 // spreadOf says, per op, the runs' median rate and their range as shares
 // of it: the run-to-run noise a verdict has to see through.
-func spreadOf(runs []probeRun, ops []string) string {
+func spreadOf(runs []alertstack.Run, ops []string) string {
 	var parts []string
 	for _, op := range ops {
 		var rates []float64
@@ -221,7 +222,7 @@ func spreadOf(runs []probeRun, ops []string) string {
 			continue
 		}
 		sort.Float64s(rates)
-		m := medianOf(rates)
+		m := alertstack.MedianOf(rates)
 		parts = append(parts, fmt.Sprintf("%s median %.0f/s, %.2f-%.2f of it", op, m, rates[0]/m, rates[len(rates)-1]/m))
 	}
 	return strings.Join(parts, "; ")
@@ -243,20 +244,20 @@ func spreadOf(runs []probeRun, ops []string) string {
 //     name, fires;
 //   - after the throttle is lifted everything resolves: one firing and
 //     one resolved notification in all.
-func faultMasterCPU(t *testing.T, s *alertStack, c *mfscluster.Cluster, tl *timeline) {
+func faultMasterCPU(t *testing.T, s *alertstack.Stack, c *mfscluster.Cluster, tl *alertstack.Timeline) {
 	t.Helper()
-	s.waitCalm(t, "fault c")
+	waitCalm(s, t, "fault c")
 	cStart := time.Now()
-	calm := map[*stackDaemon]map[string]float64{}
-	calmWrite := map[*stackDaemon]float64{}
-	for _, d := range s.daemons {
+	calm := map[*alertstack.Daemon]map[string]float64{}
+	calmWrite := map[*alertstack.Daemon]float64{}
+	for _, d := range s.Daemons {
 		calm[d] = map[string]float64{}
 		for _, op := range metadataOps {
-			calm[d][op] = d.metadataRuns.medianRate(op, cStart)
+			calm[d][op] = d.MetadataRuns.MedianRate(op, cStart)
 		}
-		calmWrite[d] = d.runs.medianRate("write", cStart)
+		calmWrite[d] = d.Runs.MedianRate("write", cStart)
 	}
-	tl.mark(t, "fault c: THROTTLED the master (%s) from %g to %g of one CPU", c.Master, masterCalmCPU, masterCPUFraction)
+	tl.Mark(t, "fault c: THROTTLED the master (%s) from %g to %g of one CPU", c.Master, masterCalmCPU, masterCPUFraction)
 	if err := c.Master.ThrottleCPU(masterCPUFraction); err != nil {
 		t.Fatal(err)
 	}
@@ -272,52 +273,52 @@ func faultMasterCPU(t *testing.T, s *alertStack, c *mfscluster.Cluster, tl *time
 	defer lift()
 
 	// The throttle bites on the metadata runs, not on the data runs.
-	for _, d := range s.daemons {
-		run := d.metadataRuns.firstRunStartedAfter(t, "the master's throttle", cStart, clusterInterval)
+	for _, d := range s.Daemons {
+		run := d.MetadataRuns.FirstRunStartedAfter(t, "the master's throttle", cStart, clusterInterval)
 		var ratios []string
 		for _, op := range metadataOps {
 			ratios = append(ratios, fmt.Sprintf("%s %.2f", op, run.Rate[op]/calm[d][op]))
 		}
-		t.Logf("%s: first metadata run of %s after the throttle: %s (of its calm median: %s)", s.since(run.End), d.host, run, strings.Join(ratios, ", "))
+		t.Logf("%s: first metadata run of %s after the throttle: %s (of its calm median: %s)", s.Since(run.End), d.Host, run, strings.Join(ratios, ", "))
 		for _, op := range []string{"create", "remove"} {
 			if run.Rate[op] >= 0.75*calm[d][op] {
-				t.Errorf("the master's throttle does not bite on %s: its first metadata run after it did %.0f %ss/s, against %.0f calm", d.host, run.Rate[op], op, calm[d][op])
+				t.Errorf("the master's throttle does not bite on %s: its first metadata run after it did %.0f %ss/s, against %.0f calm", d.Host, run.Rate[op], op, calm[d][op])
 			}
 		}
-		data := d.runs.firstRunStartedAfter(t, "the master's throttle", cStart, clusterInterval)
-		t.Logf("%s: first data run of %s after the throttle: %s (write %.2f of its calm median)", s.since(data.End), d.host, data, data.Rate["write"]/calmWrite[d])
+		data := d.Runs.FirstRunStartedAfter(t, "the master's throttle", cStart, clusterInterval)
+		t.Logf("%s: first data run of %s after the throttle: %s (write %.2f of its calm median)", s.Since(data.End), d.Host, data, data.Rate["write"]/calmWrite[d])
 	}
 	if t.Failed() {
 		t.FailNow()
 	}
 
-	fired := s.waitFSPage(t, tl, metadataTarget, cStart)
+	fired := waitFSPage(s, t, tl, metadataTarget, cStart)
 	// No server serves the metadata target: the page names none, and
 	// does not say that they hold either.
 	if d := fired.Annotations["description"]; strings.Contains(d, "Servers whose own probes") || strings.Contains(d, "servers that probe their own") {
-		t.Errorf("%s of %s speaks of servers, though none serves it: %q", fsRegressionAlert, metadataTarget, d)
+		t.Errorf("%s of %s speaks of servers, though none serves it: %q", alertstack.FsRegressionAlert, metadataTarget, d)
 	}
-	s.logEvidence(t, metadataTarget)
+	s.LogEvidence(t, metadataTarget)
 
-	cLift := tl.mark(t, "LIFTED the master's CPU throttle, back to %g", masterCalmCPU)
+	cLift := tl.Mark(t, "LIFTED the master's CPU throttle, back to %g", masterCalmCPU)
 	lift()
-	s.waitResolved(t, tl, fired, cLift)
+	waitResolved(s, t, tl, fired, cLift)
 	// The clients' own pages of the metadata target come once their
 	// change statistic has the throttled runs, often after the lift, and
 	// only while the file-system page fires, which holds them back (the
 	// webhook's check below).
-	nodePages, err := s.prom.countOverRange(`ALERTS{alertname="`+regressionAlert+`",alertstate="firing",target="`+metadataTarget+`"}`, cStart)
+	nodePages, err := s.Prom.CountOverRange(`ALERTS{alertname="`+alertstack.RegressionAlert+`",alertstate="firing",target="`+metadataTarget+`"}`, cStart)
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Logf("fault c: %d clients' %s of %s fired in Prometheus, held back by %s", len(nodePages), regressionAlert, metadataTarget, fsRegressionAlert)
+	t.Logf("fault c: %d clients' %s of %s fired in Prometheus, held back by %s", len(nodePages), alertstack.RegressionAlert, metadataTarget, alertstack.FsRegressionAlert)
 
 	// The data probes and the servers stayed quiet; on the metadata
 	// target, only the page and the nodes' pages it holds back.
-	s.checkNoAlert(t, cStart, `ALERTS{target!="`+metadataTarget+`"}`, "on the data target or the servers with the master throttled")
-	s.checkNoAlert(t, cStart, `ALERTS{alertname!~"`+fsRegressionAlert+`|`+regressionAlert+`"}`, "with the master throttled")
-	s.checkNotifiedOnly(t, "c", cStart, isFSPageOf(metadataTarget), "the file-system page of "+metadataTarget)
-	s.logOverlaps(t, cStart, time.Now())
+	checkNoAlert(s, t, cStart, `ALERTS{target!="`+metadataTarget+`"}`, "on the data target or the servers with the master throttled")
+	checkNoAlert(s, t, cStart, `ALERTS{alertname!~"`+alertstack.FsRegressionAlert+`|`+alertstack.RegressionAlert+`"}`, "with the master throttled")
+	checkNotifiedOnly(s, t, "c", cStart, isFSPageOf(metadataTarget), "the file-system page of "+metadataTarget)
+	s.LogOverlaps(t, cStart, time.Now())
 }
 
 // dropMetadataTarget reloads every client's daemon with its data target
@@ -326,20 +327,22 @@ func faultMasterCPU(t *testing.T, s *alertStack, c *mfscluster.Cluster, tl *time
 // hang both targets. It waits until no daemon exports the metadata target
 // any more, and until its probe's directories hold nothing but the
 // target's lock file (a run in flight at the reload ends first).
-func dropMetadataTarget(t *testing.T, s *alertStack, c *mfscluster.Cluster, tl *timeline, dataDirs map[*stackDaemon]string, baselines string) {
+func dropMetadataTarget(t *testing.T, s *alertstack.Stack, c *mfscluster.Cluster, tl *alertstack.Timeline, dataDirs map[*alertstack.Daemon]string, baselines string) {
 	t.Helper()
-	reloadClients(t, s, baselines, func(d *stackDaemon) []exporterTarget { return []exporterTarget{clientTarget(dataDirs[d], false)} })
-	waitFor(t, "every daemon to drop "+metadataTarget+" on reload", time.Minute, func() (bool, error) {
+	reloadClients(t, s, baselines, func(d *alertstack.Daemon) []alertstack.ExporterTarget {
+		return []alertstack.ExporterTarget{clientTarget(dataDirs[d], false)}
+	})
+	alertstack.WaitFor(t, "every daemon to drop "+metadataTarget+" on reload", time.Minute, func() (bool, error) {
 		var left []string
-		for _, d := range s.daemons {
-			fams, _, err := scrapeFamilies(d.url + "/metrics")
+		for _, d := range s.Daemons {
+			fams, _, err := alertstack.ScrapeFamilies(d.URL + "/metrics")
 			if err != nil {
 				return false, err
 			}
 			ok, _ := probetest.FamilyValue(fams, "plateau_config_last_reload_successful", nil)
 			_, still := probetest.FamilyValue(fams, "plateau_probe_last_run_timestamp_seconds", map[string]string{"target": metadataTarget})
 			if ok != 1 || still {
-				left = append(left, fmt.Sprintf("%s (reload successful %v, %s still exported %t)", d.host, ok, metadataTarget, still))
+				left = append(left, fmt.Sprintf("%s (reload successful %v, %s still exported %t)", d.Host, ok, metadataTarget, still))
 			}
 		}
 		return len(left) == 0, fmt.Errorf("not yet: %s", strings.Join(left, ", "))
@@ -347,9 +350,9 @@ func dropMetadataTarget(t *testing.T, s *alertStack, c *mfscluster.Cluster, tl *
 	if err := c.Master.ThrottleCPU(0); err != nil {
 		t.Fatal(err)
 	}
-	tl.mark(t, "RELOADED every client's daemon without %s and FREED the master's CPU", metadataTarget)
+	tl.Mark(t, "RELOADED every client's daemon without %s and FREED the master's CPU", metadataTarget)
 	// A run in flight when the target left ends, and removes its files.
-	for _, d := range s.daemons {
-		waitNoProbeFiles(t, metadataTargetOf(dataDirs[d], "").path, d.host)
+	for _, d := range s.Daemons {
+		waitNoProbeFiles(t, metadataTargetOf(dataDirs[d], "").Path, d.Host)
 	}
 }

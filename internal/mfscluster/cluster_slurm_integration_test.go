@@ -1,6 +1,6 @@
 //go:build integration
 
-package dashboards
+package mfscluster_test
 
 import (
 	"bytes"
@@ -17,8 +17,10 @@ import (
 	"github.com/plateau-exporter/plateau_exporter/internal/mfscluster"
 	"github.com/plateau-exporter/plateau_exporter/internal/probetest"
 	"github.com/plateau-exporter/plateau_exporter/internal/slurmtest"
+	"github.com/plateau-exporter/plateau_exporter/internal/testkit/alertstack"
 	"github.com/plateau-exporter/plateau_exporter/probe"
 	"github.com/plateau-exporter/plateau_exporter/probe/plateau"
+	"go.yaml.in/yaml/v3"
 )
 
 // slurmSeqSize is the sequential probe's file in TestClusterCharacterizeSlurm.
@@ -52,7 +54,7 @@ func TestClusterCharacterizeSlurm(t *testing.T) {
 		}
 	}
 	dir := t.TempDir()
-	exporter := buildExporter(t, dir)
+	exporter := alertstack.BuildExporter(t, dir)
 	common := c.Clients[0].Mount
 	root := makeProbeRoot(t, c.Clients[0])
 
@@ -86,7 +88,7 @@ targets:
       - {name: seq, kind: sequential, workers: 1, file_size: %s, block_size: 1MiB}
       - {name: md, kind: metadata, workers: 1, files: 64}
 baselines_file: %s/node-baselines.yml
-`, root, formatSize(slurmSeqSize), dir)), 0o600); err != nil {
+`, root, alertstack.FormatSize(slurmSeqSize), dir)), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	sentBefore, receivedBefore := linkCounters(t, c)
@@ -258,13 +260,36 @@ func readSteps(t *testing.T, path string) []map[string]string {
 // target's op as plateau:filesystem_plateau_bytes_per_second.
 func recordedPlateau(t *testing.T, path, target, op string) float64 {
 	t.Helper()
-	for _, r := range loadRules(t, path) {
-		if r.Record == "plateau:filesystem_plateau_bytes_per_second" && r.Labels["target"] == target && r.Labels["op"] == op {
-			v, err := strconv.ParseFloat(strings.TrimSpace(r.Expr), 64)
-			if err != nil {
-				t.Fatalf("%s: the %s %s plateau is not a number: %v", path, target, op, err)
+	// The file characterize --slurm writes: one group of recording rules,
+	// each a number; an unknown key is an error, as for the shipped files.
+	var file struct {
+		Groups []struct {
+			Name  string `yaml:"name"`
+			Rules []struct {
+				Record string            `yaml:"record"`
+				Expr   string            `yaml:"expr"`
+				Labels map[string]string `yaml:"labels"`
+			} `yaml:"rules"`
+		} `yaml:"groups"`
+	}
+	data, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dec := yaml.NewDecoder(bytes.NewReader(data))
+	dec.KnownFields(true)
+	if err := dec.Decode(&file); err != nil {
+		t.Fatalf("%s: %v", path, err)
+	}
+	for _, g := range file.Groups {
+		for _, r := range g.Rules {
+			if r.Record == "plateau:filesystem_plateau_bytes_per_second" && r.Labels["target"] == target && r.Labels["op"] == op {
+				v, err := strconv.ParseFloat(strings.TrimSpace(r.Expr), 64)
+				if err != nil {
+					t.Fatalf("%s: the %s %s plateau is not a number: %v", path, target, op, err)
+				}
+				return v
 			}
-			return v
 		}
 	}
 	t.Fatalf("%s records no %s %s plateau", path, target, op)

@@ -1,6 +1,6 @@
 //go:build integration
 
-package dashboards
+package mfscluster_test
 
 import (
 	"fmt"
@@ -13,14 +13,12 @@ import (
 
 	"github.com/plateau-exporter/plateau_exporter/internal/mfscluster"
 	"github.com/plateau-exporter/plateau_exporter/internal/probetest"
+	"github.com/plateau-exporter/plateau_exporter/internal/testkit/alertstack"
 	"github.com/plateau-exporter/plateau_exporter/probe"
 	"github.com/plateau-exporter/plateau_exporter/probe/plateau"
 )
 
 const (
-	// serverJob is the job the storage servers' own daemons are scraped
-	// as, apart from the clients', as a site scrapes its servers.
-	serverJob = "plateau-servers"
 	// serverTarget is each storage server's own target: a directory on
 	// its data device beside the chunks, which `serves` the clients'
 	// target (stackTarget).
@@ -65,11 +63,11 @@ const (
 // (serverProbeRate), which fault a throttles with the chunkserver's. The
 // baseline comes from characterize on the first server. Called before
 // startMonitoring, which scrapes them as serverJob.
-func startServerDaemons(t *testing.T, s *alertStack, c *mfscluster.Cluster) {
+func startServerDaemons(t *testing.T, s *alertstack.Stack, c *mfscluster.Cluster) {
 	t.Helper()
-	o := s.opts
-	o.interval, o.timeout, o.fileSize = serverInterval, serverTimeout, serverFileSize
-	baselines := filepath.Join(s.dir, "server-baselines.yml")
+	o := s.Opts
+	o.Interval, o.Timeout, o.FileSize = serverInterval, serverTimeout, serverFileSize
+	baselines := filepath.Join(s.Dir, "server-baselines.yml")
 	for _, cs := range c.ChunkServers {
 		dir := filepath.Join(cs.Disk.Mount, "plateau")
 		if err := os.Mkdir(dir, 0o755); err != nil {
@@ -79,18 +77,18 @@ func startServerDaemons(t *testing.T, s *alertStack, c *mfscluster.Cluster) {
 		if err := cg.Throttle(serverProbeRate); err != nil {
 			t.Fatal(err)
 		}
-		d := &stackDaemon{host: cs.Name, cgroup: cg, configFile: filepath.Join(s.dir, cs.Name+".yml")}
-		writeTargetConfig(t, d.configFile, o, baselines, exporterTarget{name: serverTarget, path: dir, serves: stackTarget})
-		s.servers = append(s.servers, d)
+		d := &alertstack.Daemon{Host: cs.Name, Cgroup: cg, ConfigFile: filepath.Join(s.Dir, cs.Name+".yml")}
+		alertstack.WriteTargetConfig(t, d.ConfigFile, o, baselines, alertstack.ExporterTarget{Name: serverTarget, Path: dir, Serves: alertstack.Target})
+		s.Servers = append(s.Servers, d)
 	}
-	first := s.servers[0]
-	s.runCharacterize(t, inCgroup(first.cgroup), first.configFile, first.host)
+	first := s.Servers[0]
+	s.RunCharacterize(t, alertstack.InCgroup(first.Cgroup), first.ConfigFile, first.Host)
 	b, err := plateau.LoadBaselines(baselines)
 	if err != nil {
 		t.Fatalf("reading the servers' characterized baselines: %v", err)
 	}
 	for _, op := range []string{"write", "read"} {
-		e := b.Entries[plateau.BaselineKey{Target: serverTarget, Probe: stackProbe, Op: op}]
+		e := b.Entries[plateau.BaselineKey{Target: serverTarget, Probe: alertstack.Probe, Op: op}]
 		if e == nil || e.Unit != probe.UnitBytesPerSecond {
 			t.Fatalf("the servers' baselines have no %s throughput: %+v", op, e)
 		}
@@ -100,29 +98,29 @@ func startServerDaemons(t *testing.T, s *alertStack, c *mfscluster.Cluster) {
 			t.Fatalf("characterized the servers' %s at %.0f MB/s on devices of %.0f MB/s: the device does not set the plateau", op, e.Value/1e6, serverProbeRate/1e6)
 		}
 	}
-	for _, d := range s.servers {
-		s.startExporter(t, d, inCgroup(d.cgroup))
+	for _, d := range s.Servers {
+		s.StartExporter(t, d, alertstack.InCgroup(d.Cgroup))
 	}
-	for _, d := range s.servers {
-		waitReady(t, d.proc, d.url+"/-/healthy")
-		pids, err := d.cgroup.Pids()
+	for _, d := range s.Servers {
+		alertstack.WaitReady(t, d.Proc, d.URL+"/-/healthy")
+		pids, err := d.Cgroup.Pids()
 		if err != nil {
 			t.Fatal(err)
 		}
-		if !slices.Contains(pids, d.proc.cmd.Process.Pid) {
-			t.Fatalf("server daemon %s (pid %d) is not in its cgroup %s (its processes: %v)", d.host, d.proc.cmd.Process.Pid, d.cgroup, pids)
+		if !slices.Contains(pids, d.Proc.Cmd.Process.Pid) {
+			t.Fatalf("server daemon %s (pid %d) is not in its cgroup %s (its processes: %v)", d.Host, d.Proc.Cmd.Process.Pid, d.Cgroup, pids)
 		}
-		d.runs = watchTargetRuns(t, d.url+"/metrics", serverTarget, serverInterval/10)
-		t.Logf("%s: plateau_exporter at %s probes its own disk under %s (serves %s)", d.host, d.addr, serverTarget, stackTarget)
+		d.Runs = alertstack.WatchTargetRuns(t, d.URL+"/metrics", serverTarget, serverInterval/10)
+		t.Logf("%s: plateau_exporter at %s probes its own disk under %s (serves %s)", d.Host, d.Addr, serverTarget, alertstack.Target)
 	}
 }
 
 // logServerRuns logs the spread of each server's own runs before t0: the
 // steadiness its low score is measured against.
-func logServerRuns(t *testing.T, s *alertStack, t0 time.Time) {
+func logServerRuns(t *testing.T, s *alertstack.Stack, t0 time.Time) {
 	t.Helper()
-	for _, d := range s.servers {
-		runs, _ := d.runs.snapshot()
+	for _, d := range s.Servers {
+		runs, _ := d.Runs.Snapshot()
 		var w []float64
 		for _, r := range runs {
 			if r.End.Before(t0) {
@@ -133,7 +131,7 @@ func logServerRuns(t *testing.T, s *alertStack, t0 time.Time) {
 			continue
 		}
 		slices.Sort(w)
-		t.Logf("%s's own runs: %d, write %.1f to %.1f MB/s, median %.1f", d.host, len(w), w[0], w[len(w)-1], medianOf(w))
+		t.Logf("%s's own runs: %d, write %.1f to %.1f MB/s, median %.1f", d.Host, len(w), w[0], w[len(w)-1], alertstack.MedianOf(w))
 	}
 }
 
@@ -158,34 +156,34 @@ func logServerRuns(t *testing.T, s *alertStack, t0 time.Time) {
 //   - no other alert fires: no PlateauServerSlow (no per-server targets
 //     here), no page of a server that holds, no failing probe;
 //   - after the throttle is lifted everything resolves.
-func faultServerDiskSlow(t *testing.T, s *alertStack, c *mfscluster.Cluster, tl *timeline, probeDirs map[*stackDaemon]string) {
-	s.waitCalm(t, "fault a")
-	slow, slowServer := c.ChunkServers[0], s.servers[0]
-	for i, d := range s.daemons {
+func faultServerDiskSlow(t *testing.T, s *alertstack.Stack, c *mfscluster.Cluster, tl *alertstack.Timeline, probeDirs map[*alertstack.Daemon]string) {
+	waitCalm(s, t, "fault a")
+	slow, slowServer := c.ChunkServers[0], s.Servers[0]
+	for i, d := range s.Daemons {
 		// s.daemons[i] probes through c.Clients[i] (TestClusterFaults).
-		pinProbeDir(t, c.Clients[i], filepath.Join(probeDirs[d], d.host), slow)
+		pinProbeDir(t, c.Clients[i], filepath.Join(probeDirs[d], d.Host), slow)
 	}
-	pinnedAt := tl.mark(t, "fault a: PINNED every client's probe directory to %s (label %s)", slow, slow.Label)
+	pinnedAt := tl.Mark(t, "fault a: PINNED every client's probe directory to %s (label %s)", slow, slow.Label)
 	// Two runs of every client after the pin: the calm rates the fault is
 	// measured against are of writes to the server it slows.
-	for _, d := range s.daemons {
-		first := d.runs.firstRunStartedAfter(t, "the pin of "+d.host, pinnedAt, clusterInterval)
-		d.runs.firstRunStartedAfter(t, "the pin of "+d.host+", a second", first.End, clusterInterval)
+	for _, d := range s.Daemons {
+		first := d.Runs.FirstRunStartedAfter(t, "the pin of "+d.Host, pinnedAt, clusterInterval)
+		d.Runs.FirstRunStartedAfter(t, "the pin of "+d.Host+", a second", first.End, clusterInterval)
 	}
-	s.requireSteady(t)
+	requireSteady(s, t)
 	aStart := time.Now()
-	calmWrite := map[*stackDaemon]float64{}
-	for _, d := range append(slices.Clone(s.daemons), s.servers...) {
-		calmWrite[d] = d.runs.medianRate("write", aStart)
+	calmWrite := map[*alertstack.Daemon]float64{}
+	for _, d := range append(slices.Clone(s.Daemons), s.Servers...) {
+		calmWrite[d] = d.Runs.MedianRate("write", aStart)
 	}
 	logServerRuns(t, s, aStart)
 	limit := int64(clusterDiskFaultFraction * clusterDiskRate)
 	probeLimit := int64(clusterDiskFaultFraction * serverProbeRate)
-	tl.mark(t, "fault a: THROTTLED the disk of %s to a tenth: %.1f MB/s for the chunkserver, %.1f for its own probe", slow, float64(limit)/1e6, float64(probeLimit)/1e6)
+	tl.Mark(t, "fault a: THROTTLED the disk of %s to a tenth: %.1f MB/s for the chunkserver, %.1f for its own probe", slow, float64(limit)/1e6, float64(probeLimit)/1e6)
 	if err := slow.ThrottleDisk(limit); err != nil {
 		t.Fatal(err)
 	}
-	if err := slowServer.cgroup.Throttle(probeLimit); err != nil {
+	if err := slowServer.Cgroup.Throttle(probeLimit); err != nil {
 		t.Fatal(err)
 	}
 	// A run that started while the throttles were being set ran partly
@@ -199,7 +197,7 @@ func faultServerDiskSlow(t *testing.T, s *alertStack, c *mfscluster.Cluster, tl 
 			if err := slow.ThrottleDisk(0); err != nil {
 				t.Error(err)
 			}
-			if err := slowServer.cgroup.Throttle(serverProbeRate); err != nil {
+			if err := slowServer.Cgroup.Throttle(serverProbeRate); err != nil {
 				t.Error(err)
 			}
 		}
@@ -207,15 +205,15 @@ func faultServerDiskSlow(t *testing.T, s *alertStack, c *mfscluster.Cluster, tl 
 	defer lift()
 
 	// The throttle bites: every client's next write, and the server's own.
-	for _, d := range append(slices.Clone(s.daemons), slowServer) {
+	for _, d := range append(slices.Clone(s.Daemons), slowServer) {
 		interval := clusterInterval
 		if d == slowServer {
 			interval = serverInterval
 		}
-		run := d.runs.firstRunStartedAfter(t, "the throttle of "+slow.Name, throttled, interval)
-		t.Logf("%s: first run of %s after the throttle: %s (calm write %.1f MB/s)", s.since(run.End), d.host, run, calmWrite[d]/1e6)
+		run := d.Runs.FirstRunStartedAfter(t, "the throttle of "+slow.Name, throttled, interval)
+		t.Logf("%s: first run of %s after the throttle: %s (calm write %.1f MB/s)", s.Since(run.End), d.Host, run, calmWrite[d]/1e6)
 		if run.Rate["write"] >= 0.8*calmWrite[d] {
-			t.Errorf("the disk throttle of %s does not bite on %s: its first run after it wrote at %.1f MB/s, against %.1f MB/s calm", slow.Name, d.host, run.Rate["write"]/1e6, calmWrite[d]/1e6)
+			t.Errorf("the disk throttle of %s does not bite on %s: its first run after it wrote at %.1f MB/s, against %.1f MB/s calm", slow.Name, d.Host, run.Rate["write"]/1e6, calmWrite[d]/1e6)
 		}
 	}
 	if t.Failed() {
@@ -224,66 +222,66 @@ func faultServerDiskSlow(t *testing.T, s *alertStack, c *mfscluster.Cluster, tl 
 
 	// Its filesystem label (checkFSAlert) holds back the servers' own
 	// pages.
-	fired := s.waitFSPage(t, tl, stackTarget, aStart)
+	fired := waitFSPage(s, t, tl, alertstack.Target, aStart)
 	// The page is written when the clients' runs fall; the slow server is
 	// named once its own run since the throttle has ended, which may come
 	// after the first notification (Alertmanager's group_wait, shortened
 	// here to 0.8s). It never names a server that holds.
-	named := "Servers whose own probes of their devices fell at the same time: " + slowServer.addr + fmt.Sprintf(" (of %d that probe their own)", len(s.servers))
-	holding := fmt.Sprintf("The %d servers that probe their own devices hold in their latest runs", len(s.servers))
+	named := "Servers whose own probes of their devices fell at the same time: " + slowServer.Addr + fmt.Sprintf(" (of %d that probe their own)", len(s.Servers))
+	holding := fmt.Sprintf("The %d servers that probe their own devices hold in their latest runs", len(s.Servers))
 	firstDescription := strings.Join(strings.Fields(fired.Annotations["description"]), " ")
 	firstNamed := strings.Contains(firstDescription, named)
 	if !firstNamed && !strings.Contains(firstDescription, holding) {
-		t.Errorf("the first notification of %s names servers other than %s: %q", fsRegressionAlert, slowServer.host, firstDescription)
+		t.Errorf("the first notification of %s names servers other than %s: %q", alertstack.FsRegressionAlert, slowServer.Host, firstDescription)
 	}
-	t.Logf("the first notification names %s: %t", slowServer.host, firstNamed)
+	t.Logf("the first notification names %s: %t", slowServer.Host, firstNamed)
 
 	// The alert Alertmanager holds names the slow server, and it alone:
 	// its description is the latest Prometheus sent (resent every second).
 	var held string
-	waitFor(t, "Alertmanager's "+fsRegressionAlert+" to name "+slowServer.host, 3*serverInterval+time.Minute, func() (bool, error) {
-		am, err := s.amAlerts(`alertname="` + fsRegressionAlert + `"`)
+	alertstack.WaitFor(t, "Alertmanager's "+alertstack.FsRegressionAlert+" to name "+slowServer.Host, 3*serverInterval+time.Minute, func() (bool, error) {
+		am, err := s.AmAlerts(`alertname="` + alertstack.FsRegressionAlert + `"`)
 		if err != nil || len(am) != 1 {
-			return false, fmt.Errorf("Alertmanager holds %d %s (%v)", len(am), fsRegressionAlert, err)
+			return false, fmt.Errorf("Alertmanager holds %d %s (%v)", len(am), alertstack.FsRegressionAlert, err)
 		}
 		held = strings.Join(strings.Fields(am[0].Annotations["description"]), " ")
 		return strings.Contains(held, named), fmt.Errorf("its description: %q", held)
 	})
-	tl.mark(t, "NAMED: Alertmanager's %s names %s (first notification named it: %t)", fsRegressionAlert, slowServer.host, firstNamed)
+	tl.Mark(t, "NAMED: Alertmanager's %s names %s (first notification named it: %t)", alertstack.FsRegressionAlert, slowServer.Host, firstNamed)
 
 	// Held until the pages of the nodes that fell would have notified:
 	// the slow server's own page fires in Prometheus, and Alertmanager
 	// holds it back, as it holds the clients' pages.
-	waitFor(t, regressionAlert+" of "+slowServer.host+" to fire, inhibited", 3*time.Minute, func() (bool, error) {
-		am, err := s.amAlerts(`alertname="` + regressionAlert + `"`)
+	alertstack.WaitFor(t, alertstack.RegressionAlert+" of "+slowServer.Host+" to fire, inhibited", 3*time.Minute, func() (bool, error) {
+		am, err := s.AmAlerts(`alertname="` + alertstack.RegressionAlert + `"`)
 		if err != nil {
 			return false, err
 		}
 		for _, a := range am {
-			if a.Labels["instance"] == slowServer.addr {
+			if a.Labels["instance"] == slowServer.Addr {
 				if len(a.Status.InhibitedBy) == 0 {
-					return false, fmt.Errorf("Alertmanager holds %s of %s, not inhibited (%s)", regressionAlert, slowServer.host, a.Status.State)
+					return false, fmt.Errorf("Alertmanager holds %s of %s, not inhibited (%s)", alertstack.RegressionAlert, slowServer.Host, a.Status.State)
 				}
-				return a.Labels["filesystem"] == stackTarget, fmt.Errorf("its filesystem label is %q", a.Labels["filesystem"])
+				return a.Labels["filesystem"] == alertstack.Target, fmt.Errorf("its filesystem label is %q", a.Labels["filesystem"])
 			}
 		}
-		return false, fmt.Errorf("Alertmanager holds no %s of %s", regressionAlert, slowServer.host)
+		return false, fmt.Errorf("Alertmanager holds no %s of %s", alertstack.RegressionAlert, slowServer.Host)
 	})
-	clientPages, err := s.prom.countOverRange(`ALERTS{alertname="`+regressionAlert+`",alertstate="firing",job="`+stackJob+`"}`, aStart)
+	clientPages, err := s.Prom.CountOverRange(`ALERTS{alertname="`+alertstack.RegressionAlert+`",alertstate="firing",job="`+alertstack.Job+`"}`, aStart)
 	if err != nil {
 		t.Fatal(err)
 	}
-	tl.mark(t, "HELD BACK: %s's own page and %d client pages fired in Prometheus; Alertmanager inhibits them", slowServer.host, len(clientPages))
+	tl.Mark(t, "HELD BACK: %s's own page and %d client pages fired in Prometheus; Alertmanager inhibits them", slowServer.Host, len(clientPages))
 
-	aLift := tl.mark(t, "LIFTED the disk throttle of %s", slow.Name)
+	aLift := tl.Mark(t, "LIFTED the disk throttle of %s", slow.Name)
 	lift()
-	s.waitResolved(t, tl, fired, aLift)
+	waitResolved(s, t, tl, fired, aLift)
 
 	// What fired: the file-system page, and the pages of nodes that fell
 	// (the clients' and the slow server's); nothing else, on no server
 	// that holds.
-	s.checkNoAlert(t, aStart, `ALERTS{alertname!~"`+fsRegressionAlert+`|`+regressionAlert+`"}`, "with one server's disk throttled")
-	s.checkNoAlert(t, aStart, `ALERTS{job="`+serverJob+`",instance!="`+slowServer.addr+`"}`, "on the servers that hold")
-	s.checkNotifiedOnly(t, "a", aStart, isFSPageOf(stackTarget), "the file-system page")
-	s.logOverlaps(t, aStart, time.Now())
+	checkNoAlert(s, t, aStart, `ALERTS{alertname!~"`+alertstack.FsRegressionAlert+`|`+alertstack.RegressionAlert+`"}`, "with one server's disk throttled")
+	checkNoAlert(s, t, aStart, `ALERTS{job="`+alertstack.ServerJob+`",instance!="`+slowServer.Addr+`"}`, "on the servers that hold")
+	checkNotifiedOnly(s, t, "a", aStart, isFSPageOf(alertstack.Target), "the file-system page")
+	s.LogOverlaps(t, aStart, time.Now())
 }
