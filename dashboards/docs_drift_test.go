@@ -32,7 +32,7 @@ var notInExpositions = map[string]struct{ why, file, declares string }{
 	"plateau_pool1": {"a fileset name", "", ""},
 	// Exported only while the SMART helper runs (a daemon started as root
 	// with CAP_SYS_ADMIN to hand over), which no fixture test sets up.
-	"plateau_nvme_smart_helper_up": {"the SMART helper's gauge", "../collector/nvme.go", `name("smart_helper_up")`},
+	"plateau_nvme_smart_helper_up": {"the SMART helper's gauge", "../collector/nvme.go", `desc("smart_helper_up",`},
 }
 
 // userDocs returns the user documentation files that exist, sorted. The
