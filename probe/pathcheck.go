@@ -42,22 +42,30 @@ type PathChecker struct {
 func (pc *PathChecker) Check(c *Config, deadline time.Duration) error {
 	// One check per distinct path: two checks of one path at once would
 	// see each other as blocked.
+	// The distinct paths are listed before any check starts: the checks
+	// write their results into the map as they end, so nothing else may
+	// touch it meanwhile (a lookup in the loop that started them was a
+	// concurrent map read and write, which the runtime kills the daemon for).
+	var paths []string
 	results := map[string]error{}
-	var mu sync.Mutex
-	var wg sync.WaitGroup
 	for _, t := range c.Targets {
 		if _, seen := results[t.Path]; seen || t.CreatePath {
 			continue
 		}
 		results[t.Path] = nil
+		paths = append(paths, t.Path)
+	}
+	var mu sync.Mutex
+	var wg sync.WaitGroup
+	for _, path := range paths {
 		wg.Add(1)
-		go func(path string) {
+		go func() {
 			defer wg.Done()
 			err := pc.statDir(path, deadline)
 			mu.Lock()
 			results[path] = err
 			mu.Unlock()
-		}(t.Path)
+		}()
 	}
 	wg.Wait()
 	var errs []error
