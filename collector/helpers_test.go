@@ -18,7 +18,7 @@ import (
 	"github.com/prometheus/procfs/sysfs"
 	"golang.org/x/sys/unix"
 
-	"github.com/plateau-exporter/plateau_exporter/internal/probetest"
+	"github.com/plateau-exporter/plateau_exporter/internal/testkit/probetest"
 )
 
 // newTestRegistry wraps one collector in the package's Registry, so tests

@@ -13,7 +13,7 @@ import (
 	"github.com/prometheus/common/expfmt"
 	"golang.org/x/sys/unix"
 
-	"github.com/plateau-exporter/plateau_exporter/internal/probetest"
+	"github.com/plateau-exporter/plateau_exporter/internal/testkit/probetest"
 )
 
 // lustreTree is a fixture tree of one Lustre layout: root holds proc/ and

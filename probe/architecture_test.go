@@ -49,7 +49,7 @@ var importRules = []importRule{
 	{"probe/worker", []string{"probe/characterize", "probe/backtest", "github.com/prometheus/prometheus"}, "the probe worker never links characterization or the rule engine"},
 	{"probe/store", []string{"probe/backtest", "probe/characterize", "github.com/prometheus/prometheus"},
 		"the scrape path computes nothing with Prometheus's engine; the backtest is a command of its own"},
-	{"cmd/plateau_exporter", []string{"internal/probetest", "internal/probefixture", "internal/faultfs", "internal/mfscluster", "internal/slurmtest", "internal/testkit"}, "test helpers never ship in the binary"},
+	{"cmd/plateau_exporter", []string{"internal/probefixture", "internal/faultfs", "internal/mfscluster", "internal/slurmtest", "internal/testkit"}, "test helpers never ship in the binary"},
 	// Prometheus's rules package imports its notifier, and with it the
 	// configuration and service discovery of every cloud (the TSDB, its
 	// remote write): linked, they made the binary 39 MB instead of 28 and
@@ -67,7 +67,7 @@ var importRules = []importRule{
 		"backtest runs in plateau_backtest, which plateau_exporter backtest hands its arguments to"},
 	{"internal/backtestcli", []string{"probe", "probe/backtest", "github.com/prometheus/prometheus"},
 		"the backtest's flags are declared in the daemon's binary too, which must not carry what runs the backtest"},
-	{"internal/statuspage", []string{"collector", "probe/engine", "probe/worker", "probe/schedule", "probe/backtest", "probe/characterize", "internal/probetest", "internal/faultfs", "github.com/prometheus/prometheus"},
+	{"internal/statuspage", []string{"collector", "probe/engine", "probe/worker", "probe/schedule", "probe/backtest", "probe/characterize", "internal/testkit", "internal/faultfs", "github.com/prometheus/prometheus"},
 		"the page reads snapshots and draws them; it never reaches the code that runs probes and can hang on a dead mount"},
 	// The status page sits above the store and the collectors, wired by
 	// cmd: none of them may depend on it.

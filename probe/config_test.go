@@ -8,7 +8,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/plateau-exporter/plateau_exporter/internal/probetest"
+	"github.com/plateau-exporter/plateau_exporter/internal/testkit/probetest"
 )
 
 func TestEmbeddedDefaultIsValidAndLight(t *testing.T) {

@@ -17,8 +17,8 @@ import (
 	"time"
 
 	"github.com/plateau-exporter/plateau_exporter/internal/mfscluster"
-	"github.com/plateau-exporter/plateau_exporter/internal/probetest"
 	"github.com/plateau-exporter/plateau_exporter/internal/testkit/alertstack"
+	"github.com/plateau-exporter/plateau_exporter/internal/testkit/probetest"
 	"github.com/plateau-exporter/plateau_exporter/internal/testkit/procgroup"
 	"github.com/plateau-exporter/plateau_exporter/internal/testkit/scrape"
 	"github.com/plateau-exporter/plateau_exporter/probe"

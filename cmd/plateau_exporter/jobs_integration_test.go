@@ -10,9 +10,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/plateau-exporter/plateau_exporter/internal/probetest"
 	"github.com/plateau-exporter/plateau_exporter/internal/slurmtest"
 	"github.com/plateau-exporter/plateau_exporter/internal/statuspage"
+	"github.com/plateau-exporter/plateau_exporter/internal/testkit/probetest"
 )
 
 // TestIntegrationSkipsBesideASlurmJob runs the daemon as on node n1 of the

@@ -14,7 +14,7 @@ import (
 	"time"
 
 	"github.com/plateau-exporter/plateau_exporter/internal/faultfs"
-	"github.com/plateau-exporter/plateau_exporter/internal/probetest"
+	"github.com/plateau-exporter/plateau_exporter/internal/testkit/probetest"
 )
 
 // timeoutStopSec is the packaged unit's TimeoutStopSec: past it systemd

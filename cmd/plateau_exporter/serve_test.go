@@ -14,7 +14,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/plateau-exporter/plateau_exporter/internal/probetest"
+	"github.com/plateau-exporter/plateau_exporter/internal/testkit/probetest"
 )
 
 // A scrape reads a snapshot: it must answer while a probe runs, in far

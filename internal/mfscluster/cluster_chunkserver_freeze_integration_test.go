@@ -14,8 +14,8 @@ import (
 	dto "github.com/prometheus/client_model/go"
 
 	"github.com/plateau-exporter/plateau_exporter/internal/mfscluster"
-	"github.com/plateau-exporter/plateau_exporter/internal/probetest"
 	"github.com/plateau-exporter/plateau_exporter/internal/testkit/alertstack"
+	"github.com/plateau-exporter/plateau_exporter/internal/testkit/probetest"
 )
 
 // faultChunkServerFrozen is fault d: one chunkserver (cs-a, label A)

@@ -68,7 +68,7 @@ const (
 	// clients, two each, and the chunkservers' daemons, dealt out in turn,
 	// under the global one that pulls federate.yml's selection from them
 	// and evaluates the fleet's alerts: every page of the faults below
-	// comes through that split, as README.md's "Prometheus for a fleet"
+	// comes through that split, as docs/fleet.md's "Prometheus for a fleet"
 	// deploys it.
 	clusterRacks = 2
 )

@@ -14,8 +14,8 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/plateau-exporter/plateau_exporter/internal/mfscluster"
-	"github.com/plateau-exporter/plateau_exporter/internal/probetest"
 	"github.com/plateau-exporter/plateau_exporter/internal/testkit/alertstack"
+	"github.com/plateau-exporter/plateau_exporter/internal/testkit/probetest"
 )
 
 const (

@@ -11,8 +11,8 @@ import (
 	"time"
 
 	"github.com/plateau-exporter/plateau_exporter/internal/mfscluster"
-	"github.com/plateau-exporter/plateau_exporter/internal/probetest"
 	"github.com/plateau-exporter/plateau_exporter/internal/testkit/alertstack"
+	"github.com/plateau-exporter/plateau_exporter/internal/testkit/probetest"
 	"github.com/plateau-exporter/plateau_exporter/probe/plateau"
 	"github.com/plateau-exporter/plateau_exporter/probe/schedule"
 )

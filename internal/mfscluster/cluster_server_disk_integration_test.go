@@ -12,8 +12,8 @@ import (
 	"time"
 
 	"github.com/plateau-exporter/plateau_exporter/internal/mfscluster"
-	"github.com/plateau-exporter/plateau_exporter/internal/probetest"
 	"github.com/plateau-exporter/plateau_exporter/internal/testkit/alertstack"
+	"github.com/plateau-exporter/plateau_exporter/internal/testkit/probetest"
 	"github.com/plateau-exporter/plateau_exporter/probe"
 	"github.com/plateau-exporter/plateau_exporter/probe/plateau"
 )

@@ -15,9 +15,9 @@ import (
 	"time"
 
 	"github.com/plateau-exporter/plateau_exporter/internal/mfscluster"
-	"github.com/plateau-exporter/plateau_exporter/internal/probetest"
 	"github.com/plateau-exporter/plateau_exporter/internal/slurmtest"
 	"github.com/plateau-exporter/plateau_exporter/internal/testkit/alertstack"
+	"github.com/plateau-exporter/plateau_exporter/internal/testkit/probetest"
 	"github.com/plateau-exporter/plateau_exporter/probe"
 	"github.com/plateau-exporter/plateau_exporter/probe/plateau"
 	"go.yaml.in/yaml/v3"
@@ -27,8 +27,8 @@ import (
 const slurmSeqSize = 8 << 20
 
 // TestClusterCharacterizeSlurm characterizes the MooseFS cluster as a site
-// characterizes its file system (README's "Characterize the file system
-// with Slurm"): a slurmd on each of the four client hosts, each with its
+// characterizes its file system (docs/fleet.md's "A whole file system: characterize
+// through Slurm"): a slurmd on each of the four client hosts, each with its
 // own address, hostname and link (shaped to clusterLink), and slurmctld
 // and the salloc that runs `characterize --slurm` on the master's host, as
 // on a head node. Every slurmd sees its own client's mount at one path

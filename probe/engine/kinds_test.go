@@ -9,7 +9,7 @@ import (
 	"time"
 
 	"github.com/plateau-exporter/plateau_exporter/internal/probefixture"
-	"github.com/plateau-exporter/plateau_exporter/internal/probetest"
+	"github.com/plateau-exporter/plateau_exporter/internal/testkit/probetest"
 	"github.com/plateau-exporter/plateau_exporter/probe"
 )
 

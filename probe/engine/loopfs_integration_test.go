@@ -5,7 +5,7 @@ package engine_test
 import (
 	"testing"
 
-	"github.com/plateau-exporter/plateau_exporter/internal/probetest"
+	"github.com/plateau-exporter/plateau_exporter/internal/testkit/probetest"
 )
 
 // The root-only tests of this package mount real file systems through

@@ -17,7 +17,7 @@ import (
 
 	"github.com/plateau-exporter/plateau_exporter/internal/faultfs"
 	"github.com/plateau-exporter/plateau_exporter/internal/probefixture"
-	"github.com/plateau-exporter/plateau_exporter/internal/probetest"
+	"github.com/plateau-exporter/plateau_exporter/internal/testkit/probetest"
 	"github.com/plateau-exporter/plateau_exporter/probe"
 	"github.com/plateau-exporter/plateau_exporter/probe/engine"
 	"github.com/plateau-exporter/plateau_exporter/probe/store"

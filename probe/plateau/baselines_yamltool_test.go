@@ -11,7 +11,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/plateau-exporter/plateau_exporter/internal/probetest"
+	"github.com/plateau-exporter/plateau_exporter/internal/testkit/probetest"
 )
 
 // pyyamlBaselines writes, with PyYAML's safe_dump, a baselines file whose

@@ -11,7 +11,7 @@ import (
 	"github.com/go-kit/log"
 
 	"github.com/plateau-exporter/plateau_exporter/internal/probefixture"
-	"github.com/plateau-exporter/plateau_exporter/internal/probetest"
+	"github.com/plateau-exporter/plateau_exporter/internal/testkit/probetest"
 	"github.com/plateau-exporter/plateau_exporter/probe"
 	"github.com/plateau-exporter/plateau_exporter/probe/store"
 	"github.com/plateau-exporter/plateau_exporter/probe/worker"

@@ -15,7 +15,7 @@ import (
 	"github.com/go-kit/log"
 
 	"github.com/plateau-exporter/plateau_exporter/internal/probefixture"
-	"github.com/plateau-exporter/plateau_exporter/internal/probetest"
+	"github.com/plateau-exporter/plateau_exporter/internal/testkit/probetest"
 	"github.com/plateau-exporter/plateau_exporter/probe"
 )
 

@@ -106,7 +106,7 @@ func (p PromAPI) countOverRange(selector string, since time.Time) ([]Sample, err
 
 // Proms is every Prometheus of a stack: the one that evaluates the
 // fleet's alerts, and the racks' that scrape the nodes when the stack is
-// split as README.md's "Prometheus for a fleet" (Options.Racks); with
+// split as docs/fleet.md's "Prometheus for a fleet" (Options.Racks); with
 // no racks, fleet is the one Prometheus that does everything. Its queries
 // ask every server and put the answers together: an alert is evaluated on
 // one of them (the node alerts on a rack, the fleet's at the top), and a
