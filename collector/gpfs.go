@@ -41,13 +41,10 @@ var (
 		"File of mmpmon requests (fs_io_s, and nsd_ds on NSD servers) passed with 'mmpmon -i' instead of standard input. "+
 			"Required with --collector.gpfs.sudo: sudo cannot restrict standard input, which would let this user send any request, reset included, as root.").
 		String()
-	gpfsTimeout = kingpin.Flag("collector.gpfs.timeout",
-		"Deadline for one run of a GPFS command; past it the command's process group is killed.").
-		Default("5s").Duration()
-	gpfsInterval = kingpin.Flag("collector.gpfs.interval",
-		"How often mmpmon runs. The GPFS commands run in the background and scrapes export their last answer, "+
-			"so a wedged GPFS daemon never delays /metrics.").
-		Default("15s").Duration()
+	gpfsRoundFlags = declareRoundFlags(roundFlagsSpec{name: gpfsSubsystem, interval: "15s", timeout: "5s",
+		intervalHelp: "How often mmpmon runs. The GPFS commands run in the background and scrapes export their last answer, " +
+			"so a wedged GPFS daemon never delays /metrics.",
+		timeoutHelp: "Deadline for one run of a GPFS command; past it the command's process group is killed."})
 	gpfsStateInterval = kingpin.Flag("collector.gpfs.state-interval",
 		"How often mmgetstate, mmhealth and 'mmfsadm test verbs status' run in the background; mmhealth is far costlier than mmpmon, "+
 			"and the daemon's state and whether RDMA started change only when it restarts or fails.").
@@ -103,8 +100,8 @@ func init() {
 			sudo:           *gpfsSudo,
 			nsd:            *gpfsNSD,
 			requestsFile:   *gpfsMmpmonRequests,
-			timeout:        *gpfsTimeout,
-			interval:       *gpfsInterval,
+			timeout:        *gpfsRoundFlags.timeout,
+			interval:       *gpfsRoundFlags.interval,
 			stateInterval:  *gpfsStateInterval,
 
 			mmdiagPath:      *gpfsMmdiagPath,

@@ -49,13 +49,10 @@ var (
 	lustreLctlPath = kingpin.Flag("collector.lustre.lctl-path",
 		"Path of lctl, run with --collector.lustre.sudo.").
 		Default("/usr/sbin/lctl").String()
-	lustreInterval = kingpin.Flag("collector.lustre.interval",
-		"How often the Lustre parameter files are read, in the background; scrapes export the last complete round.").
-		Default("15s").Duration()
-	lustreTimeout = kingpin.Flag("collector.lustre.timeout",
-		"How long one round of Lustre reads may take. A read still blocked then (an evicted client) is left to return on its own "+
-			"and not started again until it has; its target's series are missing from that round.").
-		Default("5s").Duration()
+	lustreRoundFlags = declareRoundFlags(roundFlagsSpec{name: lustreSubsystem, interval: "15s", timeout: "5s",
+		intervalHelp: "How often the Lustre parameter files are read, in the background; scrapes export the last complete round.",
+		timeoutHelp: "How long one round of Lustre reads may take. A read still blocked then (an evicted client) is left to return on its own " +
+			"and not started again until it has; its target's series are missing from that round."})
 )
 
 func init() {
@@ -68,8 +65,8 @@ func init() {
 			procRoot:  procFilePath("fs", "lustre"),
 			sysRoot:   sysFilePath("fs", "lustre"),
 			debugRoot: filepath.Join(debugfs, "lustre"),
-			interval:  *lustreInterval,
-			timeout:   *lustreTimeout,
+			interval:  *lustreRoundFlags.interval,
+			timeout:   *lustreRoundFlags.timeout,
 			lctlPath:  lctlPathIf(*lustreSudo, *lustreLctlPath),
 			sudo:      *lustreSudo,
 		}, logger)

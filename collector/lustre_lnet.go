@@ -46,31 +46,34 @@ import (
 
 const lnetSubsystem = "lnet"
 
-var (
-	lnetLnetctlPath = kingpin.Flag("collector.lnet.lnetctl-path",
+// The lnet collector's flags; with --collector.lustre.sudo, lnetctl runs
+// through sudo as lctl does.
+var lnetFlags = struct {
+	lnetctlPath *string
+	peers       *bool
+	round       roundFlags
+}{
+	lnetctlPath: kingpin.Flag("collector.lnet.lnetctl-path",
 		"Path of lnetctl, which reports LNet health; run through 'sudo -n' with --collector.lustre.sudo, as it needs root.").
-		Default("/usr/sbin/lnetctl").String()
-	lnetPeers = kingpin.Flag("collector.lnet.peers",
+		Default("/usr/sbin/lnetctl").String(),
+	peers: kingpin.Flag("collector.lnet.peers",
 		"Also run 'lnetctl peer show -v 2' for the health of the peers' NIs (counts per network, never a series per peer). "+
 			"It prints about 1 KiB per peer NI: on a server with more than about 10,000 peer NIs turn it off.").
-		Default("true").Bool()
-	lnetInterval = kingpin.Flag("collector.lnet.interval",
-		"How often lnetctl is run, in the background; scrapes export the last round.").
-		Default("60s").Duration()
-	lnetTimeout = kingpin.Flag("collector.lnet.timeout",
-		"How long one round of lnetctl runs may take; then lnetctl is killed with its process group.").
-		Default("10s").Duration()
-)
+		Default("true").Bool(),
+	round: declareRoundFlags(roundFlagsSpec{name: lnetSubsystem, interval: "60s", timeout: "10s",
+		intervalHelp: "How often lnetctl is run, in the background; scrapes export the last round.",
+		timeoutHelp:  "How long one round of lnetctl runs may take; then lnetctl is killed with its process group."}),
+}
 
 func init() {
 	registerCollector(lnetSubsystem, true, func(logger log.Logger) (Collector, error) {
 		return newLnetCollector(lnetConfig{
-			lnetctlPath: *lnetLnetctlPath,
+			lnetctlPath: *lnetFlags.lnetctlPath,
 			moduleDir:   sysFilePath("module", "lnet"),
 			sudo:        *lustreSudo,
-			peers:       *lnetPeers,
-			interval:    *lnetInterval,
-			timeout:     *lnetTimeout,
+			peers:       *lnetFlags.peers,
+			interval:    *lnetFlags.round.interval,
+			timeout:     *lnetFlags.round.timeout,
 		}, logger)
 	})
 }

@@ -40,13 +40,10 @@ import (
 const lustreServerSubsystem = "lustre_server"
 
 var (
-	lustreServerInterval = kingpin.Flag("collector.lustre_server.interval",
-		"How often the Lustre server statistics are read, in the background; scrapes export the last complete round.").
-		Default("15s").Duration()
-	lustreServerTimeout = kingpin.Flag("collector.lustre_server.timeout",
-		"How long one round of Lustre server reads may take. A read still blocked then is left to return on its own "+
-			"and not started again until it has; its target's series are missing from that round.").
-		Default("5s").Duration()
+	lustreServerRoundFlags = declareRoundFlags(roundFlagsSpec{name: lustreServerSubsystem, interval: "15s", timeout: "5s",
+		intervalHelp: "How often the Lustre server statistics are read, in the background; scrapes export the last complete round.",
+		timeoutHelp: "How long one round of Lustre server reads may take. A read still blocked then is left to return on its own " +
+			"and not started again until it has; its target's series are missing from that round."})
 	lustreServerJobStats = kingpin.Flag("collector.lustre_server.job-stats",
 		"Export each OST's and MDT's heaviest jobs from job_stats (off by default: a busy server lists tens of thousands of jobs).").
 		Default("false").Bool()
@@ -66,8 +63,8 @@ func init() {
 		return newLustreServerCollector(lustreServerConfig{
 			procRoot:    procFilePath("fs", "lustre"),
 			sysRoot:     sysFilePath("fs", "lustre"),
-			interval:    *lustreServerInterval,
-			timeout:     *lustreServerTimeout,
+			interval:    *lustreServerRoundFlags.interval,
+			timeout:     *lustreServerRoundFlags.timeout,
 			jobStats:    *lustreServerJobStats,
 			jobStatsTop: *lustreServerJobStatsTop,
 		}, logger)

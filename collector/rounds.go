@@ -15,8 +15,31 @@ import (
 	"sync"
 	"time"
 
+	"github.com/alecthomas/kingpin/v2"
 	"github.com/prometheus/client_golang/prometheus"
 )
+
+// roundFlags are a background collector's --collector.NAME.interval and
+// --collector.NAME.timeout: how often its round runs, and how long one
+// may take. Each such collector declares them with declareRoundFlags, so
+// the two are named, and say what they do, the same way everywhere.
+type roundFlags struct {
+	interval, timeout *time.Duration
+}
+
+// roundFlagsSpec is what one collector's round flags say and default to.
+type roundFlagsSpec struct {
+	name                      string // NAME in --collector.NAME.interval
+	intervalHelp, timeoutHelp string
+	interval, timeout         string // defaults, as durations
+}
+
+func declareRoundFlags(s roundFlagsSpec) roundFlags {
+	return roundFlags{
+		interval: kingpin.Flag("collector."+s.name+".interval", s.intervalHelp).Default(s.interval).Duration(),
+		timeout:  kingpin.Flag("collector."+s.name+".timeout", s.timeoutHelp).Default(s.timeout).Duration(),
+	}
+}
 
 // backgroundRounds runs round every interval from the first latest call
 // until Close, and keeps what the last one returned.
