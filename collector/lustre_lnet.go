@@ -206,10 +206,6 @@ func (c *lnetCollector) Close() error {
 	return nil
 }
 
-// lnetRefusals are what lnetctl prints when the kernel refuses a caller
-// without CAP_SYS_ADMIN: EACCES from the ioctl, EPERM from netlink.
-var lnetRefusals = []string{"Permission denied", "Operation not permitted"}
-
 // show runs one lnetctl show and parses what it printed. absent is set
 // when lnetctl could not answer because LNet is not configured or the
 // caller is not root.
@@ -231,7 +227,7 @@ func (c *lnetCollector) show(ctx context.Context, what string) (s lnetShow, abse
 	switch {
 	case strings.Contains(msg, "Network is down"):
 		return s, "LNet is loaded but not configured (lnetctl: Network is down)", nil
-	case !c.cfg.sudo && containsAny(msg, lnetRefusals):
+	case !c.cfg.sudo && lnetRefused(msg):
 		return s, "lnetctl needs root; start with --collector.lustre.sudo to export LNet health (docs/lustre.md)", nil
 	}
 	if err == nil {
@@ -240,13 +236,11 @@ func (c *lnetCollector) show(ctx context.Context, what string) (s lnetShow, abse
 	return s, "", fmt.Errorf("lnetctl %s show: %w", what, err)
 }
 
-func containsAny(s string, subs []string) bool {
-	for _, sub := range subs {
-		if strings.Contains(s, sub) {
-			return true
-		}
-	}
-	return false
+// lnetRefused says whether lnetctl's message is the kernel refusing a
+// caller without CAP_SYS_ADMIN: EACCES from the ioctl (to 2.15), EPERM from
+// netlink (2.16 on).
+func lnetRefused(msg string) bool {
+	return strings.Contains(msg, "Permission denied") || strings.Contains(msg, "Operation not permitted")
 }
 
 // round runs the shows once, within the timeout, and builds the metrics.
