@@ -56,36 +56,30 @@ done < <(echo "$targets" | cut -d: -f1 | xargs -n1 dirname | sort | uniq -c | so
 # The floor. Beside the integration suites (.ci/run) the fuzzers run under
 # SCHED_IDLE, and a target whose $fuzztime falls while a suite keeps both
 # cores busy gets next to nothing: wall time alone promises no fuzzing.
-# A try is starved when it made no execs, or under half of what its own
-# best 3-second window's rate would make over the time it fuzzed (Go
-# prints its progress every 3 s): full speed for a while, then next to
-# nothing. A stall inside one window lowers that window's rate too and is
-# not seen; one that spans windows is. (The kernel's per-thread run and
-# wait times were tried first and do not say it: a target that writes
-# files, as the InfiniBand one does, waits at any priority, and on this
-# VM a fuzzer's threads still showed CPU time while its execs stood still.)
-# A starved try is fuzzed again, from the corpus grown so far, up to
-# $max_tries tries, the last under the normal policy, where the scheduler
-# owes it a fair share. The test binary is built once per package and run
-# directly, so a try is all fuzzing, no link.
+# A try is starved when it never got past its seeds: the fuzzing itself
+# never started ("now fuzzing" not printed) or made no execs. A slower
+# try is not: a target's rate varies within a run and from run to run far
+# more than starvation moves it (the rate of its best 3-second window
+# halved, tried as a floor, called 24 of 44 targets starved with nothing
+# else running; CI4 and CI5 beside the suites made 3.03M and 2.86M execs,
+# a run alone 2.60M). (The kernel's per-thread run and wait times were
+# tried too and do not say it: a target that writes files, as the
+# InfiniBand one does, waits at any priority.) A starved try is fuzzed
+# again, up to $max_tries tries, the last under the normal policy, where
+# the scheduler owes it a fair share. The test binary is built once per
+# package and run directly, so a try is all fuzzing, no link.
 max_tries=3
 fuzzcache="$(go env GOCACHE)/fuzz"
 
 # starved LOG: whether the try whose output is LOG was starved, as above;
-# prints its execs and the floor it was held to.
+# prints the execs it made.
 starved() {
 	awk '
-		/now fuzzing/ { split($3, t, "s"); start = t[1] + 0; fuzzing = seen = 1; last = start; prev = 0 }
-		/^fuzz: elapsed: .*execs: / {
-			split($3, t, "s"); el = t[1] + 0
-			for (i = 1; i <= NF; i++) if ($i == "execs:") n = $(i + 1) + 0
-			if (seen && el > last && (n - prev) / (el - last) > best) best = (n - prev) / (el - last)
-			seen = 1; last = el; prev = n
-		}
+		/now fuzzing/ { fuzzing = 1 }
+		/^fuzz: elapsed: .*execs: / { for (i = 1; i <= NF; i++) if ($i == "execs:") n = $(i + 1) + 0 }
 		END {
-			floor = int(best * (last - start) / 2)
-			printf "%d execs, floor %d", n, floor
-			exit !(n == 0 || n < floor || !fuzzing)
+			printf "%d execs", n
+			exit !(n == 0 || !fuzzing)
 		}' "$1"
 }
 
@@ -149,15 +143,15 @@ for pid in "${pids[@]}"; do
 	wait "$pid" || status=1
 done
 echo "fuzzed $(echo "$targets" | wc -l) targets"
-# Per target: its tries, and the execs of the last beside the floor it was
-# held to, so a starved target is read, not guessed.
-echo "== fuzz floor: target, tries, execs of the last try and its floor"
+# Per target: its tries and the execs of the last, so a starved target is
+# read, not guessed.
+echo "== fuzz floor: target, tries, execs of the last try"
 cat "$work"/lane*.log | awk '
 	{ sub(/^\[[0-9]+\] /, "") }
 	/^== fuzz / { name = $4; sub(/\)$/, "", $NF); tries[name] = $NF }
-	/^== floor / { split($0, f, " "); ex[name] = f[4]; fl[name] = f[7]; order[++n] = name; if ($0 ~ /: starved$/) low++ }
+	/^== floor / { split($0, f, " "); ex[name] = f[4]; order[++n] = name; if ($0 ~ /: starved$/) low++ }
 	END {
-		for (i = 1; i <= n; i++) { t = order[i]; printf "%-34s %d %9d %9d\n", t, tries[t], ex[t], fl[t]; if (tries[t] > 1) again++ }
+		for (i = 1; i <= n; i++) { t = order[i]; printf "%-34s %d %9d\n", t, tries[t], ex[t]; if (tries[t] > 1) again++ }
 		printf "%d of %d targets fuzzed again for want of CPU; %d starved on all %s\n", again, n, low, "'"$max_tries"'"
 	}'
 exit $status
