@@ -19,8 +19,9 @@
 # worker do the work of one fuzzer of two in half the wall time, and each
 # target still gets the whole $1. A lane holds whole packages (the
 # heaviest first into the lightest lane), so two fuzzers of one package
-# never run at once, and a package's instrumented build is made once, by
-# its lane's first target. A lane's lines are prefixed with its number.
+# never run at once, and a package's instrumented test binary is built
+# once (go test -c -fuzz) and run for each of its targets. A lane's lines
+# are prefixed with its number.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 fuzztime=${1:-10s}
