@@ -236,8 +236,8 @@ func spreadOf(runs []alertstack.Run, ops []string) string {
 // CPU. Every client's metadata probe slows; its data probe, a handful of
 // master requests a run, does not. It asserts:
 //
-//   - every client's next metadata run falls (creates and removes under
-//     0.75 of their calm rate);
+//   - every client's next two metadata runs fall (creates and removes,
+//     their mean, under 0.75 of their calm rate);
 //   - PlateauFileSystemRegression fires for the metadata target, as one
 //     page with no instance, and is notified; it names no server (none
 //     serves that target);
@@ -275,17 +275,23 @@ func faultMasterCPU(t *testing.T, s *alertstack.Stack, c *mfscluster.Cluster, tl
 	}
 	defer lift()
 
-	// The throttle bites on the metadata runs, not on the data runs.
+	// The throttle bites on the metadata runs, not on the data runs. One
+	// client is judged by the mean of its first two runs after it, as
+	// the file-system page reads two: single runs at a third of the CPU
+	// cut fell to 0.30-0.75 of their calm median, and one in a CI run
+	// came above 0.75.
 	for _, d := range s.Daemons {
-		run := d.MetadataRuns.FirstRunStartedAfter(t, "the master's throttle", cStart, clusterInterval)
-		var ratios []string
-		for _, op := range metadataOps {
-			ratios = append(ratios, fmt.Sprintf("%s %.2f", op, run.Rate[op]/calm[d][op]))
+		runs := d.MetadataRuns.RunsStartedAfter(t, "the master's throttle", cStart, clusterInterval, 2)
+		for i, run := range runs {
+			var ratios []string
+			for _, op := range metadataOps {
+				ratios = append(ratios, fmt.Sprintf("%s %.2f", op, run.Rate[op]/calm[d][op]))
+			}
+			t.Logf("%s: metadata run %d of %s after the throttle: %s (of its calm median: %s)", s.Since(run.End), i+1, d.Host, run, strings.Join(ratios, ", "))
 		}
-		t.Logf("%s: first metadata run of %s after the throttle: %s (of its calm median: %s)", s.Since(run.End), d.Host, run, strings.Join(ratios, ", "))
 		for _, op := range []string{"create", "remove"} {
-			if run.Rate[op] >= 0.75*calm[d][op] {
-				t.Errorf("the master's throttle does not bite on %s: its first metadata run after it did %.0f %ss/s, against %.0f calm", d.Host, run.Rate[op], op, calm[d][op])
+			if mean := (runs[0].Rate[op] + runs[1].Rate[op]) / 2; mean >= 0.75*calm[d][op] {
+				t.Errorf("the master's throttle does not bite on %s: its first two metadata runs after it did %.0f %ss/s on average, against %.0f calm", d.Host, mean, op, calm[d][op])
 			}
 		}
 		data := d.Runs.FirstRunStartedAfter(t, "the master's throttle", cStart, clusterInterval)

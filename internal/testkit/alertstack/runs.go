@@ -148,16 +148,24 @@ func (w *RunWatcher) Count() int {
 // of its I/O saw what was set at t0.
 func (w *RunWatcher) FirstRunStartedAfter(t *testing.T, what string, t0 time.Time, interval time.Duration) Run {
 	t.Helper()
-	var found Run
-	WaitFor(t, "a probe run started after "+what, 10*interval+time.Minute, func() (bool, error) {
+	return w.RunsStartedAfter(t, what, t0, interval, 1)[0]
+}
+
+// RunsStartedAfter waits for the first n runs that started after t0: what
+// a check of a fault's effect reads where one run is too noisy to judge,
+// as the file-system page reads two.
+func (w *RunWatcher) RunsStartedAfter(t *testing.T, what string, t0 time.Time, interval time.Duration, n int) []Run {
+	t.Helper()
+	var found []Run
+	WaitFor(t, fmt.Sprintf("%d probe run(s) started after %s", n, what), time.Duration(9+n)*interval+time.Minute, func() (bool, error) {
 		runs, err := w.Snapshot()
+		found = found[:0]
 		for _, r := range runs {
-			if r.Start().After(t0) {
-				found = r
-				return true, nil
+			if r.Start().After(t0) && len(found) < n {
+				found = append(found, r)
 			}
 		}
-		return false, err
+		return len(found) == n, err
 	})
 	return found
 }
