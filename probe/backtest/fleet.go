@@ -485,6 +485,10 @@ func writeFleetCase(store *ruleeval.Store, g *fleetGroup, c *fleetCase, o Option
 				j++
 			}
 			if j < 0 || t.Sub(s.times[j]) > stale {
+				// Gone from the fleet: its series end here.
+				if err := writeRun(metrics, -1, ts); err != nil {
+					return fmt.Errorf("backtest: case %s, series %s: %w", c.id, s.Key, err)
+				}
 				continue
 			}
 			if !have[j] {

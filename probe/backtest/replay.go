@@ -15,6 +15,7 @@ import (
 	"github.com/prometheus/common/model"
 	"github.com/prometheus/prometheus/model/labels"
 	"github.com/prometheus/prometheus/model/rulefmt"
+	"github.com/prometheus/prometheus/model/value"
 	"github.com/prometheus/prometheus/promql"
 	"github.com/prometheus/prometheus/promql/parser"
 
@@ -523,8 +524,10 @@ func writeCase(store *ruleeval.Store, s prepared, c replayCase, o Options) error
 type metric struct {
 	ls    labels.Labels
 	value func(run int) (float64, bool)
-	// series is where the metric's samples go.
-	series *ruleeval.StoreSeries
+	// series is where the metric's samples go; written says whether the
+	// latest step wrote one.
+	series  *ruleeval.StoreSeries
+	written bool
 }
 
 // nodeParams say what one node's daemon exports about one series.
@@ -603,16 +606,31 @@ func nodeMetrics(store *ruleeval.Store, p nodeParams, o Options) []*metric {
 	return metrics
 }
 
-// writeRun appends, at ts, the value each metric has after run j.
+// writeRun appends, at ts, the value each metric has after run j, or
+// none with j < 0 (the node is gone). A metric written at the step
+// before but not now gets a staleness marker, as Prometheus marks a
+// series that vanishes from a scrape, so that it ends here whatever the
+// engine's lookback.
 func writeRun(metrics []*metric, j int, ts time.Time) error {
+	stale := math.Float64frombits(value.StaleNaN)
 	for _, m := range metrics {
-		v, ok := m.value(j)
+		v, ok := 0.0, false
+		if j >= 0 {
+			v, ok = m.value(j)
+		}
 		if !ok || math.IsNaN(v) {
+			if m.written {
+				if err := m.series.Add(ts.UnixMilli(), stale); err != nil {
+					return err
+				}
+			}
+			m.written = false
 			continue
 		}
 		if err := m.series.Add(ts.UnixMilli(), v); err != nil {
 			return err
 		}
+		m.written = true
 	}
 	return nil
 }
@@ -644,8 +662,15 @@ func newEvaluator(files []string, store *ruleeval.Store, o Options) (*ruleeval.E
 			MaxSamples:               50_000_000,
 			Timeout:                  5 * time.Minute,
 			NoStepSubqueryIntervalFn: func(int64) int64 { return o.EvaluationInterval.Milliseconds() },
-			EnableAtModifier:         true,
-			EnableNegativeOffset:     true,
+			// Two evaluation intervals: a rule that reads its own output
+			// of the previous evaluation (an alert's ALERTS) sees it, as
+			// on a Prometheus evaluating at its default 1m. At 5m, the
+			// default lookback (also 5m) leaves out the sample exactly
+			// one step old. The replayed series are written at every
+			// step, so nothing else reads further back.
+			LookbackDelta:        2 * o.EvaluationInterval,
+			EnableAtModifier:     true,
+			EnableNegativeOffset: true,
 		}),
 	}, nil
 }
