@@ -180,6 +180,9 @@ func TestNotifierInhibitsAsShipped(t *testing.T) {
 	node := func(inst, target string) labels.Labels {
 		return labels.FromStrings("alertname", "PlateauProbeRegression", "job", "j", "instance", inst, "target", target, "severity", "critical")
 	}
+	member := func(inst, target string) labels.Labels {
+		return labels.FromStrings("alertname", "PlateauFileSystemIncident", "job", "j", "instance", inst, "target", target, "severity", "none")
+	}
 	for _, tc := range []struct {
 		name   string
 		firing []labels.Labels
@@ -188,10 +191,32 @@ func TestNotifierInhibitsAsShipped(t *testing.T) {
 		{"the file system and its nodes", []labels.Labels{fs, node("a", "scratch"), node("b", "scratch")}, 1},
 		{"nodes alone, one group per target", []labels.Labels{node("a", "scratch"), node("b", "scratch")}, 1},
 		{"a node of another target", []labels.Labels{fs, node("a", "home")}, 2},
+		// The incident's member notifies no one (the "null" receiver)
+		// but holds back its own node's page, and only that node's.
+		{"a member of the incident after the page ended", []labels.Labels{member("a", "scratch"), node("a", "scratch")}, 0},
+		{"a node outside the incident", []labels.Labels{member("a", "scratch"), node("b", "scratch")}, 1},
 	} {
 		if got := n.Groups(tc.firing); len(got) != tc.want {
 			t.Errorf("%s: groups %v, want %d", tc.name, got, tc.want)
 		}
+	}
+	// A child route to a receiver with an integration notifies; the
+	// root's receiver always does, as the shipped file leaves its
+	// integration to the site.
+	routed, err := ruleeval.ParseNotifier([]byte("route:\n  receiver: oncall\n  group_by: [alertname]\n  routes:\n    - {matchers: [severity=\"none\"], receiver: mail}\n    - {matchers: [severity=\"info\"], receiver: oncall}\n    - {matchers: [severity=~\"none|debug\"], receiver: sink}\nreceivers:\n  - name: oncall\n  - name: mail\n    email_configs: [{to: a@b}]\n  - name: sink\n"), "routes.yml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		severity string
+		want     int
+	}{{"none", 1}, {"info", 1}, {"debug", 0}, {"critical", 1}} {
+		if got := routed.Groups([]labels.Labels{labels.FromStrings("alertname", "A", "severity", tc.severity)}); len(got) != tc.want {
+			t.Errorf("severity %s: groups %v, want %d", tc.severity, got, tc.want)
+		}
+	}
+	if _, err := ruleeval.LoadNotifier(writeTemp(t, "route:\n  routes: [{matchers: ['a~~b'], receiver: x}]\n")); err == nil || !strings.Contains(err.Error(), "route.routes[0].matchers") {
+		t.Errorf("a bad route matcher: %v", err)
 	}
 	if _, err := ruleeval.LoadNotifier(writeTemp(t, "inhibit_rules:\n  - source_matchers: ['alertname~~x']\n")); err == nil || !strings.Contains(err.Error(), "inhibit_rules[0].source_matchers") {
 		t.Errorf("a bad matcher: %v", err)
@@ -215,6 +240,7 @@ func FuzzParseNotifier(f *testing.F) {
 	f.Add(string(shipped))
 	f.Add("inhibit_rules:\n  - source_matchers: [a=~\"(\"]\n")
 	f.Add("route: {group_by: [x]}\ninhibit_rules: [{source_matchers: ['a = b'], target_matchers: [c!~\"d|e\"], equal: [f]}]\n")
+	f.Add("route: {receiver: r, routes: [{matchers: [x=\"1\"], receiver: s}]}\nreceivers: [{name: r}, {name: s}]\n")
 	f.Fuzz(func(t *testing.T, in string) {
 		n, err := ruleeval.ParseNotifier([]byte(in), "fuzz.yml")
 		if err != nil {

@@ -12,16 +12,28 @@ import (
 )
 
 // Notifier counts what Alertmanager would send for the alerts that fire:
-// the shipped alertmanager.yml's inhibitions, and its root route's
-// grouping, one notification per group. It reads only what decides the
-// count (group_by, inhibit_rules): timing (group_wait, group_interval,
-// repeat_interval) delays and repeats notifications without changing
-// which groups notify during an incident, and the shipped file has one
-// route. Alertmanager itself is no dependency of the exporter; the
-// integration tests hold the same file against a real Alertmanager.
+// the shipped alertmanager.yml's inhibitions, its root route's grouping,
+// one notification per group, and its child routes to a receiver with no
+// integration (the "null" receiver of an alert that only inhibits, as
+// kube-prometheus routes its InfoInhibitor), whose alerts notify no one
+// but still inhibit. It reads only what decides the count (group_by,
+// routes' matchers and receivers, inhibit_rules): timing (group_wait,
+// group_interval, repeat_interval) delays and repeats notifications
+// without changing which groups notify during an incident. Alertmanager
+// itself is no dependency of the exporter; the integration tests hold
+// the same file against a real Alertmanager.
 type Notifier struct {
 	groupBy []string
 	inhibit []inhibitRule
+	// routes are the root route's children in order; the first whose
+	// matchers all match an alert takes it, and silent says its receiver
+	// has no integration.
+	routes []childRoute
+}
+
+type childRoute struct {
+	matchers []*labels.Matcher
+	silent   bool
 }
 
 type inhibitRule struct {
@@ -32,8 +44,16 @@ type inhibitRule struct {
 // amConfig is the part of alertmanager.yml the notifier reads.
 type amConfig struct {
 	Route struct {
-		GroupBy []string `yaml:"group_by"`
+		Receiver string   `yaml:"receiver"`
+		GroupBy  []string `yaml:"group_by"`
+		Routes   []struct {
+			Receiver string   `yaml:"receiver"`
+			Matchers []string `yaml:"matchers"`
+		} `yaml:"routes"`
 	} `yaml:"route"`
+	// Receivers are read as maps: a receiver with no key but its name has
+	// no integration.
+	Receivers    []map[string]any `yaml:"receivers"`
 	InhibitRules []struct {
 		SourceMatchers []string `yaml:"source_matchers"`
 		TargetMatchers []string `yaml:"target_matchers"`
@@ -61,36 +81,61 @@ func ParseNotifier(data []byte, path string) (*Notifier, error) {
 		return nil, fmt.Errorf("backtest: %s: %w", path, err)
 	}
 	n := &Notifier{groupBy: c.Route.GroupBy}
-	parse := func(i int, field string, ms []string) ([]*labels.Matcher, error) {
+	parse := func(field string, ms []string) ([]*labels.Matcher, error) {
 		var out []*labels.Matcher
 		for _, m := range ms {
 			parts := matcherSyntax.FindStringSubmatch(m)
 			if parts == nil {
-				return nil, fmt.Errorf("backtest: %s: inhibit_rules[%d].%s: %q is not a matcher (name=\"value\", =~, !=, !~)", path, i, field, m)
+				return nil, fmt.Errorf("backtest: %s: %s: %q is not a matcher (name=\"value\", =~, !=, !~)", path, field, m)
 			}
 			value := parts[3] + parts[4]
 			value = strings.ReplaceAll(strings.ReplaceAll(value, `\"`, `"`), `\\`, `\`)
 			typ := map[string]labels.MatchType{"=": labels.MatchEqual, "!=": labels.MatchNotEqual, "=~": labels.MatchRegexp, "!~": labels.MatchNotRegexp}[parts[2]]
 			lm, err := labels.NewMatcher(typ, parts[1], value)
 			if err != nil {
-				return nil, fmt.Errorf("backtest: %s: inhibit_rules[%d].%s: %q: %w", path, i, field, m, err)
+				return nil, fmt.Errorf("backtest: %s: %s: %q: %w", path, field, m, err)
 			}
 			out = append(out, lm)
 		}
 		return out, nil
 	}
 	for i, r := range c.InhibitRules {
-		src, err := parse(i, "source_matchers", r.SourceMatchers)
+		src, err := parse(fmt.Sprintf("inhibit_rules[%d].source_matchers", i), r.SourceMatchers)
 		if err != nil {
 			return nil, err
 		}
-		tgt, err := parse(i, "target_matchers", r.TargetMatchers)
+		tgt, err := parse(fmt.Sprintf("inhibit_rules[%d].target_matchers", i), r.TargetMatchers)
 		if err != nil {
 			return nil, err
 		}
 		n.inhibit = append(n.inhibit, inhibitRule{source: src, target: tgt, equal: r.Equal})
 	}
+	integrated := map[string]bool{}
+	for _, r := range c.Receivers {
+		name, _ := r["name"].(string)
+		integrated[name] = len(r) > 1
+	}
+	for i, r := range c.Route.Routes {
+		ms, err := parse(fmt.Sprintf("route.routes[%d].matchers", i), r.Matchers)
+		if err != nil {
+			return nil, err
+		}
+		// The root's receiver always counts: the shipped file leaves its
+		// integration to the site.
+		silent := r.Receiver != "" && r.Receiver != c.Route.Receiver && !integrated[r.Receiver]
+		n.routes = append(n.routes, childRoute{matchers: ms, silent: silent})
+	}
 	return n, nil
+}
+
+// silent says whether alert a goes to a receiver with no integration.
+func (n *Notifier) silent(a labels.Labels) bool {
+	for _, r := range n.routes {
+		if matchesAll(a, r.matchers) {
+			return r.silent
+		}
+	}
+	return false
 }
 
 // Groups are the notification Groups of the firing alerts that no other
@@ -125,7 +170,7 @@ func (n *Notifier) Groups(firing []labels.Labels) []string {
 				break
 			}
 		}
-		if inhibited {
+		if inhibited || n.silent(a) {
 			continue
 		}
 		var key []string
