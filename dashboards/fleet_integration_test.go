@@ -4,7 +4,6 @@ package dashboards
 
 import (
 	"fmt"
-	"slices"
 	"sort"
 	"strings"
 	"testing"
@@ -198,22 +197,40 @@ func TestFleetAlerts(t *testing.T) {
 	alertstack.CheckFSAlert(t, s, fsFired, alertstack.Target)
 	s.LogEvidence(t, alertstack.Target)
 	// Every node's page reaches Alertmanager (Prometheus sends them once
-	// they fire), and every one is held back by the file system alert.
+	// they fire), and every one is held back: by the file system alert
+	// while it fires, or by its node's membership of the incident
+	// (PlateauFileSystemIncident) once the page has ended with the
+	// evidence while the node is still down.
 	var amState string
-	alertstack.WaitFor(t, "Alertmanager to hold every node's page inhibited by "+alertstack.FsRegressionAlert, 3*time.Minute, func() (bool, error) {
+	alertstack.WaitFor(t, "Alertmanager to hold every node's page inhibited by "+alertstack.FsRegressionAlert+" or its node's "+alertstack.FsIncidentAlert, 3*time.Minute, func() (bool, error) {
 		alerts, err := s.AmAlerts(`alertname="` + alertstack.RegressionAlert + `"`)
 		if err != nil {
 			return false, err
 		}
+		members, err := s.AmAlerts(`alertname="` + alertstack.FsIncidentAlert + `"`)
+		if err != nil {
+			return false, err
+		}
+		memberOf := map[string]string{}
+		for _, m := range members {
+			memberOf[m.Fingerprint] = m.Labels["instance"]
+		}
 		var states []string
 		inhibited := map[string]bool{}
 		for _, a := range alerts {
-			st := a.Status.State
-			if slices.Contains(a.Status.InhibitedBy, fsFired.Fingerprint) {
-				st += " by " + alertstack.FsRegressionAlert
+			st, by := a.Status.State, ""
+			for _, fp := range a.Status.InhibitedBy {
+				if fp == fsFired.Fingerprint {
+					by = alertstack.FsRegressionAlert
+				} else if memberOf[fp] == a.Labels["instance"] {
+					by = alertstack.FsIncidentAlert
+				}
+			}
+			if by != "" {
+				st += " by " + by
 			}
 			states = append(states, s.AlertKey(a.Labels)+": "+st)
-			if a.Status.State == "suppressed" && slices.Contains(a.Status.InhibitedBy, fsFired.Fingerprint) {
+			if a.Status.State == "suppressed" && by != "" {
 				inhibited[a.Labels["instance"]] = true
 			}
 		}
@@ -232,8 +249,9 @@ func TestFleetAlerts(t *testing.T) {
 		}
 	}
 	// The episode ends with the node pages resolved at Prometheus and the
-	// file system alert resolved at the webhook: its keep_firing_for
-	// outlasts the nodes' recovery, so no node page leaks at the end.
+	// file system alert resolved at the webhook: each node's membership
+	// of the incident outlasts its recovery, so no node page leaks at the
+	// end.
 	alertstack.WaitFor(t, "every page of phase (b) to resolve", 5*time.Minute, func() (bool, error) {
 		if held, err := s.HeldIn(alertstack.RegressionAlert, ""); err != nil || len(held) > 0 {
 			return false, fmt.Errorf("Prometheus still holds %d %s (%v)", len(held), alertstack.RegressionAlert, err)

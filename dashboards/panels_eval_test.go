@@ -223,6 +223,10 @@ func evaluateOnExportedSeries(t *testing.T, promtool string, queries []namedQuer
 	}
 	// Prometheus itself writes ALERTS, which the overview lists.
 	series[fmt.Sprintf(`ALERTS{alertname="PlateauProbeFailing",alertstate="firing",severity="warning",job=%q,instance=%q,target="e2e"}`, evalJob, evalInstance)] = "1x60"
+	// And the file-system page, whose ALERTS its incident's members read
+	// (PlateauFileSystemIncident): the golden's nodes are not a fleet
+	// that falls.
+	series[fmt.Sprintf(`ALERTS{alertname="PlateauFileSystemRegression",alertstate="firing",severity="critical",job=%q,target="scratch",filesystem="scratch"}`, evalJob)] = "1x60"
 
 	type sample struct {
 		Labels string  `yaml:"labels"`

@@ -38,6 +38,10 @@ const (
 	RegressionAlert   = "PlateauProbeRegression"
 	FsRegressionAlert = "PlateauFileSystemRegression"
 	BelowPlateauAlert = "PlateauProbeBelowPlateau"
+	// FsIncidentAlert fires per node of the file-system page's incident
+	// until it recovers, notifies no one (severity none) and holds that
+	// node's own pages back in Alertmanager; see fleet_alerts.yml.
+	FsIncidentAlert = "PlateauFileSystemIncident"
 
 	// MinChangeRuns is how many successful runs a probe needs before the
 	// daemon exports plateau_probe_change_ratio (the store's minChangeRuns:
