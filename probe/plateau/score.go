@@ -68,21 +68,28 @@ func LowScore(results []float64) (score float64, ok bool) {
 
 // TargetScore combines the low scores of a target's ops on one node into
 // the node's score for the target: their sum over the square root of
-// their number, bounded to ±ScoreBound. A fault of the storage may lower
-// only some ops (reads, or metadata): a read-only fault of a target with
-// a read and a write op scores (-4 + 0)/√2 = -2.8, where the median of the
-// two would halve it to -2 and a fleet of such nodes would need half as
-// many again to page. One odd op among eight calm ones scores -4/√8 =
-// -1.4, so one op cannot make the node low; ops that are independent
-// noise combine to a score as wide as one op's, so the fleet rules' sum
-// means the same whatever the number of ops.
+// their number, bounded to ±ScoreBound, and never further from 0 than its
+// most extreme op. A fault of the storage may lower only some ops (reads,
+// or metadata): a read-only fault of a target with a read and a write op
+// scores (-4 + 0)/√2 = -2.8, where the median of the two would halve it
+// to -2 and a fleet of such nodes would need half as many again to page.
+// One odd op among eight calm ones scores -4/√8 = -1.4, so one op cannot
+// make the node low. But ops that fall together are one cause, not k
+// independent ones: a metadata server slowed by a fifth lowers a node's
+// creates, stats, reads and removes alike, and four ops at -2.5 summed
+// over √4 would score -5, bounded to -4, where the node is 2.5 deviations
+// low. So the sum over √k counts only what the ops disagree on: the
+// score stays within the most extreme op's (here -2.5), and the fleet
+// rules' sum counts each node's deviation once.
 func TargetScore(scores []float64) float64 {
 	if len(scores) == 0 {
 		return 0
 	}
-	sum := 0.0
+	sum, extreme := 0.0, 0.0
 	for _, s := range scores {
 		sum += s
+		extreme = math.Max(extreme, math.Abs(s))
 	}
-	return math.Max(-ScoreBound, math.Min(ScoreBound, sum/math.Sqrt(float64(len(scores)))))
+	limit := math.Min(ScoreBound, extreme)
+	return math.Max(-limit, math.Min(limit, sum/math.Sqrt(float64(len(scores)))))
 }

@@ -84,6 +84,15 @@ func TestTargetScore(t *testing.T) {
 		{[]float64{-4, -4, -4, -4}, -ScoreBound},
 		{[]float64{-4, 0, 0, 0, 0, 0, 0, 0}, -4 / math.Sqrt(8)},
 		{[]float64{4, 4}, ScoreBound},
+		// Ops that fall together (a metadata server slowed by a fifth)
+		// are one deviation: four at -2.5 score -2.5, not -5 bounded to
+		// -4; two at -2 score -2, not -2.8.
+		{[]float64{-2.5, -2.5, -2.5, -2.5}, -2.5},
+		{[]float64{-2, -2}, -2},
+		// Ops that disagree keep their sum over √k: -3.5 and -1 make
+		// -3.18, within the lower's -3.5.
+		{[]float64{-3.5, -1}, -4.5 / math.Sqrt2},
+		{[]float64{-3, 1}, -2 / math.Sqrt2},
 	} {
 		if got := TargetScore(tc.scores); math.Abs(got-tc.want) > 1e-12 {
 			t.Errorf("TargetScore(%v) = %g, want %g", tc.scores, got, tc.want)

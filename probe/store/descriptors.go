@@ -136,15 +136,17 @@ var (
 	// per node and target like the verdicts above: the fleet rules
 	// add it up over a target's nodes, where one series per op would have
 	// them read twenty times as many. The ops combined as
-	// plateau.TargetScore says (sum over √k, bounded): one odd op of a node
-	// does not stand for its whole view of the file system, and a fault
-	// that lowers only some ops (reads) still counts in full for them.
+	// plateau.TargetScore says (sum over √k, bounded, and within the most
+	// extreme op's): one odd op of a node does not stand for its whole view
+	// of the file system, a fault that lowers only some ops (reads) still
+	// counts in full for them, and ops that fall together count once.
 	//
 	// Each op's low score is how far below its own normal its latest run is,
 	// in that op's own run-to-run robust deviations (1.4826 x the median
 	// absolute deviation of the plateau.NormalRuns runs before it), bounded to
 	// ±plateau.ScoreBound; negative is below normal. The target's score adds
-	// them up over the square root of their number, bounded again. The fleet
+	// them up over the square root of their number, bounded again and to
+	// the most extreme op's score. The fleet
 	// rules add it up across the target's nodes
 	// (target:plateau_probe_low_score:evidence). Absent while no op of the
 	// target has one (until MinNormalRuns+ScoreRuns successful runs).
