@@ -206,6 +206,7 @@ func (g gen) nodeSeries(n node) []series {
 	}
 	targetRegression := map[string][]func(int64) float64{}
 	targetLowScore := map[string][]func(int64) float64{}
+	targetNormalRatio := map[string][]func(int64) float64{}
 	targetIOBytes := map[string][]func(int64) float64{}
 	targetBelowWarning := map[string][]func(int64) float64{}
 	targetBelowPlateau := map[string][]func(int64) float64{}
@@ -339,6 +340,15 @@ func (g gen) nodeSeries(n node) []series {
 				score, _ := plateau.LowScore(ratios)
 				return score
 			})
+			targetNormalRatio[p.target] = append(targetNormalRatio[p.target], func(t int64) float64 {
+				k := run(t)
+				ratios := make([]float64, plateau.NormalRuns+plateau.ScoreRuns)
+				for j := range ratios {
+					ratios[j] = ratio(op, k-int64(len(ratios)-1-j))
+				}
+				r, _ := plateau.NormalRatio(ratios)
+				return r
+			})
 			medians := func(t int64) plateau.Verdicts {
 				k := run(t)
 				ratios := make([]float64, plateau.LongMedianRuns)
@@ -390,6 +400,14 @@ func (g gen) nodeSeries(n node) []series {
 			}
 			return plateau.TargetScore(v)
 		}, "plateau_probe_target_low_score", "target", tg)
+		ratios := targetNormalRatio[tg]
+		add(short, func(t int64) float64 {
+			lowest := math.Inf(1)
+			for _, f := range ratios {
+				lowest = math.Min(lowest, f(t))
+			}
+			return lowest
+		}, "plateau_probe_target_normal_ratio", "target", tg)
 		add(short, maxOf(targetBelowWarning[tg]), "plateau_probe_target_below_warning", "target", tg)
 		add(short, maxOf(targetBelowPlateau[tg]), "plateau_probe_target_below_plateau", "target", tg)
 		add(ctr, sumOf(targetIOBytes[tg]), "plateau_probe_target_io_bytes_total", "target", tg)

@@ -20,7 +20,7 @@ var update = flag.Bool("update", false, "rewrite testdata/metrics.golden from th
 
 // volatile lists the series whose values change from run to run; the golden
 // test keeps their names and labels but masks their values.
-var volatile = regexp.MustCompile(`^(plateau_probe_(duration|last_run|last_success|throughput|operations_per|latency|runs_total|io_bytes|target_io_bytes|target_regression|target_low_score|target_below_warning|target_below_plateau|in_progress|skips_total|ratio|change_ratio|change_noise_ratio|change_fast_ratio|change_fast_noise_ratio|change_low_runs|regression|failing|not_run|target_failing_probes|target_not_run_probes)|plateau_config_last_reload_success_timestamp|plateau_scrape_collector_duration_seconds|plateau_gpfs_command_(duration_seconds|last_run_timestamp_seconds))`)
+var volatile = regexp.MustCompile(`^(plateau_probe_(duration|last_run|last_success|throughput|operations_per|latency|runs_total|io_bytes|target_io_bytes|target_regression|target_low_score|target_normal_ratio|target_below_warning|target_below_plateau|in_progress|skips_total|ratio|change_ratio|change_noise_ratio|change_fast_ratio|change_fast_noise_ratio|change_low_runs|regression|failing|not_run|target_failing_probes|target_not_run_probes)|plateau_config_last_reload_success_timestamp|plateau_scrape_collector_duration_seconds|plateau_gpfs_command_(duration_seconds|last_run_timestamp_seconds))`)
 
 var (
 	goVersionLabel = regexp.MustCompile(`goversion="[^"]*"`)

@@ -370,7 +370,7 @@ func writtenMetrics() []string {
 		"plateau_probe_ratio", "plateau_probe_change_ratio", "plateau_probe_change_noise_ratio",
 		"plateau_probe_change_fast_ratio", "plateau_probe_change_fast_noise_ratio", "plateau_probe_change_low_runs",
 		"plateau_probe_regression", "plateau_probe_ratio_median_3_runs", "plateau_probe_ratio_median_24_runs",
-		"plateau_probe_target_regression", "plateau_probe_target_low_score", "plateau_probe_target_below_warning", "plateau_probe_target_below_plateau", "plateau_probe_failing", "plateau_probe_not_run",
+		"plateau_probe_target_regression", "plateau_probe_target_low_score", "plateau_probe_target_normal_ratio", "plateau_probe_target_below_warning", "plateau_probe_target_below_plateau", "plateau_probe_failing", "plateau_probe_not_run",
 		"plateau_alert_threshold_ratio", "plateau_probe_hung", "plateau_probe_abandoned_workers", "up",
 	}
 }
@@ -588,6 +588,7 @@ func nodeMetrics(store *ruleeval.Store, p nodeParams, o Options) []*metric {
 		// The per-target figures of the verdicts, of this one op.
 		{ls: perTarget("plateau_probe_target_regression"), value: func(j int) (float64, bool) { return b2f(verdicts[j].Regression), verdicts[j].HasChange }},
 		{ls: perTarget("plateau_probe_target_low_score"), value: func(j int) (float64, bool) { return verdicts[j].LowScore, verdicts[j].HasLowScore }},
+		{ls: perTarget("plateau_probe_target_normal_ratio"), value: func(j int) (float64, bool) { return verdicts[j].NormalRatio, verdicts[j].HasLowScore }},
 		{ls: perTarget("plateau_probe_target_below_warning"), value: func(j int) (float64, bool) {
 			return b2f(verdicts[j].RecentMedian < probe.DefaultWarningRatio), verdicts[j].HasRecent
 		}},

@@ -42,20 +42,11 @@ const (
 // is below normal. ok is false while the earliest of those runs has fewer
 // than MinNormalRuns runs before it, or a result is not positive.
 func LowScore(results []float64) (score float64, ok bool) {
-	if keep := NormalRuns + ScoreRuns; len(results) > keep {
-		results = results[len(results)-keep:]
-	}
-	n := len(results)
-	if n < MinNormalRuns+ScoreRuns {
+	logs, ok := scoredLogs(results)
+	if !ok {
 		return 0, false
 	}
-	logs := make([]float64, n)
-	for i, v := range results {
-		if !(v > 0) || math.IsInf(v, 0) {
-			return 0, false
-		}
-		logs[i] = math.Log(v)
-	}
+	n := len(logs)
 	score = math.Inf(-1)
 	for last := n - ScoreRuns; last < n; last++ {
 		normal := logs[max(0, last-NormalRuns):last]
@@ -92,4 +83,40 @@ func TargetScore(scores []float64) float64 {
 	}
 	limit := math.Min(ScoreBound, extreme)
 	return math.Max(-limit, math.Min(limit, sum/math.Sqrt(float64(len(scores)))))
+}
+
+// NormalRatio is the latest of results over its recent normal, the
+// median of the NormalRuns runs before it (the center LowScore measures
+// from): 0.8 is 20% under normal. The low score says how sure a drop is,
+// this says how large: on a probe that wobbles by 1%, a 5% dip is four
+// deviations, and a fleet of such nodes is overwhelming evidence of a dip
+// nobody needs paged for. ok as for LowScore with ScoreRuns 1.
+func NormalRatio(results []float64) (ratio float64, ok bool) {
+	logs, ok := scoredLogs(results)
+	if !ok {
+		return 0, false
+	}
+	n := len(logs)
+	center, _ := medianMAD(logs[max(0, n-1-NormalRuns) : n-1])
+	return math.Exp(logs[n-1] - center), true
+}
+
+// scoredLogs are the logarithms of the latest NormalRuns+ScoreRuns of
+// results, the runs the low score reads; ok is false while there are
+// fewer than MinNormalRuns+ScoreRuns, or one of them is not positive.
+func scoredLogs(results []float64) ([]float64, bool) {
+	if keep := NormalRuns + ScoreRuns; len(results) > keep {
+		results = results[len(results)-keep:]
+	}
+	if len(results) < MinNormalRuns+ScoreRuns {
+		return nil, false
+	}
+	logs := make([]float64, len(results))
+	for i, v := range results {
+		if !(v > 0) || math.IsInf(v, 0) {
+			return nil, false
+		}
+		logs[i] = math.Log(v)
+	}
+	return logs, true
 }

@@ -99,3 +99,33 @@ func TestTargetScore(t *testing.T) {
 		}
 	}
 }
+
+func TestNormalRatioIsTheDropsSize(t *testing.T) {
+	runs := steady(40)
+	if _, ok := NormalRatio(runs[:MinNormalRuns]); ok {
+		t.Fatalf("a ratio after %d runs, with fewer than %d runs of normal before the latest", MinNormalRuns, MinNormalRuns)
+	}
+	// 10% under a normal that wobbles by 2% around 100: about 0.9, while
+	// its low score is several deviations.
+	r, ok := NormalRatio(append(runs, 90))
+	if !ok || r < 0.88 || r > 0.92 {
+		t.Errorf("a run 10%% low scores ratio %.3f (ok %v), want about 0.9", r, ok)
+	}
+	if s, _ := LowScore(append(runs, 90)); s > -2 {
+		t.Errorf("and its low score %.2f, want -2 or lower", s)
+	}
+	// Its size does not depend on how noisy the probe is: on a probe that
+	// alternates between 50 and 150, the median of the normal's logs is
+	// midway, at √(50·150) ≈ 86.6, and a run of 70 is 0.81 of it, where
+	// its low score is well under one deviation.
+	noisy := make([]float64, 40)
+	for i := range noisy {
+		noisy[i] = 100 + 50*float64(1-2*(i%2))
+	}
+	if r, _ := NormalRatio(append(noisy, 70)); math.Abs(r-70/math.Sqrt(50*150)) > 0.005 {
+		t.Errorf("a run of 70 on an alternating probe: ratio %.3f, want %.3f", r, 70/math.Sqrt(50*150))
+	}
+	if _, ok := NormalRatio(append(runs, 0)); ok {
+		t.Error("a ratio with a result of 0")
+	}
+}

@@ -91,6 +91,9 @@ type Verdicts struct {
 	// (score.go), set when HasLowScore.
 	LowScore    float64
 	HasLowScore bool
+	// NormalRatio is the latest run over its recent normal (score.go),
+	// set with HasLowScore.
+	NormalRatio float64
 }
 
 // RunVerdicts computes the verdicts from an op's results, oldest first, in
@@ -105,6 +108,7 @@ func RunVerdicts(results []float64, plateau float64) Verdicts {
 		v.Regression = v.Change.Regression()
 	}
 	v.LowScore, v.HasLowScore = LowScore(results)
+	v.NormalRatio, _ = NormalRatio(results)
 	if !(plateau > 0) || math.IsInf(plateau, 0) {
 		return v
 	}

@@ -96,6 +96,24 @@ func TestStoreTargetLowScoreCombinesOps(t *testing.T) {
 	if got, want := probetest.MetricValue(t, s, name, map[string]string{"target": "u"}), score("u/s/write"); got != want {
 		t.Errorf("%s{u} = %g, want its one op's score %g", name, got, want)
 	}
+	// Beside the score, the size of the drop: the lowest op's latest run
+	// over its normal, here s's write 30% down, about 0.7 (not the read,
+	// 30% up, nor a mean of the three).
+	ratio := func(key string) float64 {
+		t.Helper()
+		v, ok := plateau.NormalRatio(results[key])
+		if !ok {
+			t.Fatalf("no normal ratio for %s", key)
+		}
+		return v
+	}
+	const ratioName = "plateau_probe_target_normal_ratio"
+	if got, want := probetest.MetricValue(t, s, ratioName, map[string]string{"target": "t"}), ratio("t/s/write"); got != want || want > 0.72 || want < 0.68 {
+		t.Errorf("%s{t} = %g, want the lowest op's, t/s/write's %g, about 0.7", ratioName, got, want)
+	}
+	if got, want := probetest.MetricValue(t, s, ratioName, map[string]string{"target": "u"}), ratio("u/s/write"); got != want {
+		t.Errorf("%s{u} = %g, want its one op's %g", ratioName, got, want)
+	}
 	// The help says what the value is, for whoever reads /metrics.
 	help := `# HELP plateau_probe_target_low_score Combined low score of the target's ops in robust deviations from normal, bounded to ±4.
 # TYPE plateau_probe_target_low_score gauge
@@ -114,5 +132,8 @@ func TestStoreTargetLowScoreCombinesOps(t *testing.T) {
 	s.Record(&probe.Result{Target: "t", Probe: "s", Kind: probe.KindSequential, Reason: probe.ReasonEIO}, false)
 	if got := probetest.MetricValue(t, s, name, map[string]string{"target": "t"}); got != middle {
 		t.Errorf("%s{t} = %g while s fails, want q's score %g", name, got, middle)
+	}
+	if got, want := probetest.MetricValue(t, s, ratioName, map[string]string{"target": "t"}), ratio("t/q/write"); got != want {
+		t.Errorf("%s{t} = %g while s fails, want q's %g", ratioName, got, want)
 	}
 }
