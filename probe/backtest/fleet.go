@@ -326,7 +326,11 @@ type fleetFigures struct {
 	detectedWithin int
 	// notifications counts the notification groups that started after
 	// the onset, notificationsEarly those of them that started by the end
-	// of interval 3: what the on-call sees as the incident starts.
+	// of interval 3: what the on-call sees as the incident starts. A group
+	// that stops notifying (resolved, or all its alerts inhibited) and
+	// notifies again counts again: Alertmanager sends it again, and a page
+	// that ends while the fall goes on and fires again is two
+	// notifications of one incident.
 	notifications, notificationsEarly int
 	// On unmodified segments: the real times of the counted steps at
 	// which the file-system page fired, and of those it started at, for
@@ -360,12 +364,12 @@ func evaluateFleet(ctx context.Context, groups []fleetGroup, cases []*fleetCase,
 	type state struct {
 		fsPage    bool
 		nodePages map[string]bool
-		notified  map[string]bool
+		notified  notifying
 		firing    []labels.Labels
 	}
 	states := make([]state, len(cases))
 	for i := range states {
-		states[i] = state{nodePages: map[string]bool{}, notified: map[string]bool{}}
+		states[i] = state{nodePages: map[string]bool{}, notified: notifying{}}
 	}
 	for ts := simulationStart; ts.Before(end); ts = ts.Add(o.EvaluationInterval) {
 		if err := ctx.Err(); err != nil {
@@ -416,10 +420,7 @@ func evaluateFleet(ctx context.Context, groups []fleetGroup, cases []*fleetCase,
 					f.firedBeforeOnset = true
 				}
 				st.fsPage, st.nodePages = fsPage, nodePages
-				clear(st.notified)
-				for _, k := range notified {
-					st.notified[k] = true
-				}
+				st.notified.starts(notified)
 				continue
 			}
 			f.steps++
@@ -448,19 +449,40 @@ func evaluateFleet(ctx context.Context, groups []fleetGroup, cases []*fleetCase,
 					f.nodePageEpisodes++
 				}
 			}
-			for _, k := range notified {
-				if !st.notified[k] {
-					st.notified[k] = true
-					f.notifications++
-					if e := c.intervalEnd[2]; !e.IsZero() && ts.Before(c.sim(g, e, o.Options).Add(o.EvaluationInterval)) {
-						f.notificationsEarly++
-					}
+			if n := st.notified.starts(notified); n > 0 {
+				f.notifications += n
+				if e := c.intervalEnd[2]; !e.IsZero() && ts.Before(c.sim(g, e, o.Options).Add(o.EvaluationInterval)) {
+					f.notificationsEarly += n
 				}
 			}
 			st.fsPage, st.nodePages = fsPage, nodePages
 		}
 	}
 	return figures, nil
+}
+
+// notifying is the set of notification groups that notified at the
+// previous evaluation.
+type notifying map[string]bool
+
+// starts says how many of the groups notifying now did not at the
+// previous evaluation, and remembers now. A group that stops notifying
+// (its alerts resolved, or all of them inhibited) and notifies again
+// starts again: Alertmanager sends a group whose alerts all went as
+// resolved, and its next alert as a first notification. A group that
+// gains an alert while it notifies is the same notification, updated.
+func (n notifying) starts(now []string) int {
+	started := 0
+	for _, k := range now {
+		if !n[k] {
+			started++
+		}
+	}
+	clear(n)
+	for _, k := range now {
+		n[k] = true
+	}
+	return started
 }
 
 // writeFleetCase writes what each node's daemon would have exported at

@@ -277,3 +277,33 @@ func FuzzReadCSVFleetColumns(f *testing.F) {
 		}
 	})
 }
+
+// A notification group that stops notifying and notifies again is a new
+// notification (a page that ends while its fall goes on and fires again
+// is two); one that gains alerts while it notifies is not.
+func TestNotifyingCountsEachStart(t *testing.T) {
+	n := notifying{}
+	steps := []struct {
+		now  []string
+		want int
+	}{
+		{nil, 0},
+		{[]string{"page"}, 1},
+		{[]string{"page"}, 0},
+		{[]string{"page", "node"}, 1},
+		{[]string{"node"}, 0},
+		{nil, 0},
+		{[]string{"page", "node"}, 2},
+	}
+	total := 0
+	for i, s := range steps {
+		got := n.starts(s.now)
+		if got != s.want {
+			t.Errorf("step %d, notifying %v: %d starts, want %d", i, s.now, got, s.want)
+		}
+		total += got
+	}
+	if total != 4 {
+		t.Errorf("%d notifications in all, want 4: the page and the node group twice each", total)
+	}
+}
