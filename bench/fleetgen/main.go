@@ -328,25 +328,24 @@ func (g gen) nodeSeries(n node) []series {
 			}
 			add(short, regression, "plateau_probe_regression", ok...)
 			targetRegression[p.target] = append(targetRegression[p.target], regression)
-			// The op's low score, from the function the store uses, over
-			// its last runs; the store combines a target's ops with
-			// plateau.TargetScore.
-			targetLowScore[p.target] = append(targetLowScore[p.target], func(t int64) float64 {
+			// The op's low score and the size of its drop, from the
+			// functions the store uses, over its last runs; the store
+			// combines a target's ops with plateau.TargetScore and the
+			// lowest ratio.
+			scored := func(t int64) []float64 {
 				k := run(t)
 				ratios := make([]float64, plateau.NormalRuns+plateau.ScoreRuns)
 				for j := range ratios {
 					ratios[j] = ratio(op, k-int64(len(ratios)-1-j))
 				}
-				score, _ := plateau.LowScore(ratios)
+				return ratios
+			}
+			targetLowScore[p.target] = append(targetLowScore[p.target], func(t int64) float64 {
+				score, _ := plateau.LowScore(scored(t))
 				return score
 			})
 			targetNormalRatio[p.target] = append(targetNormalRatio[p.target], func(t int64) float64 {
-				k := run(t)
-				ratios := make([]float64, plateau.NormalRuns+plateau.ScoreRuns)
-				for j := range ratios {
-					ratios[j] = ratio(op, k-int64(len(ratios)-1-j))
-				}
-				r, _ := plateau.NormalRatio(ratios)
+				r, _ := plateau.NormalRatio(scored(t))
 				return r
 			})
 			medians := func(t int64) plateau.Verdicts {
