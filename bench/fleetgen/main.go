@@ -330,8 +330,8 @@ func (g gen) nodeSeries(n node) []series {
 			targetRegression[p.target] = append(targetRegression[p.target], regression)
 			// The op's low score and the size of its drop, from the
 			// functions the store uses, over its last runs; the store
-			// combines a target's ops with plateau.TargetScore and the
-			// lowest ratio.
+			// combines a target's ops with plateau.TargetScore and
+			// plateau.TargetRatio.
 			scored := func(t int64) []float64 {
 				k := run(t)
 				ratios := make([]float64, plateau.NormalRuns+plateau.ScoreRuns)
@@ -401,11 +401,11 @@ func (g gen) nodeSeries(n node) []series {
 		}, "plateau_probe_target_low_score", "target", tg)
 		ratios := targetNormalRatio[tg]
 		add(short, func(t int64) float64 {
-			lowest := math.Inf(1)
-			for _, f := range ratios {
-				lowest = math.Min(lowest, f(t))
+			v := make([]float64, len(ratios))
+			for i, f := range ratios {
+				v[i] = f(t)
 			}
-			return lowest
+			return plateau.TargetRatio(v)
 		}, "plateau_probe_target_normal_ratio", "target", tg)
 		add(short, maxOf(targetBelowWarning[tg]), "plateau_probe_target_below_warning", "target", tg)
 		add(short, maxOf(targetBelowPlateau[tg]), "plateau_probe_target_below_plateau", "target", tg)

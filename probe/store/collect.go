@@ -36,8 +36,9 @@ func (s *Store) Collect(ch chan<- prometheus.Metric) {
 		// lowScores are the low scores of the target's ops that have one,
 		// combined by plateau.TargetScore.
 		lowScores []float64
-		// normalRatio is the lowest of those ops' NormalRatio.
-		normalRatio float64
+		// normalRatios are those ops' NormalRatio, combined by
+		// plateau.TargetRatio.
+		normalRatios []float64
 	}
 	targets := map[string]*targetVerdict{}
 	for _, st := range s.probes {
@@ -132,9 +133,7 @@ func (s *Store) Collect(ch chan<- prometheus.Metric) {
 						tv.regression = tv.regression || v.Regression
 					}
 					if v.HasLowScore {
-						if len(tv.lowScores) == 0 || v.NormalRatio < tv.normalRatio {
-							tv.normalRatio = v.NormalRatio
-						}
+						tv.normalRatios = append(tv.normalRatios, v.NormalRatio)
 						tv.lowScores = append(tv.lowScores, v.LowScore)
 					}
 					if v.HasRecent {
@@ -180,7 +179,7 @@ func (s *Store) Collect(ch chan<- prometheus.Metric) {
 		}
 		if len(tv.lowScores) > 0 {
 			gauge(descTargetLowScore, plateau.TargetScore(tv.lowScores), name)
-			gauge(descTargetNormalRatio, tv.normalRatio, name)
+			gauge(descTargetNormalRatio, plateau.TargetRatio(tv.normalRatios), name)
 		}
 		if tv.hasRecent {
 			gauge(descTargetBelowWarning, b2f(tv.belowWarning), name)
