@@ -389,24 +389,20 @@ func (g gen) nodeSeries(n node) []series {
 			return s
 		}
 	}
+	// The ops' scores and ratios, combined as the store combines them.
+	combined := func(fs []func(int64) float64, combine func([]float64) float64) func(int64) float64 {
+		return func(t int64) float64 {
+			v := make([]float64, len(fs))
+			for i, f := range fs {
+				v[i] = f(t)
+			}
+			return combine(v)
+		}
+	}
 	for _, tg := range []string{"local", "scratch"} {
 		add(short, maxOf(targetRegression[tg]), "plateau_probe_target_regression", "target", tg)
-		scores := targetLowScore[tg]
-		add(short, func(t int64) float64 {
-			v := make([]float64, len(scores))
-			for i, f := range scores {
-				v[i] = f(t)
-			}
-			return plateau.TargetScore(v)
-		}, "plateau_probe_target_low_score", "target", tg)
-		ratios := targetNormalRatio[tg]
-		add(short, func(t int64) float64 {
-			v := make([]float64, len(ratios))
-			for i, f := range ratios {
-				v[i] = f(t)
-			}
-			return plateau.TargetRatio(v)
-		}, "plateau_probe_target_normal_ratio", "target", tg)
+		add(short, combined(targetLowScore[tg], plateau.TargetScore), "plateau_probe_target_low_score", "target", tg)
+		add(short, combined(targetNormalRatio[tg], plateau.TargetRatio), "plateau_probe_target_normal_ratio", "target", tg)
 		add(short, maxOf(targetBelowWarning[tg]), "plateau_probe_target_below_warning", "target", tg)
 		add(short, maxOf(targetBelowPlateau[tg]), "plateau_probe_target_below_plateau", "target", tg)
 		add(ctr, sumOf(targetIOBytes[tg]), "plateau_probe_target_io_bytes_total", "target", tg)
