@@ -330,8 +330,8 @@ func (g gen) nodeSeries(n node) []series {
 			targetRegression[p.target] = append(targetRegression[p.target], regression)
 			// The op's low score and the size of its drop, from the
 			// functions the store uses, over its last runs; the store
-			// combines a target's ops with plateau.TargetScore and
-			// plateau.TargetRatio.
+			// combines a target's ops with plateau.TargetScore and the
+			// lowest ratio.
 			scored := func(t int64) []float64 {
 				k := run(t)
 				ratios := make([]float64, plateau.NormalRuns+plateau.ScoreRuns)
@@ -389,20 +389,24 @@ func (g gen) nodeSeries(n node) []series {
 			return s
 		}
 	}
-	// The ops' scores and ratios, combined as the store combines them.
-	combined := func(fs []func(int64) float64, combine func([]float64) float64) func(int64) float64 {
-		return func(t int64) float64 {
-			v := make([]float64, len(fs))
-			for i, f := range fs {
-				v[i] = f(t)
-			}
-			return combine(v)
-		}
-	}
 	for _, tg := range []string{"local", "scratch"} {
 		add(short, maxOf(targetRegression[tg]), "plateau_probe_target_regression", "target", tg)
-		add(short, combined(targetLowScore[tg], plateau.TargetScore), "plateau_probe_target_low_score", "target", tg)
-		add(short, combined(targetNormalRatio[tg], plateau.TargetRatio), "plateau_probe_target_normal_ratio", "target", tg)
+		scores := targetLowScore[tg]
+		add(short, func(t int64) float64 {
+			v := make([]float64, len(scores))
+			for i, f := range scores {
+				v[i] = f(t)
+			}
+			return plateau.TargetScore(v)
+		}, "plateau_probe_target_low_score", "target", tg)
+		ratios := targetNormalRatio[tg]
+		add(short, func(t int64) float64 {
+			lowest := math.Inf(1)
+			for _, f := range ratios {
+				lowest = math.Min(lowest, f(t))
+			}
+			return lowest
+		}, "plateau_probe_target_normal_ratio", "target", tg)
 		add(short, maxOf(targetBelowWarning[tg]), "plateau_probe_target_below_warning", "target", tg)
 		add(short, maxOf(targetBelowPlateau[tg]), "plateau_probe_target_below_plateau", "target", tg)
 		add(ctr, sumOf(targetIOBytes[tg]), "plateau_probe_target_io_bytes_total", "target", tg)

@@ -101,23 +101,6 @@ func NormalRatio(results []float64) (ratio float64, ok bool) {
 	return math.Exp(logs[n-1] - center), true
 }
 
-// TargetRatio combines the NormalRatio of a target's ops on one node into
-// the node's drop for the target: their geometric mean. Not the lowest op:
-// of eight ops that each wobble by 10%, the lowest sits about 13% under
-// its normal on a calm day, and a page held while the drop is large would
-// never end. A fault of some ops counts for its share: reads 50% down and
-// writes held make 0.71.
-func TargetRatio(ratios []float64) float64 {
-	if len(ratios) == 0 {
-		return 1
-	}
-	sum := 0.0
-	for _, r := range ratios {
-		sum += math.Log(r)
-	}
-	return math.Exp(sum / float64(len(ratios)))
-}
-
 // scoredLogs are the logarithms of the latest NormalRuns+ScoreRuns of
 // results, the runs the low score reads; ok is false while there are
 // fewer than MinNormalRuns+ScoreRuns, or one of them is not positive.

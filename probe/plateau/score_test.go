@@ -2,7 +2,6 @@ package plateau
 
 import (
 	"math"
-	"math/rand/v2"
 	"testing"
 )
 
@@ -128,38 +127,5 @@ func TestNormalRatioIsTheDropsSize(t *testing.T) {
 	}
 	if _, ok := NormalRatio(append(runs, 0)); ok {
 		t.Error("a ratio with a result of 0")
-	}
-}
-
-// The target's drop is its ops' geometric mean: on a calm day of eight ops
-// that each wobble by 10%, near 1, where the lowest op is well under 0.9
-// (a page held while the drop is large would never end on it); a fault of
-// some ops counts for its share.
-func TestTargetRatioOfACalmDayAndOfAPartialFault(t *testing.T) {
-	rng := rand.New(rand.NewPCG(47, 8))
-	calmDays, lowestUnder, meanUnder := 200, 0, 0
-	for range calmDays {
-		ratios := make([]float64, 8)
-		lowest := math.Inf(1)
-		for i := range ratios {
-			ratios[i] = math.Exp(0.1 * rng.NormFloat64())
-			lowest = math.Min(lowest, ratios[i])
-		}
-		if lowest <= 0.9 {
-			lowestUnder++
-		}
-		if TargetRatio(ratios) <= 0.9 {
-			meanUnder++
-		}
-	}
-	if lowestUnder < calmDays/2 || meanUnder > calmDays/50 {
-		t.Errorf("calm days of eight ops at 10%%: the lowest op at 0.9 or under on %d of %d, the target's ratio on %d; want most and almost none",
-			lowestUnder, calmDays, meanUnder)
-	}
-	if r := TargetRatio([]float64{0.5, 1}); math.Abs(r-math.Sqrt(0.5)) > 1e-12 {
-		t.Errorf("reads at half, writes held: %g, want √0.5", r)
-	}
-	if r := TargetRatio(nil); r != 1 {
-		t.Errorf("no ops: %g, want 1", r)
 	}
 }

@@ -36,9 +36,8 @@ func (s *Store) Collect(ch chan<- prometheus.Metric) {
 		// lowScores are the low scores of the target's ops that have one,
 		// combined by plateau.TargetScore.
 		lowScores []float64
-		// normalRatios are those ops' NormalRatio, combined by
-		// plateau.TargetRatio.
-		normalRatios []float64
+		// normalRatio is the lowest of those ops' NormalRatio.
+		normalRatio float64
 	}
 	targets := map[string]*targetVerdict{}
 	for _, st := range s.probes {
@@ -133,7 +132,9 @@ func (s *Store) Collect(ch chan<- prometheus.Metric) {
 						tv.regression = tv.regression || v.Regression
 					}
 					if v.HasLowScore {
-						tv.normalRatios = append(tv.normalRatios, v.NormalRatio)
+						if len(tv.lowScores) == 0 || v.NormalRatio < tv.normalRatio {
+							tv.normalRatio = v.NormalRatio
+						}
 						tv.lowScores = append(tv.lowScores, v.LowScore)
 					}
 					if v.HasRecent {
@@ -179,7 +180,7 @@ func (s *Store) Collect(ch chan<- prometheus.Metric) {
 		}
 		if len(tv.lowScores) > 0 {
 			gauge(descTargetLowScore, plateau.TargetScore(tv.lowScores), name)
-			gauge(descTargetNormalRatio, plateau.TargetRatio(tv.normalRatios), name)
+			gauge(descTargetNormalRatio, tv.normalRatio, name)
 		}
 		if tv.hasRecent {
 			gauge(descTargetBelowWarning, b2f(tv.belowWarning), name)

@@ -151,17 +151,15 @@ var (
 	// (target:plateau_probe_low_score:evidence). Absent while no op of the
 	// target has one (until MinNormalRuns+ScoreRuns successful runs).
 	descTargetLowScore = newDesc("probe", "target_low_score", fmt.Sprintf("Combined low score of the target's ops in robust deviations from normal, bounded to ±%d.", plateau.ScoreBound), []string{"target"})
-	// Beside the score, the size of the drop (plateau.NormalRatio): each
-	// op's latest run over its recent normal, the median of the
-	// plateau.NormalRuns runs before it, and of the target's ops their
-	// geometric mean. The score says how sure a drop is, this how large;
-	// the file-system page asks for both
+	// Beside the score, the size of the drop (plateau.NormalRatio): the
+	// latest run of the target's lowest op over its recent normal, the
+	// median of the plateau.NormalRuns runs before it. The score says how
+	// sure a drop is, this how large; the file-system page asks for both
 	// (target:plateau_probe_normal_ratio:median), so that a fleet of very
-	// steady nodes all 5% low, many deviations each, is not a page, and
-	// holds while it stays large. The mean, not the lowest op
-	// (plateau.TargetRatio says why).
+	// steady nodes all 5% low, many deviations each, is not a page. The
+	// lowest op, so that a fault of some ops (reads) counts in full.
 	// Present with plateau_probe_target_low_score.
-	descTargetNormalRatio = newDesc("probe", "target_normal_ratio", "Geometric mean over the target's ops of their latest run over their recent normal (the median of the runs before it).", []string{"target"})
+	descTargetNormalRatio = newDesc("probe", "target_normal_ratio", "Latest run of the target's lowest op over its recent normal (the median of the runs before it).", []string{"target"})
 	// 1 when any op of any probe of the target has its
 	// plateau_probe_ratio_median_3_runs under its probe's warning threshold
 	// (plateau_alert_threshold_ratio{severity="warning"}), else 0; absent
