@@ -11,7 +11,8 @@ import (
 // fraction of the time, and the episodes per month, in which the median
 // node's latest run is at or under (1 - drop) times its recent normal
 // (the median of the plateau.NormalRuns runs before it, as the low
-// score's). An injected fleet-wide drop looks like that to any verdict
+// score's) for a quarter interval or longer: the ground truth's falls
+// (groundtruth.Falls) at that level. An injected fleet-wide drop looks like that to any verdict
 // that reads the probes' results alone, so a verdict that pages on the
 // injected drops within an interval also pages, on the same file, on
 // about this much of the unmodified time: the floor under the
@@ -27,30 +28,31 @@ type FleetFileDrop struct {
 // truth takes (groundtruth.Group.MedianRatios).
 func fileDrops(g *fleetGroup, drops []float64) map[string]FleetFileDrop {
 	samples := g.truthGroup().MedianRatios()
-	low := make([]int, len(drops))
-	episodes := make([]int, len(drops))
-	was := make([]bool, len(drops))
-	for _, s := range samples {
-		for di, d := range drops {
-			now := s.Ratio <= 1-d
-			if now {
-				low[di]++
-				if !was[di] {
-					episodes[di]++
-				}
-			}
-			was[di] = now
+	// The time the looks cover: each holds until the next, or for a step
+	// where the group has no next look (they are not evenly spaced: one
+	// at every run, besides the grid).
+	step := g.period / groundtruth.StepsPerPeriod
+	var covered time.Duration
+	for i, s := range samples {
+		if i+1 < len(samples) {
+			covered += min(step, samples[i+1].At.Sub(s.At))
+		} else {
+			covered += step
 		}
 	}
-	steps := len(samples)
 	out := map[string]FleetFileDrop{}
-	for di, d := range drops {
+	for _, d := range drops {
+		falls := groundtruth.Falls(samples, step, d)
+		var low time.Duration
+		for _, f := range falls {
+			low += f.To.Sub(f.From)
+		}
 		f := FleetFileDrop{}
-		if steps > 0 {
-			f.Fraction = round(float64(low[di])/float64(steps), 4)
+		if covered > 0 {
+			f.Fraction = round(float64(low)/float64(covered), 4)
 		}
 		if g.months > 0 {
-			f.EpisodesPerMonth = round(float64(episodes[di])/g.months, 3)
+			f.EpisodesPerMonth = round(float64(len(falls))/g.months, 3)
 		}
 		out[dropKey(d)] = f
 	}

@@ -35,8 +35,9 @@ type Group struct {
 	Stale time.Duration
 }
 
-// StepsPerPeriod is how many times per cadence the median is taken:
-// often enough that no run's effect is missed between two looks.
+// StepsPerPeriod is how many times per cadence the median is taken
+// between runs, so that a node going stale is seen within a quarter
+// interval; it is also taken at every run.
 const StepsPerPeriod = 4
 
 // Sample is the median node's latest run over its recent normal at one
@@ -46,11 +47,16 @@ type Sample struct {
 	Ratio float64
 }
 
-// MedianRatios is, every Period/StepsPerPeriod from Start to End, the
-// median over the nodes of their latest run over its recent normal (the
-// median of the plateau.NormalRuns runs before it, as the low score's).
-// A look counts when at least half of the nodes have a run with a
-// recent normal that is not older than Stale.
+// MedianRatios is, every Period/StepsPerPeriod from Start to End and at
+// every run, the median over the nodes of their latest run over its
+// recent normal (the median of the plateau.NormalRuns runs before it, as
+// the low score's). A look counts when at least half of the nodes have a
+// run with a recent normal that is not older than Stale. The looks at
+// the runs matter where nodes run in bursts (Cori's benchmarks ran two
+// to four times within an hour, some days): a burst of low runs followed
+// within a quarter interval by a burst of high ones is a real fall of
+// that hour, which the grid alone never saw, and a page on it was judged
+// false.
 func (g *Group) MedianRatios() []Sample {
 	type point struct {
 		at    time.Time
@@ -66,9 +72,22 @@ func (g *Group) MedianRatios() []Sample {
 		}
 	}
 	step := g.Period / StepsPerPeriod
+	var looks []time.Time
+	for t := g.Start; !t.After(g.End) && step > 0; t = t.Add(step) {
+		looks = append(looks, t)
+	}
+	for _, pts := range perNode {
+		for _, p := range pts {
+			if !p.at.Before(g.Start) && !p.at.After(g.End) {
+				looks = append(looks, p.at)
+			}
+		}
+	}
+	slices.SortFunc(looks, func(a, b time.Time) int { return a.Compare(b) })
+	looks = slices.CompactFunc(looks, func(a, b time.Time) bool { return a.Equal(b) })
 	next := make([]int, len(perNode))
 	var out []Sample
-	for t := g.Start; !t.After(g.End) && step > 0; t = t.Add(step) {
+	for _, t := range looks {
 		var ratios []float64
 		for si, pts := range perNode {
 			for next[si] < len(pts) && !pts[next[si]].at.After(t) {

@@ -18,12 +18,22 @@ func (s Stretch) Intervals(period time.Duration) int {
 }
 
 // Falls are the real falls at level: the stretches of looks at which the
-// median node is at or under 1 - level of its recent normal. A stretch
-// ends at the first look that is not low, or one look after its last low
-// one where the group has no look.
+// median node is at or under 1 - level of its recent normal, lasting a
+// step or more. A stretch ends at the first look that is not low, or one
+// step after its last low one where the group has no look. A shorter one
+// is a burst of low runs that the next runs, minutes later, contradict
+// (the nodes' runs of one day, some low and the rest not): no fall.
 func Falls(samples []Sample, step time.Duration, level float64) []Stretch {
 	var out []Stretch
 	open := false
+	closeAt := func(t time.Time) {
+		open = false
+		if last := &out[len(out)-1]; t.Sub(last.From) < step {
+			out = out[:len(out)-1]
+		} else {
+			last.To = t
+		}
+	}
 	for i, s := range samples {
 		low := s.Ratio <= 1-level
 		switch {
@@ -31,12 +41,10 @@ func Falls(samples []Sample, step time.Duration, level float64) []Stretch {
 			out = append(out, Stretch{From: s.At})
 			open = true
 		case !low && open:
-			out[len(out)-1].To = s.At
-			open = false
+			closeAt(s.At)
 		}
 		if open && (i+1 == len(samples) || samples[i+1].At.Sub(s.At) > step) {
-			out[len(out)-1].To = s.At.Add(step)
-			open = false
+			closeAt(s.At.Add(step))
 		}
 	}
 	return out

@@ -162,3 +162,59 @@ func TestDetectability(t *testing.T) {
 		t.Fatalf("steady series: d = %g, want ln 2 / 0.05", d)
 	}
 }
+
+// A fall starts and ends at runs, not at the looks between them; and a
+// burst of low runs that the next runs contradict minutes later is no
+// fall, whether or not a look between them happens to see it.
+func TestFallsFollowTheRuns(t *testing.T) {
+	// Two nodes of three have runs at x.1 h; at burst h, a run at half
+	// speed comes first, 3 minutes (or longer) before the regular one.
+	node := func(burst float64, low bool, until float64) Node {
+		var n Node
+		for i := 0; i < 40; i++ {
+			at := float64(i) + 0.1
+			if low && at >= burst && at < until {
+				n.Times = append(n.Times, hours(at-0.05))
+				n.Values = append(n.Values, 50)
+			}
+			n.Times = append(n.Times, hours(at))
+			n.Values = append(n.Values, 100)
+		}
+		return n
+	}
+	for _, tc := range []struct {
+		name     string
+		start    float64 // the grid's phase
+		nodes    []Node
+		falls    int
+		from, to float64
+	}{
+		{"burst between looks", 0, []Node{node(30.1, true, 30.2), node(30.1, true, 30.2), node(0, false, 0)}, 0, 0, 0},
+		// The grid at x.06 h looks between the burst and the next run: still none.
+		{"burst at a look", 0.06, []Node{node(30.1, true, 30.2), node(30.1, true, 30.2), node(0, false, 0)}, 0, 0, 0},
+	} {
+		g := Group{Nodes: tc.nodes, Period: time.Hour, Start: hours(tc.start), End: hours(40), Stale: 3 * time.Hour}
+		if falls := NewTruth(g.MedianRatios(), time.Hour).Falls; len(falls) != tc.falls {
+			t.Errorf("%s: falls %v, want %d", tc.name, falls, tc.falls)
+		}
+	}
+	// Two nodes of three at half from 30.1 h to 33.1 h, their runs at
+	// x.1 h: the fall is from the first low run to the first that is not.
+	low := func() Node {
+		var n Node
+		for i := 0; i < 40; i++ {
+			v := 100.0
+			if i >= 30 && i < 33 {
+				v = 50
+			}
+			n.Times = append(n.Times, hours(float64(i)+0.1))
+			n.Values = append(n.Values, v)
+		}
+		return n
+	}
+	g := Group{Nodes: []Node{low(), low(), node(0, false, 0)}, Period: time.Hour, Start: hours(0), End: hours(40), Stale: 3 * time.Hour}
+	falls := NewTruth(g.MedianRatios(), time.Hour).Falls
+	if len(falls) != 1 || !falls[0].From.Equal(hours(30.1)) || !falls[0].To.Equal(hours(33.1)) {
+		t.Fatalf("two nodes of three at half for three runs: falls %v, want one from 30.1 h to 33.1 h", falls)
+	}
+}
