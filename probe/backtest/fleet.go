@@ -324,11 +324,9 @@ type fleetFigures struct {
 	// after how many intervals a new one started (0: none).
 	firingAtOnset  bool
 	detectedWithin int
-	// notifications counts the notification groups that started after
-	// the onset, notificationsEarly those of them that started by the end
-	// of interval 3: what the on-call sees as the incident starts. A group
-	// that stops notifying (resolved, or all its alerts inhibited) and
-	// notifies again counts again: Alertmanager sends it again, and a page
+	// notifications counts the first notifications of groups after the
+	// onset (notificationLog), notificationsEarly those of them by the end
+	// of interval 3: what the on-call sees as the incident starts. A page
 	// that ends while the fall goes on and fires again is two
 	// notifications of one incident.
 	notifications, notificationsEarly int
@@ -364,12 +362,12 @@ func evaluateFleet(ctx context.Context, groups []fleetGroup, cases []*fleetCase,
 	type state struct {
 		fsPage    bool
 		nodePages map[string]bool
-		notified  notifying
+		notified  notificationLog
 		firing    []labels.Labels
 	}
 	states := make([]state, len(cases))
 	for i := range states {
-		states[i] = state{nodePages: map[string]bool{}, notified: notifying{}}
+		states[i] = state{nodePages: map[string]bool{}, notified: notificationLog{}}
 	}
 	for ts := simulationStart; ts.Before(end); ts = ts.Add(o.EvaluationInterval) {
 		if err := ctx.Err(); err != nil {
@@ -411,7 +409,7 @@ func evaluateFleet(ctx context.Context, groups []fleetGroup, cases []*fleetCase,
 					fsPage = true
 				}
 			}
-			notified := notify.Groups(st.firing)
+			notified := notify.Route(st.firing)
 			counted := c.sim(g, c.counted, o.Options)
 			if ts.Before(counted) {
 				// Warm-up: only the state at the onset matters.
@@ -420,7 +418,7 @@ func evaluateFleet(ctx context.Context, groups []fleetGroup, cases []*fleetCase,
 					f.firedBeforeOnset = true
 				}
 				st.fsPage, st.nodePages = fsPage, nodePages
-				st.notified.starts(notified)
+				st.notified.first(notified)
 				continue
 			}
 			f.steps++
@@ -449,7 +447,7 @@ func evaluateFleet(ctx context.Context, groups []fleetGroup, cases []*fleetCase,
 					f.nodePageEpisodes++
 				}
 			}
-			if n := st.notified.starts(notified); n > 0 {
+			if n := st.notified.first(notified); n > 0 {
 				f.notifications += n
 				if e := c.intervalEnd[2]; !e.IsZero() && ts.Before(c.sim(g, e, o.Options).Add(o.EvaluationInterval)) {
 					f.notificationsEarly += n
@@ -461,28 +459,52 @@ func evaluateFleet(ctx context.Context, groups []fleetGroup, cases []*fleetCase,
 	return figures, nil
 }
 
-// notifying is the set of notification groups that notified at the
-// previous evaluation.
-type notifying map[string]bool
+// notificationLog is Alertmanager's notification log for the groups of
+// one case: per group, the alerts its last notification sent as firing.
+type notificationLog map[string]map[string]bool
 
-// starts says how many of the groups notifying now did not at the
-// previous evaluation, and remembers now. A group that stops notifying
-// (its alerts resolved, or all of them inhibited) and notifies again
-// starts again: Alertmanager sends a group whose alerts all went as
-// resolved, and its next alert as a first notification. A group that
-// gains an alert while it notifies is the same notification, updated.
-func (n notifying) starts(now []string) int {
-	started := 0
-	for _, k := range now {
-		if !n[k] {
-			started++
+// first says how many groups send a first notification now, and logs what
+// each group sends. As Alertmanager's DedupStage decides
+// (notify/notify.go, needsUpdate): a group notifies when it has alerts to
+// send that its last notification did not; that is its first
+// notification when the log holds none firing (never notified, or all
+// its alerts resolved since), else an update of the same one, which the
+// on-call's pager files under the incident it opened. A group whose
+// alerts are all inhibited sends nothing and keeps its log (the pipeline
+// stops before the DedupStage), so it does not notify again when the
+// inhibition ends. Its log clears when none of its alerts fires. (An
+// alert that resolves while inhibited leaves Alertmanager's log as it
+// was; here it clears it, so the count is, if anything, high.)
+func (l notificationLog) first(groups []ruleeval.GroupAlerts) int {
+	firing := map[string]bool{}
+	n := 0
+	for _, g := range groups {
+		firing[g.Key] = true
+		logged := l[g.Key]
+		news := false
+		for _, a := range g.Sent {
+			if !logged[a] {
+				news = true
+			}
+		}
+		if !news {
+			continue
+		}
+		if len(logged) == 0 {
+			n++
+		}
+		sent := map[string]bool{}
+		for _, a := range g.Sent {
+			sent[a] = true
+		}
+		l[g.Key] = sent
+	}
+	for k := range l {
+		if !firing[k] {
+			delete(l, k)
 		}
 	}
-	clear(n)
-	for _, k := range now {
-		n[k] = true
-	}
-	return started
+	return n
 }
 
 // writeFleetCase writes what each node's daemon would have exported at

@@ -200,6 +200,14 @@ func TestNotifierInhibitsAsShipped(t *testing.T) {
 			t.Errorf("%s: groups %v, want %d", tc.name, got, tc.want)
 		}
 	}
+	// Route keeps the inhibited alerts of a group among its firing ones,
+	// and leaves out the member, which goes to no receiver: the
+	// notification log needs to know a group still fires while nothing
+	// of it is sent.
+	routedGroups := n.Route([]labels.Labels{fs, node("a", "scratch"), member("a", "scratch")})
+	if len(routedGroups) != 2 || len(routedGroups[0].Sent) != 1 || len(routedGroups[1].Firing) != 1 || len(routedGroups[1].Sent) != 0 {
+		t.Errorf("the page, a node's inhibited page and its membership: routed %+v, want the page sent and the node's page firing, not sent", routedGroups)
+	}
 	// A child route to a receiver with an integration notifies; the
 	// root's receiver always does, as the shipped file leaves its
 	// integration to the site.
@@ -278,32 +286,40 @@ func FuzzReadCSVFleetColumns(f *testing.F) {
 	})
 }
 
-// A notification group that stops notifying and notifies again is a new
-// notification (a page that ends while its fall goes on and fires again
-// is two); one that gains alerts while it notifies is not.
-func TestNotifyingCountsEachStart(t *testing.T) {
-	n := notifying{}
+// What Alertmanager sends as a first notification, step by step: a group
+// whose alerts all resolved and fire again notifies again; one whose
+// alerts were all inhibited for a while does not, nor one that gains an
+// alert.
+func TestNotificationLogCountsFirstNotifications(t *testing.T) {
+	group := func(key string, firing []string, sent ...string) ruleeval.GroupAlerts {
+		return ruleeval.GroupAlerts{Key: key, Firing: firing, Sent: sent}
+	}
+	l := notificationLog{}
 	steps := []struct {
-		now  []string
-		want int
+		what   string
+		groups []ruleeval.GroupAlerts
+		want   int
 	}{
-		{nil, 0},
-		{[]string{"page"}, 1},
-		{[]string{"page"}, 0},
-		{[]string{"page", "node"}, 1},
-		{[]string{"node"}, 0},
-		{nil, 0},
-		{[]string{"page", "node"}, 2},
+		{"nothing fires", nil, 0},
+		{"the page fires", []ruleeval.GroupAlerts{group("page", []string{"p"}, "p")}, 1},
+		{"it goes on", []ruleeval.GroupAlerts{group("page", []string{"p"}, "p")}, 0},
+		{"a node's alert, inhibited", []ruleeval.GroupAlerts{group("page", []string{"p"}, "p"), group("node", []string{"a"})}, 0},
+		{"the inhibition ends", []ruleeval.GroupAlerts{group("node", []string{"a"}, "a")}, 1},
+		{"the node's alert inhibited again", []ruleeval.GroupAlerts{group("page", []string{"p"}, "p"), group("node", []string{"a"})}, 1},
+		{"and sent again: no news", []ruleeval.GroupAlerts{group("node", []string{"a"}, "a")}, 0},
+		{"a second node joins its group: an update", []ruleeval.GroupAlerts{group("node", []string{"a", "b"}, "a", "b")}, 0},
+		{"all resolve", nil, 0},
+		{"the node's alert fires again", []ruleeval.GroupAlerts{group("node", []string{"a"}, "a")}, 1},
 	}
 	total := 0
-	for i, s := range steps {
-		got := n.starts(s.now)
+	for _, s := range steps {
+		got := l.first(s.groups)
 		if got != s.want {
-			t.Errorf("step %d, notifying %v: %d starts, want %d", i, s.now, got, s.want)
+			t.Errorf("%s: %d first notifications, want %d", s.what, got, s.want)
 		}
 		total += got
 	}
 	if total != 4 {
-		t.Errorf("%d notifications in all, want 4: the page and the node group twice each", total)
+		t.Errorf("%d notifications in all, want 4: the page twice (it resolved in between), the node group twice", total)
 	}
 }

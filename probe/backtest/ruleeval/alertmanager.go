@@ -138,39 +138,24 @@ func (n *Notifier) silent(a labels.Labels) bool {
 	return false
 }
 
-// Groups are the notification Groups of the firing alerts that no other
-// firing alert inhibits. As in Alertmanager, an alert that matches both
-// sides of a rule does not inhibit itself, and a missing label is equal
-// to an empty one.
-func (n *Notifier) Groups(firing []labels.Labels) []string {
-	var out []string
+// GroupAlerts is one notification group's firing alerts at one
+// evaluation, each named by its labels: all of them, and those Sent,
+// which no other firing alert inhibits (what Alertmanager passes to the
+// receiver).
+type GroupAlerts struct {
+	Key          string
+	Firing, Sent []string
+}
+
+// Route groups the firing alerts as Alertmanager would, in the order of
+// their first alert. As in Alertmanager, an alert that matches both
+// sides of an inhibition does not inhibit itself, and a missing label is
+// equal to an empty one. Alerts routed to a receiver with no integration
+// are left out: they notify no one, and only inhibit.
+func (n *Notifier) Route(firing []labels.Labels) []GroupAlerts {
+	var out []GroupAlerts
 	for i, a := range firing {
-		inhibited := false
-		for _, r := range n.inhibit {
-			if !matchesAll(a, r.target) {
-				continue
-			}
-			for j, s := range firing {
-				if j == i || !matchesAll(s, r.source) {
-					continue
-				}
-				equal := true
-				for _, l := range r.equal {
-					if s.Get(l) != a.Get(l) {
-						equal = false
-						break
-					}
-				}
-				if equal {
-					inhibited = true
-					break
-				}
-			}
-			if inhibited {
-				break
-			}
-		}
-		if inhibited || n.silent(a) {
+		if n.silent(a) {
 			continue
 		}
 		var key []string
@@ -178,8 +163,57 @@ func (n *Notifier) Groups(firing []labels.Labels) []string {
 			key = append(key, l+"="+a.Get(l))
 		}
 		k := strings.Join(key, ",")
-		if !slices.Contains(out, k) {
-			out = append(out, k)
+		gi := slices.IndexFunc(out, func(g GroupAlerts) bool { return g.Key == k })
+		if gi < 0 {
+			out = append(out, GroupAlerts{Key: k})
+			gi = len(out) - 1
+		}
+		g := &out[gi]
+		id := a.String()
+		if slices.Contains(g.Firing, id) {
+			continue
+		}
+		g.Firing = append(g.Firing, id)
+		if !n.inhibited(a, i, firing) {
+			g.Sent = append(g.Sent, id)
+		}
+	}
+	return out
+}
+
+// inhibited says whether another firing alert than firing[i], a,
+// inhibits a.
+func (n *Notifier) inhibited(a labels.Labels, i int, firing []labels.Labels) bool {
+	for _, r := range n.inhibit {
+		if !matchesAll(a, r.target) {
+			continue
+		}
+		for j, s := range firing {
+			if j == i || !matchesAll(s, r.source) {
+				continue
+			}
+			equal := true
+			for _, l := range r.equal {
+				if s.Get(l) != a.Get(l) {
+					equal = false
+					break
+				}
+			}
+			if equal {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// Groups are the keys of the notification groups that have an alert to
+// send (Route).
+func (n *Notifier) Groups(firing []labels.Labels) []string {
+	var out []string
+	for _, g := range n.Route(firing) {
+		if len(g.Sent) > 0 {
+			out = append(out, g.Key)
 		}
 	}
 	return out
