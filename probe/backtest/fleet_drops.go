@@ -12,12 +12,12 @@ import (
 // node's latest run is at or under (1 - drop) times its recent normal
 // (the median of the plateau.NormalRuns runs before it, as the low
 // score's) for a quarter interval or longer: the ground truth's falls
-// (groundtruth.Falls) at that level. An injected fleet-wide drop looks like that to any verdict
-// that reads the probes' results alone, so a verdict that pages on the
-// injected drops within an interval also pages, on the same file, on
-// about this much of the unmodified time: the floor under the
-// file-system page's firing fraction and episodes that detecting that
-// drop size costs on this file.
+// (groundtruth.Falls) at that level. An injected fleet-wide drop looks
+// like that to any verdict that reads the probes' results alone, so a
+// verdict that pages on the injected drops within an interval also
+// pages, on the same file, on about this much of the unmodified time:
+// the floor under the file-system page's firing fraction and episodes
+// that detecting that drop size costs on this file.
 type FleetFileDrop struct {
 	Fraction         float64 `json:"fraction"`
 	EpisodesPerMonth float64 `json:"episodes_per_month"`

@@ -52,11 +52,11 @@ type Sample struct {
 // recent normal (the median of the plateau.NormalRuns runs before it, as
 // the low score's). A look counts when at least half of the nodes have a
 // run with a recent normal that is not older than Stale. The looks at
-// the runs matter where nodes run in bursts (Cori's benchmarks ran two
-// to four times within an hour, some days): a burst of low runs followed
-// within a quarter interval by a burst of high ones is a real fall of
-// that hour, which the grid alone never saw, and a page on it was judged
-// false.
+// the runs put a fall's start and end at the runs that make them, and
+// see every state the rules may see, whatever the grid's phase: where
+// nodes run in bursts (Cori's benchmarks two to four times within an
+// hour), the grid alone saw the state between two runs of one burst or
+// not by chance. Falls decides which low stretches last long enough.
 func (g *Group) MedianRatios() []Sample {
 	type point struct {
 		at    time.Time
