@@ -13,6 +13,7 @@ import (
 // starts from them), no alert of any kind fired and nothing was notified.
 func checkCalm(t *testing.T, s *alertstack.Stack) {
 	t.Helper()
+	s.LogPageMargins(t, s.Start)
 	checkNoAlert(s, t, s.Start, `ALERTS`, "with no fault")
 	checkNotifiedOnly(s, t, "g", s.Start, func(alertstack.ReceivedAlert) bool { return false }, "")
 }

@@ -2,6 +2,7 @@ package alertstack
 
 import (
 	"fmt"
+	"maps"
 	"os"
 	"slices"
 	"sort"
@@ -190,6 +191,50 @@ func (s *Stack) LogEvidence(t *testing.T, target string) {
 	}
 	sort.Strings(parts)
 	t.Logf("the file-system page's evidence now: %s", strings.Join(parts, "; "))
+}
+
+// LogPageMargins logs, per target, how near the file-system page came
+// from since until now: the lowest evidence, alone and at the evaluations
+// with two or three nodes clearly low (what the verdict's readings ask
+// for beside it), the lowest median ratio, the most nodes clearly low and
+// the highest verdict. A calm that fires the page, on a CI machine whose
+// log is cut, then says which of them crossed; one that holds says by
+// how much.
+func (s *Stack) LogPageMargins(t *testing.T, since time.Time) {
+	t.Helper()
+	const evidence, lowNodes = "target:plateau_probe_low_score:evidence", "target:plateau_probe_low_nodes:sum"
+	window := rangeSince(since)
+	margins := []struct{ name, query string }{
+		{"lowest evidence", fmt.Sprintf("min_over_time(%s[%s])", evidence, window)},
+		{"with 2+ nodes low", fmt.Sprintf("min_over_time((%s and on (job, target) %s >= 2)[%s:])", evidence, lowNodes, window)},
+		{"with 3+", fmt.Sprintf("min_over_time((%s and on (job, target) %s >= 3)[%s:])", evidence, lowNodes, window)},
+		{"lowest median ratio", fmt.Sprintf("min_over_time(target:plateau_probe_normal_ratio:median[%s])", window)},
+		{"most nodes low", fmt.Sprintf("max_over_time(%s[%s])", lowNodes, window)},
+		{"of", fmt.Sprintf("max_over_time(target:plateau_probe_low_score_nodes:count[%s])", window)},
+		{"highest verdict", fmt.Sprintf("max_over_time(target:plateau_probe_fleet_low:verdict[%s])", window)},
+	}
+	// values[target][i] is margins[i]'s, "none" where no evaluation had it.
+	values := map[string][]string{}
+	for i, m := range margins {
+		got, err := s.Prom.fleet.query(m.query)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, g := range got {
+			tg := g.Metric["target"]
+			if values[tg] == nil {
+				values[tg] = slices.Repeat([]string{"none"}, len(margins))
+			}
+			values[tg][i] = fmt.Sprintf("%.2f", g.Value)
+		}
+	}
+	for _, tg := range slices.Sorted(maps.Keys(values)) {
+		parts := make([]string, len(margins))
+		for i, m := range margins {
+			parts[i] = m.name + " " + values[tg][i]
+		}
+		t.Logf("the file-system page of %s since %s: %s", tg, s.Since(since), strings.Join(parts, ", "))
+	}
 }
 
 // LogOverlaps logs how many runs between from and to overlapped a run of

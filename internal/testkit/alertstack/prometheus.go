@@ -100,8 +100,13 @@ func (p PromAPI) query(q string) ([]Sample, error) {
 // from since until now: every sample Prometheus stored, not only those a
 // range query's steps would land on.
 func (p PromAPI) countOverRange(selector string, since time.Time) ([]Sample, error) {
-	secs := int64(math.Ceil(time.Since(since).Seconds())) + 1
-	return p.query(fmt.Sprintf("count_over_time(%s[%ds])", selector, secs))
+	return p.query(fmt.Sprintf("count_over_time(%s[%s])", selector, rangeSince(since)))
+}
+
+// rangeSince is a PromQL range from since until now, a second longer so
+// that the sample at since is inside it.
+func rangeSince(since time.Time) string {
+	return fmt.Sprintf("%ds", int64(math.Ceil(time.Since(since).Seconds()))+1)
 }
 
 // Proms is every Prometheus of a stack: the one that evaluates the
