@@ -152,9 +152,14 @@ func TestRegressionAlertFiresAndResolves(t *testing.T) {
 	// webhook, and no page named the write op. The write op's own verdict
 	// (plateau_probe_regression, which the per-target alert reads the
 	// maximum of) at 1 for a while is noise the soak judges; it is shown,
-	// not failed.
+	// not failed. The read page's resolved notification is the read page
+	// whatever its description says: Prometheus expands the description
+	// at every evaluation, and at the last one that found the alert
+	// firing the daemon's per-op verdicts may already say the ops have
+	// recovered (a fresh-clone CI run of 68c8512 received it so).
 	for _, a := range s.Hook.Received() {
-		if !isRead(a) || alertstack.NamesOp(a, alertstack.Probe, "write") || a.At.Before(throttledAt) {
+		readPage := isRead(a) || a.Fingerprint == fired.Fingerprint
+		if !readPage || alertstack.NamesOp(a, alertstack.Probe, "write") || a.At.Before(throttledAt) {
 			t.Errorf("the webhook received an alert the throttle does not explain at %s: %s %v %q", s.Since(a.At), a.Status, a.Labels, a.Annotations["description"])
 		}
 	}
