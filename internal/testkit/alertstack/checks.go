@@ -225,7 +225,8 @@ func (s *Stack) LogPageMargins(t *testing.T, since time.Time) {
 			if values[tg] == nil {
 				values[tg] = slices.Repeat([]string{"none"}, len(margins))
 			}
-			values[tg][i] = fmt.Sprintf("%.2f", g.Value)
+			// + 0 turns the verdict's -0 (evidence * 0) into 0.
+			values[tg][i] = fmt.Sprintf("%.2f", g.Value+0)
 		}
 	}
 	for _, tg := range slices.Sorted(maps.Keys(values)) {
