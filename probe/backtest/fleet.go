@@ -330,6 +330,10 @@ type fleetFigures struct {
 	// that ends while the fall goes on and fires again is two
 	// notifications of one incident.
 	notifications, notificationsEarly int
+	// On unmodified segments: the real time of each first notification
+	// counted (one per group), for the trials over the same stretch to
+	// tell their drop's notifications from the file system's own.
+	notifiedAt []time.Time
 	// On unmodified segments: the real times of the counted steps at
 	// which the file-system page fired, and of those it started at, for
 	// the ground truth to judge. On trials: whether it fired in the two
@@ -449,6 +453,11 @@ func evaluateFleet(ctx context.Context, groups []fleetGroup, cases []*fleetCase,
 			}
 			if n := st.notified.first(notified); n > 0 {
 				f.notifications += n
+				if c.onset.IsZero() {
+					for range n {
+						f.notifiedAt = append(f.notifiedAt, c.real(g, ts, o.Options))
+					}
+				}
 				if e := c.intervalEnd[2]; !e.IsZero() && ts.Before(c.sim(g, e, o.Options).Add(o.EvaluationInterval)) {
 					f.notificationsEarly += n
 				}

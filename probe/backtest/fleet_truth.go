@@ -39,7 +39,19 @@ type FleetCalmDetection struct {
 	FSPageWithin2       float64 `json:"fs_page_within_2"`
 	FSPageWithin3       float64 `json:"fs_page_within_3"`
 	NotificationsMedian float64 `json:"notifications_median"`
-	Trials              int     `json:"trials"`
+	// NotificationsAddedMedian is the median over the calm trials of the
+	// notifications the drop added: the trial's, less those the
+	// unmodified series sent over the same stretch (onset to the window's
+	// end). A window of a 20-run drop spans weeks of the file system's
+	// own warnings and falls; their notifications are not the drop's. It
+	// can be negative: a drop that holds the page over a fall of the
+	// file system's own makes two notifications one.
+	NotificationsAddedMedian float64 `json:"notifications_added_median"`
+	// NotificationsAdded2OrMore is the fraction of the calm trials to
+	// which the drop added two notifications or more: one incident told
+	// twice, whatever the window sends besides.
+	NotificationsAdded2OrMore float64 `json:"notifications_added_2_or_more"`
+	Trials                    int     `json:"trials"`
 }
 
 // groupTruth is one group's ground truth and detectability by drop.
@@ -67,19 +79,25 @@ func (gt groupTruth) judge(f *FleetFigures, g *fleetGroup, gi int, cases []*flee
 		n            int
 		within       [3]int
 		notification []float64
+		added        []float64
 	}
 	byDrop := map[string]*calm{}
+	var notices []time.Time
 	for ci, c := range cases {
-		if c.group != gi {
-			continue
-		}
-		cf := figs[ci]
-		if c.onset.IsZero() {
+		if c.group == gi && c.onset.IsZero() {
+			cf := figs[ci]
 			tl.Steps += cf.steps
 			tl.Firing = append(tl.Firing, cf.firingAt...)
 			tl.Starts = append(tl.Starts, cf.pageStarts...)
+			notices = append(notices, cf.notifiedAt...)
+		}
+	}
+	slices.SortFunc(notices, func(a, b time.Time) int { return a.Compare(b) })
+	for ci, c := range cases {
+		if c.group != gi || c.onset.IsZero() {
 			continue
 		}
+		cf := figs[ci]
 		k := dropKey(c.drop)
 		if byDrop[k] == nil {
 			byDrop[k] = &calm{}
@@ -95,6 +113,7 @@ func (gt groupTruth) judge(f *FleetFigures, g *fleetGroup, gi int, cases []*flee
 			}
 		}
 		t.notification = append(t.notification, float64(cf.notifications))
+		t.added = append(t.added, float64(cf.notifications-countWithin(notices, c.onset, c.to)))
 	}
 	slices.SortFunc(tl.Starts, func(a, b time.Time) int { return a.Compare(b) })
 	j := gt.truth.Judge(tl)
@@ -121,17 +140,34 @@ func (gt groupTruth) judge(f *FleetFigures, g *fleetGroup, gi int, cases []*flee
 			d.FSPageWithin2 = round(float64(t.within[1])/float64(t.n), 3)
 			d.FSPageWithin3 = round(float64(t.within[2])/float64(t.n), 3)
 			d.NotificationsMedian = groundtruth.Median(t.notification)
+			d.NotificationsAddedMedian = groundtruth.Median(t.added)
+			twice := 0
+			for _, a := range t.added {
+				if a >= 2 {
+					twice++
+				}
+			}
+			d.NotificationsAdded2OrMore = round(float64(twice)/float64(t.n), 3)
 		}
 		f.DetectCalm[k] = d
 	}
 	f.Detectability = gt.detectability
 }
 
+// countWithin is how many of the sorted times are in [from, to).
+func countWithin(sorted []time.Time, from, to time.Time) int {
+	cmp := func(a, b time.Time) int { return a.Compare(b) }
+	i, _ := slices.BinarySearchFunc(sorted, from, cmp)
+	j, _ := slices.BinarySearchFunc(sorted, to, cmp)
+	return max(0, j-i)
+}
+
 // summarizeTruth adds the ground truth's summary of one rule set's
 // figures over the groups: the worst false pages and excess firing, the
 // least paged fraction of incidents and the median of the calm
 // detection over the groups where the drop is detectable (d ≥ 3), and
-// the most notifications per drop over all groups.
+// the most notifications per drop over all groups (all of them, and
+// those the drop added).
 func summarizeTruth(s FleetSummary, figs []FleetFigures, drops []float64) {
 	var falsePages, excess, paged []float64
 	incidentKey := dropKey(groundtruth.IncidentLevel)
@@ -153,13 +189,15 @@ func summarizeTruth(s FleetSummary, figs []FleetFigures, drops []float64) {
 	for _, d := range drops {
 		k := dropKey(d)
 		var w [3][]float64
-		var notif []float64
+		var notif, added, twice []float64
 		for _, f := range figs {
 			c, ok := f.DetectCalm[k]
 			if !ok || c.Trials == 0 {
 				continue
 			}
 			notif = append(notif, c.NotificationsMedian)
+			added = append(added, c.NotificationsAddedMedian)
+			twice = append(twice, c.NotificationsAdded2OrMore)
 			if f.Detectability[k] >= detectableD {
 				w[0] = append(w[0], c.FSPageWithin1)
 				w[1] = append(w[1], c.FSPageWithin2)
@@ -173,9 +211,11 @@ func summarizeTruth(s FleetSummary, figs []FleetFigures, drops []float64) {
 				m[name+"_median_detectable"] = round(groundtruth.Median(w[i]), 4)
 			}
 		}
-		m["notifications_median_max"] = nil
+		m["notifications_median_max"], m["notifications_added_median_max"], m["notifications_added_2_or_more_max"] = nil, nil, nil
 		if len(notif) > 0 {
 			m["notifications_median_max"] = slices.Max(notif)
+			m["notifications_added_median_max"] = slices.Max(added)
+			m["notifications_added_2_or_more_max"] = slices.Max(twice)
 		}
 		calm[k] = m
 	}
@@ -189,7 +229,7 @@ func (r *FleetReport) writeTruthTable(w io.Writer, drops []string) error {
 	incidentKey := dropKey(groundtruth.IncidentLevel)
 	header := []string{"group", "false eps/mo", "excess", "incidents/mo", "paged", "paged ≤1"}
 	for _, d := range drops {
-		header = append(header, "-"+d+" d", "calm ≤1", "≤2", "≤3", "notif", "n")
+		header = append(header, "-"+d+" d", "calm ≤1", "≤2", "≤3", "notif", "added", "+2", "n")
 	}
 	fmt.Fprintln(tw, strings.Join(header, "\t")+"\t")
 	pair := func(cur, ref any, digits int) string {
@@ -216,7 +256,8 @@ func (r *FleetReport) writeTruthTable(w io.Writer, drops []string) error {
 		for _, d := range drops {
 			cc, rc := c.DetectCalm[d], ref.DetectCalm[d]
 			row = append(row, fmt.Sprintf("%.1f", c.Detectability[d]), pair(cc.FSPageWithin1, rc.FSPageWithin1, 2), pair(cc.FSPageWithin2, rc.FSPageWithin2, 2),
-				pair(cc.FSPageWithin3, rc.FSPageWithin3, 2), pair(cc.NotificationsMedian, rc.NotificationsMedian, 0), fmt.Sprint(cc.Trials))
+				pair(cc.FSPageWithin3, rc.FSPageWithin3, 2), pair(cc.NotificationsMedian, rc.NotificationsMedian, 0),
+				pair(cc.NotificationsAddedMedian, rc.NotificationsAddedMedian, 1), pair(cc.NotificationsAdded2OrMore, rc.NotificationsAdded2OrMore, 2), fmt.Sprint(cc.Trials))
 		}
 		fmt.Fprintln(tw, strings.Join(row, "\t")+"\t")
 	}
@@ -243,13 +284,15 @@ func (r *FleetReport) writeTruthTable(w io.Writer, drops []string) error {
 		row = append(row, "", pair(get(cur, "fs_page_within_1_median_detectable"), get(ref, "fs_page_within_1_median_detectable"), 2),
 			pair(get(cur, "fs_page_within_2_median_detectable"), get(ref, "fs_page_within_2_median_detectable"), 2),
 			pair(get(cur, "fs_page_within_3_median_detectable"), get(ref, "fs_page_within_3_median_detectable"), 2),
-			pair(get(cur, "notifications_median_max"), get(ref, "notifications_median_max"), 0), "")
+			pair(get(cur, "notifications_median_max"), get(ref, "notifications_median_max"), 0),
+			pair(get(cur, "notifications_added_median_max"), get(ref, "notifications_added_median_max"), 1),
+			pair(get(cur, "notifications_added_2_or_more_max"), get(ref, "notifications_added_2_or_more_max"), 2), "")
 	}
 	fmt.Fprintln(tw, strings.Join(row, "\t")+"\t")
 	if err := tw.Flush(); err != nil {
 		return err
 	}
-	_, err := fmt.Fprintf(w, "ground truth, current rules (reference rules): false eps/mo = page episodes per month that start more than an interval away from a real fall (median node %g%% under its recent normal); excess = fraction of the time paging outside one; incidents = real falls of %g%% for %d intervals or more, paged = a page started from an interval before one to its end; d = the drop in fleet-wide deviations; calm ≤k = calm onsets (no fall, no page in the 2 intervals before) paged within k intervals, n of them. Last row: worst group, incidents paged and calm ≤k the least resp. median over groups with d ≥ %d, notif the most.\n",
+	_, err := fmt.Fprintf(w, "ground truth, current rules (reference rules): false eps/mo = page episodes per month that start more than an interval away from a real fall (median node %g%% under its recent normal); excess = fraction of the time paging outside one; incidents = real falls of %g%% for %d intervals or more, paged = a page started from an interval before one to its end; d = the drop in fleet-wide deviations; calm ≤k = calm onsets (no fall, no page in the 2 intervals before) paged within k intervals, n of them; notif = notifications per drop, added = those less the unmodified series' over the same stretch, median, and +2 the fraction with two or more added. Last row: worst group, incidents paged and calm ≤k the least resp. median over groups with d ≥ %d, notif the most.\n",
 		100*groundtruth.TrueLevel, 100*groundtruth.IncidentLevel, groundtruth.IncidentIntervals, detectableD)
 	return err
 }
