@@ -97,6 +97,9 @@ func backtestInput(ctx context.Context, f *backtestcli.Flags) ([]backtest.Series
 		return nil, fmt.Errorf("backtest: give --input or --prometheus.url, not both")
 	case f.Input != "":
 		cols := backtest.CSVColumns{Series: strings.Split(f.SeriesColumns, ","), Time: f.TimeColumn, Value: f.ValueColumn}
+		if f.ShapeColumns != "" {
+			cols.Shape = strings.Split(f.ShapeColumns, ",")
+		}
 		if f.Fleet {
 			cols.Labels = strings.Split(f.GroupColumns, ",")
 			cols.FSBytes, cols.JobBytes, cols.End = f.FSBytes, f.JobBytes, f.End

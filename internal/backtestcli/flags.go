@@ -28,6 +28,7 @@ const Help = "Replay recorded probe series through alerting rules, evaluated wit
 type Flags struct {
 	Input                   string
 	SeriesColumns           string
+	ShapeColumns            string
 	TimeColumn, ValueColumn string
 	ValueScale              float64
 	Unit                    string
@@ -69,6 +70,7 @@ func Declare(c flagDeclarer) *Flags {
 	var f Flags
 	c.Flag("input", "CSV file of runs, with a header line.").StringVar(&f.Input)
 	c.Flag("series-columns", "Comma-separated columns whose values together name a series.").Default("system,file_system,app,op").StringVar(&f.SeriesColumns)
+	c.Flag("shape-columns", "Comma-separated columns that fix what a run does (its ranks, the bytes it moves), where the file has them: a probe is one job measured again and again, so a series whose runs recur in a few shapes (those of 10 runs or more hold 90% of its runs) is read as one series per shape, its key and labels extended by their values. A column that takes a new value at most runs leaves the series whole. Empty: none.").Default("nprocs,job_bytes").StringVar(&f.ShapeColumns)
 	c.Flag("time-column", "Column of the run's start, Unix seconds.").Default("start_unix").StringVar(&f.TimeColumn)
 	c.Flag("value-column", "Column of the run's result.").Default("mib_per_second").StringVar(&f.ValueColumn)
 	c.Flag("value-scale", "Factor from the values read to the unit; default 1048576 (MiB/s, as the shared CSV has) for --input, 1 for --prometheus.url, whose values are in the unit already.").Default("0").Float64Var(&f.ValueScale)

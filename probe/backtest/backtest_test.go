@@ -44,8 +44,9 @@ func TestReadCSVNamesFileLineAndColumn(t *testing.T) {
 func FuzzReadCSV(f *testing.F) {
 	f.Add("system,file_system,app,op,start_unix,end_unix,mib_per_second\ncori,cscratch,ior,read,1487068758,1487068796,226691.197\n")
 	f.Add("a,b\n1,2\n")
+	f.Add(twoShapes)
 	f.Fuzz(func(t *testing.T, in string) {
-		s, err := ReadCSV(strings.NewReader(in), "fuzz.csv", CSVColumns{Series: []string{"system", "op"}, Time: "start_unix", Value: "mib_per_second"})
+		s, err := ReadCSV(strings.NewReader(in), "fuzz.csv", CSVColumns{Series: []string{"system", "op"}, Time: "start_unix", Value: "mib_per_second", Shape: []string{"nprocs", "job_bytes"}})
 		if err != nil {
 			return
 		}

@@ -5,8 +5,10 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"math"
 	"os"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -29,7 +31,21 @@ type CSVColumns struct {
 	// run's direction less the run's own. A run with FSBytes empty has
 	// none (NaN). Empty names, or columns the header lacks, read none.
 	FSBytes, JobBytes, End string
+	// Shape are columns that fix what a run does (its ranks, the bytes
+	// it moves): a probe is one job measured again and again, so a
+	// series whose runs recur in a few shapes is one series per shape
+	// (shapeMinRuns). Columns the header lacks are left out.
+	Shape []string
 }
+
+// A series is split by its shape columns when its runs recur in few
+// shapes: the shapes with at least shapeMinRuns runs hold at least
+// shapeCover of them. A column that takes a new value at most runs is a
+// measurement, not a shape, and leaves the series whole.
+const (
+	shapeMinRuns = 10
+	shapeCover   = 0.9
+)
 
 // ReadCSVFile reads the runs of a CSV file with a header line into
 // series, each sorted by time.
@@ -103,10 +119,19 @@ func ReadCSV(r io.Reader, name string, cols CSVColumns) ([]Series, error) {
 		}
 	}
 
+	var shapeCols []int
+	var shapeNames []string
+	for _, c := range cols.Shape {
+		if i, ok := index[c]; ok && c != "" && !slices.Contains(cols.Series, c) {
+			shapeCols, shapeNames = append(shapeCols, i), append(shapeNames, c)
+		}
+	}
+
 	type run struct {
 		t      time.Time
 		v      float64
 		others float64
+		shape  []string
 	}
 	byKey := map[string][]run{}
 	labelsOf := map[string]map[string]string{}
@@ -155,11 +180,45 @@ func ReadCSV(r io.Reader, name string, cols CSVColumns) ([]Series, error) {
 				return nil, fmt.Errorf("%s:%d: %w", name, line, err)
 			}
 		}
+		shape := make([]string, len(shapeCols))
+		for i, c := range shapeCols {
+			shape[i] = strings.TrimSpace(rec[c])
+		}
 		whole, frac := math.Modf(sec)
-		byKey[key] = append(byKey[key], run{time.Unix(int64(whole), int64(frac*1e9)).UTC(), v, load})
+		byKey[key] = append(byKey[key], run{time.Unix(int64(whole), int64(frac*1e9)).UTC(), v, load, shape})
 	}
 	if len(byKey) == 0 {
 		return nil, fmt.Errorf("%s: no runs after the header", name)
+	}
+	if len(shapeCols) > 0 {
+		for _, key := range slices.Collect(maps.Keys(byKey)) {
+			runs := byKey[key]
+			shapes := map[string][]run{}
+			for _, r := range runs {
+				k := strings.Join(r.shape, "\x00")
+				shapes[k] = append(shapes[k], r)
+			}
+			recurring := 0
+			for _, rs := range shapes {
+				if len(rs) >= shapeMinRuns {
+					recurring += len(rs)
+				}
+			}
+			if len(shapes) < 2 || float64(recurring) < shapeCover*float64(len(runs)) {
+				continue
+			}
+			delete(byKey, key)
+			for _, rs := range shapes {
+				k := key + "/" + strings.Join(rs[0].shape, "/")
+				byKey[k] = rs
+				ls := maps.Clone(labelsOf[key])
+				for i, v := range rs[0].shape {
+					ls[shapeNames[i]] = v
+				}
+				labelsOf[k] = ls
+			}
+			delete(labelsOf, key)
+		}
 	}
 	out := make([]Series, 0, len(byKey))
 	for key, runs := range byKey {
