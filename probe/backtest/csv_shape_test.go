@@ -3,9 +3,10 @@ package backtest
 import (
 	"fmt"
 	"math"
-	"slices"
 	"strings"
 	"testing"
+
+	"github.com/plateau-exporter/plateau_exporter/probe/plateau"
 )
 
 // twoShapes is 24 consecutive runs of one series of the shared NERSC
@@ -58,8 +59,8 @@ func TestReadCSVSplitsASeriesByItsRecurringShapes(t *testing.T) {
 	}
 	// Each shape's runs are steady where the mixture is not: the 2 TiB
 	// runs are faster than the 512 GiB ones on most days.
-	if spread(s[0].Values) >= spread(append(append([]float64{}, s[0].Values...), s[1].Values...)) {
-		t.Errorf("the 2 TiB runs alone spread %.2f, no less than the mixture", spread(s[0].Values))
+	if plateau.Spread(s[0].Values) >= plateau.Spread(append(append([]float64{}, s[0].Values...), s[1].Values...)) {
+		t.Errorf("the 2 TiB runs alone spread %.2f, no less than the mixture", plateau.Spread(s[0].Values))
 	}
 	// Without shape columns, the one series of the file.
 	cols.Shape = nil
@@ -104,10 +105,4 @@ func keys(s []Series) []string {
 		out = append(out, x.Key)
 	}
 	return out
-}
-
-// spread is the runs' range over their median.
-func spread(v []float64) float64 {
-	sorted := slices.Sorted(slices.Values(v))
-	return (sorted[len(sorted)-1] - sorted[0]) / sorted[len(sorted)/2]
 }

@@ -80,6 +80,8 @@ func (gt groupTruth) judge(f *FleetFigures, g *fleetGroup, gi int, cases []*flee
 		within       [3]int
 		notification []float64
 		added        []float64
+		// addedTwice counts the trials the drop added 2+ to.
+		addedTwice int
 	}
 	byDrop := map[string]*calm{}
 	var notices []time.Time
@@ -113,7 +115,11 @@ func (gt groupTruth) judge(f *FleetFigures, g *fleetGroup, gi int, cases []*flee
 			}
 		}
 		t.notification = append(t.notification, float64(cf.notifications))
-		t.added = append(t.added, float64(cf.notifications-countWithin(notices, c.onset, c.to)))
+		added := cf.notifications - countWithin(notices, c.onset, c.to)
+		t.added = append(t.added, float64(added))
+		if added >= 2 {
+			t.addedTwice++
+		}
 	}
 	slices.SortFunc(tl.Starts, func(a, b time.Time) int { return a.Compare(b) })
 	j := gt.truth.Judge(tl)
@@ -141,13 +147,7 @@ func (gt groupTruth) judge(f *FleetFigures, g *fleetGroup, gi int, cases []*flee
 			d.FSPageWithin3 = round(float64(t.within[2])/float64(t.n), 3)
 			d.NotificationsMedian = groundtruth.Median(t.notification)
 			d.NotificationsAddedMedian = groundtruth.Median(t.added)
-			twice := 0
-			for _, a := range t.added {
-				if a >= 2 {
-					twice++
-				}
-			}
-			d.NotificationsAdded2OrMore = round(float64(twice)/float64(t.n), 3)
+			d.NotificationsAdded2OrMore = round(float64(t.addedTwice)/float64(t.n), 3)
 		}
 		f.DetectCalm[k] = d
 	}
