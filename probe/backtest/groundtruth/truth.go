@@ -2,6 +2,7 @@ package groundtruth
 
 import (
 	"math"
+	"slices"
 	"time"
 
 	"github.com/plateau-exporter/plateau_exporter/probe/plateau"
@@ -68,12 +69,18 @@ type Truth struct {
 	// Falls are the real falls at TrueLevel; Incidents those at
 	// IncidentLevel that last IncidentIntervals or more.
 	Falls, Incidents []Stretch
+	// looks are the times the group was seen (half its nodes fresh),
+	// in order.
+	looks []time.Time
 }
 
 // NewTruth finds a group's real falls in its median ratios.
 func NewTruth(samples []Sample, period time.Duration) Truth {
 	step := period / StepsPerPeriod
 	t := Truth{Period: period, Falls: Falls(samples, step, TrueLevel)}
+	for _, s := range samples {
+		t.looks = append(t.looks, s.At)
+	}
 	for _, f := range Falls(samples, step, IncidentLevel) {
 		if f.Intervals(period) >= IncidentIntervals {
 			t.Incidents = append(t.Incidents, f)
@@ -103,11 +110,22 @@ func (t Truth) TruePage(start time.Time) bool {
 	return t.overlaps(start.Add(-t.Period), start.Add(t.Period))
 }
 
-// Calm says whether an injected drop's onset is calm: no real fall and
-// no firing page in the two intervals before it (firedBefore says
-// whether the page fired then).
+// Calm says whether an injected drop's onset is calm: the group seen in
+// each of the two intervals before it, with no real fall and no firing
+// page then (firedBefore says whether the page fired). Unseen is not
+// calm: after a gap in the runs (a file system down for a fortnight, the
+// benchmarks paused) nobody knows what the group was doing, and the runs
+// after it often start a new normal that a drop measured against the old
+// one hides.
 func (t Truth) Calm(onset time.Time, firedBefore bool) bool {
-	return !firedBefore && !t.overlaps(onset.Add(-2*t.Period), onset)
+	before, last := onset.Add(-2*t.Period), onset.Add(-t.Period)
+	return !firedBefore && t.seen(before, last) && t.seen(last, onset) && !t.overlaps(before, onset)
+}
+
+// seen says whether the group has a look in [from, to).
+func (t Truth) seen(from, to time.Time) bool {
+	i, _ := slices.BinarySearchFunc(t.looks, from, func(a, b time.Time) int { return a.Compare(b) })
+	return i < len(t.looks) && t.looks[i].Before(to)
 }
 
 // Timeline is what a file-system page did over some counted stretch of
@@ -124,15 +142,17 @@ type Timeline struct {
 type Judgement struct {
 	Steps, FalseEpisodes, ExcessSteps int
 	// Incidents counts the real-fall incidents; Paged those a page
-	// started within, or within one interval before; PagedWithin1 those
-	// paged by the end of the incident's first interval.
+	// started within, or within one interval before, or fired during;
+	// PagedWithin1 those paged by the end of the incident's first
+	// interval.
 	Incidents, Paged, PagedWithin1 int
 }
 
 // Judge judges a page's timeline: an episode is false unless TruePage;
 // a firing step is excess unless a real fall is in progress (the hold's
 // tail past the fall's end is excess); an incident is paged when an
-// episode starts from one interval before it to its end.
+// episode starts from one interval before it to its end, or the page
+// fires during it.
 func (t Truth) Judge(tl Timeline) Judgement {
 	j := Judgement{Steps: tl.Steps, Incidents: len(t.Incidents)}
 	for _, s := range tl.Starts {
@@ -146,14 +166,22 @@ func (t Truth) Judge(tl Timeline) Judgement {
 		}
 	}
 	for _, inc := range t.Incidents {
-		early := inc.From.Add(-t.Period)
+		early, first := inc.From.Add(-t.Period), inc.From.Add(t.Period)
 		paged, within1 := false, false
 		for _, s := range tl.Starts {
 			if !s.Before(early) && s.Before(inc.To) {
 				paged = true
-				if !s.After(inc.From.Add(t.Period)) {
-					within1 = true
-				}
+				within1 = within1 || !s.After(first)
+			}
+		}
+		// A page already firing when the incident begins (it started
+		// for the shallower fall this one deepens, and held) has told
+		// the site: a second start would be the same incident told
+		// twice, which the hold is there to prevent.
+		for _, f := range tl.Firing {
+			if !f.Before(inc.From) && f.Before(inc.To) {
+				paged = true
+				within1 = within1 || !f.After(first)
 			}
 		}
 		if paged {

@@ -110,6 +110,58 @@ func TestCalmOnsets(t *testing.T) {
 	}
 }
 
+// An onset after a gap in the looks (no half of the nodes fresh from 15
+// to 19 h) is not calm until the group has been seen in each of the two
+// intervals before it.
+func TestCalmNeedsTheGroupSeen(t *testing.T) {
+	var s []Sample
+	for _, x := range samples(100, 100) {
+		if x.At.Before(hours(15)) || !x.At.Before(hours(19)) {
+			s = append(s, x)
+		}
+	}
+	truth := NewTruth(s, time.Hour)
+	for _, tc := range []struct {
+		onset float64
+		want  bool
+	}{
+		{14, true},   // seen in both intervals before
+		{19, false},  // the first look after the gap
+		{20, false},  // seen in the last interval only
+		{20.5, true}, // seen in both again, at 19 h and from 19.5 h
+		{17, false},  // inside the gap
+	} {
+		if got := truth.Calm(hours(tc.onset), false); got != tc.want {
+			t.Errorf("onset at %g h around a gap from 15 to 19 h: calm %v, want %v", tc.onset, got, tc.want)
+		}
+	}
+}
+
+// A fall that deepens into an incident while the page it started holds
+// is paged, within 1, though no page starts within an interval of the
+// incident: a second start would tell the site twice.
+func TestIncidentUnderAHoldingPage(t *testing.T) {
+	s := samples(10, 16)
+	for i := range s {
+		if h := s[i].At.Sub(t0).Hours(); h >= 10 && h < 12 || h >= 15 && h < 16 {
+			s[i].Ratio = 0.75
+		}
+	}
+	truth := NewTruth(s, time.Hour)
+	if len(truth.Falls) != 1 || len(truth.Incidents) != 1 || !truth.Incidents[0].From.Equal(hours(12)) {
+		t.Fatalf("falls %v incidents %v, want one fall from 10 h, one incident from 12 h", truth.Falls, truth.Incidents)
+	}
+	held := Timeline{Starts: []time.Time{hours(10.25)}, Firing: steps(10.25, 16)}
+	if j := truth.Judge(held); j.Paged != 1 || j.PagedWithin1 != 1 || j.FalseEpisodes != 0 {
+		t.Fatalf("page held from 10.25 h over the incident: %+v, want paged within 1, not false", j)
+	}
+	// The same page ended at 11 h, before the incident: not paged.
+	ended := Timeline{Starts: []time.Time{hours(10.25)}, Firing: steps(10.25, 11)}
+	if j := truth.Judge(ended); j.Paged != 0 {
+		t.Fatalf("page ended before the incident: %+v, want not paged", j)
+	}
+}
+
 // The median ratio follows the median node: two of three nodes at 60%
 // for three runs is a 3-interval fall; one node alone is none.
 func TestMedianRatios(t *testing.T) {
