@@ -4,12 +4,14 @@ import (
 	"fmt"
 	"io"
 	"slices"
+	"sort"
 	"strconv"
 	"strings"
 	"text/tabwriter"
 	"time"
 
 	"github.com/plateau-exporter/plateau_exporter/probe/backtest/groundtruth"
+	"github.com/plateau-exporter/plateau_exporter/probe/plateau"
 )
 
 // What really happened on the recorded series, beside what the rules did
@@ -52,6 +54,37 @@ type FleetCalmDetection struct {
 	// twice, whatever the window sends besides.
 	NotificationsAdded2OrMore float64 `json:"notifications_added_2_or_more"`
 	Trials                    int     `json:"trials"`
+	// TrialsWithoutFall counts the calm trials left out because their
+	// drop made no real fall: the group's median node stayed over
+	// 1 - groundtruth.TrueLevel of its recent normal through interval 3.
+	// A group that stands well above its normal (after a change that
+	// made its runs faster, before the normal catches up) falls 30% to
+	// 0.9 of the normal; a page there would be judged false on the
+	// unmodified series, so it cannot be required here.
+	TrialsWithoutFall int `json:"trials_without_fall"`
+}
+
+// makesFall says whether the trial's drop makes a real fall: the ground
+// truth, read on the dropped runs, sees the median node at or under
+// 1 - groundtruth.TrueLevel of its recent normal, for a step or more,
+// by the end of interval 3 (an onset is calm only without a fall in the
+// two intervals before, so any fall it sees is the drop's).
+func (c *fleetCase) makesFall(g *fleetGroup) bool {
+	end := c.intervalEnd[2]
+	if end.IsZero() {
+		end = c.onset.Add(3 * g.period)
+	}
+	tg := &groundtruth.Group{Period: g.period, Start: c.onset, End: end, Stale: time.Duration(staleIntervals) * g.period}
+	for si, s := range g.series {
+		// The runs from the normal of the last one before the onset to
+		// the end: the ratios of those after the onset, and the latest
+		// node state at the onset.
+		i := sort.Search(len(s.times), func(i int) bool { return !s.times[i].Before(c.onset) })
+		j := sort.Search(len(s.times), func(i int) bool { return s.times[i].After(end) })
+		from := max(0, i-1-plateau.NormalRuns)
+		tg.Nodes = append(tg.Nodes, groundtruth.Node{Times: s.times[from:j], Values: c.values[si][from:j]})
+	}
+	return len(groundtruth.Falls(tg.MedianRatios(), g.period/groundtruth.StepsPerPeriod, groundtruth.TrueLevel)) > 0
 }
 
 // groupTruth is one group's ground truth and detectability by drop.
@@ -82,6 +115,8 @@ func (gt groupTruth) judge(f *FleetFigures, g *fleetGroup, gi int, cases []*flee
 		added        []float64
 		// addedTwice counts the trials the drop added 2+ to.
 		addedTwice int
+		// noFall counts the calm trials whose drop made no real fall.
+		noFall int
 	}
 	byDrop := map[string]*calm{}
 	var notices []time.Time
@@ -108,6 +143,10 @@ func (gt groupTruth) judge(f *FleetFigures, g *fleetGroup, gi int, cases []*flee
 			continue
 		}
 		t := byDrop[k]
+		if !c.makesFall(g) {
+			t.noFall++
+			continue
+		}
 		t.n++
 		for w := 1; w <= 3; w++ {
 			if cf.detectedWithin >= 1 && cf.detectedWithin <= w {
@@ -140,7 +179,7 @@ func (gt groupTruth) judge(f *FleetFigures, g *fleetGroup, gi int, cases []*flee
 	f.RealFalls = map[string]FleetRealFall{dropKey(groundtruth.IncidentLevel): rf}
 	f.DetectCalm = map[string]FleetCalmDetection{}
 	for k, t := range byDrop {
-		d := FleetCalmDetection{Trials: t.n}
+		d := FleetCalmDetection{Trials: t.n, TrialsWithoutFall: t.noFall}
 		if t.n > 0 {
 			d.FSPageWithin1 = round(float64(t.within[0])/float64(t.n), 3)
 			d.FSPageWithin2 = round(float64(t.within[1])/float64(t.n), 3)
@@ -229,7 +268,7 @@ func (r *FleetReport) writeTruthTable(w io.Writer, drops []string) error {
 	incidentKey := dropKey(groundtruth.IncidentLevel)
 	header := []string{"group", "false eps/mo", "excess", "incidents/mo", "paged", "paged ≤1"}
 	for _, d := range drops {
-		header = append(header, "-"+d+" d", "calm ≤1", "≤2", "≤3", "notif", "added", "+2", "n")
+		header = append(header, "-"+d+" d", "calm ≤1", "≤2", "≤3", "notif", "added", "+2", "n", "no fall")
 	}
 	fmt.Fprintln(tw, strings.Join(header, "\t")+"\t")
 	pair := func(cur, ref any, digits int) string {
@@ -257,7 +296,7 @@ func (r *FleetReport) writeTruthTable(w io.Writer, drops []string) error {
 			cc, rc := c.DetectCalm[d], ref.DetectCalm[d]
 			row = append(row, fmt.Sprintf("%.1f", c.Detectability[d]), pair(cc.FSPageWithin1, rc.FSPageWithin1, 2), pair(cc.FSPageWithin2, rc.FSPageWithin2, 2),
 				pair(cc.FSPageWithin3, rc.FSPageWithin3, 2), pair(cc.NotificationsMedian, rc.NotificationsMedian, 0),
-				pair(cc.NotificationsAddedMedian, rc.NotificationsAddedMedian, 1), pair(cc.NotificationsAdded2OrMore, rc.NotificationsAdded2OrMore, 2), fmt.Sprint(cc.Trials))
+				pair(cc.NotificationsAddedMedian, rc.NotificationsAddedMedian, 1), pair(cc.NotificationsAdded2OrMore, rc.NotificationsAdded2OrMore, 2), fmt.Sprint(cc.Trials), fmt.Sprint(cc.TrialsWithoutFall))
 		}
 		fmt.Fprintln(tw, strings.Join(row, "\t")+"\t")
 	}
@@ -286,13 +325,13 @@ func (r *FleetReport) writeTruthTable(w io.Writer, drops []string) error {
 			pair(get(cur, "fs_page_within_3_median_detectable"), get(ref, "fs_page_within_3_median_detectable"), 2),
 			pair(get(cur, "notifications_median_max"), get(ref, "notifications_median_max"), 0),
 			pair(get(cur, "notifications_added_median_max"), get(ref, "notifications_added_median_max"), 1),
-			pair(get(cur, "notifications_added_2_or_more_max"), get(ref, "notifications_added_2_or_more_max"), 2), "")
+			pair(get(cur, "notifications_added_2_or_more_max"), get(ref, "notifications_added_2_or_more_max"), 2), "", "")
 	}
 	fmt.Fprintln(tw, strings.Join(row, "\t")+"\t")
 	if err := tw.Flush(); err != nil {
 		return err
 	}
-	_, err := fmt.Fprintf(w, "ground truth, current rules (reference rules): false eps/mo = page episodes per month that start more than an interval away from a real fall (median node %g%% under its recent normal); excess = fraction of the time paging outside one; incidents = real falls of %g%% for %d intervals or more, paged = a page started from an interval before one to its end; d = the drop in fleet-wide deviations; calm ≤k = calm onsets (no fall, no page in the 2 intervals before) paged within k intervals, n of them; notif = notifications per drop, added = those less the unmodified series' over the same stretch, median, and +2 the fraction with two or more added. Last row: worst group, incidents paged and calm ≤k the least resp. median over groups with d ≥ %d, notif the most.\n",
+	_, err := fmt.Fprintf(w, "ground truth, current rules (reference rules): false eps/mo = page episodes per month that start more than an interval away from a real fall (median node %g%% under its recent normal); excess = fraction of the time paging outside one; incidents = real falls of %g%% for %d intervals or more, paged = a page started from an interval before one to its end, or firing in it; d = the drop in fleet-wide deviations; calm ≤k = calm onsets (the group seen, no fall, no page in the 2 intervals before) paged within k intervals, n of them, less the no-fall ones whose drop made no fall by interval 3; notif = notifications per drop, added = those less the unmodified series' over the same stretch, median, and +2 the fraction with two or more added. Last row: worst group, incidents paged and calm ≤k the least resp. median over groups with d ≥ %d, notif the most.\n",
 		100*groundtruth.TrueLevel, 100*groundtruth.IncidentLevel, groundtruth.IncidentIntervals, detectableD)
 	return err
 }
