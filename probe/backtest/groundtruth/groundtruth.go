@@ -50,8 +50,14 @@ type Sample struct {
 // MedianRatios is, every Period/StepsPerPeriod from Start to End and at
 // every run, the median over the nodes of their latest run over its
 // recent normal (the median of the plateau.NormalRuns runs before it, as
-// the low score's). A look counts when at least half of the nodes have a
-// run with a recent normal that is not older than Stale. The looks at
+// the low score's). A look counts when at least two nodes (or the only
+// one) have a run with a recent normal that is not older than Stale: the
+// median of the nodes that report, as the file-system page reads it (it
+// asks for two low nodes). When most nodes stop running for days and
+// the two still running write at a twentieth of their normal (Edison's
+// scratch1, 2017-12-06 to -11, only its IOR writes ran), that is a fall
+// a site wants paged, and asking for half the nodes called the page on
+// it false. The looks at
 // the runs put a fall's start and end at the runs that make them, and
 // see every state the rules may see, whatever the grid's phase: where
 // nodes run in bursts (Cori's benchmarks two to four times within an
@@ -97,7 +103,7 @@ func (g *Group) MedianRatios() []Sample {
 				ratios = append(ratios, pts[latest].ratio)
 			}
 		}
-		if 2*len(ratios) < len(perNode) {
+		if len(ratios) < min(2, len(perNode)) {
 			continue
 		}
 		out = append(out, Sample{t, Median(ratios)})

@@ -69,7 +69,7 @@ type Truth struct {
 	// Falls are the real falls at TrueLevel; Incidents those at
 	// IncidentLevel that last IncidentIntervals or more.
 	Falls, Incidents []Stretch
-	// looks are the times the group was seen (half its nodes fresh),
+	// looks are the times the group was seen (two nodes fresh),
 	// in order.
 	looks []time.Time
 }

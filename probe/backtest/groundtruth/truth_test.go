@@ -2,6 +2,7 @@ package groundtruth
 
 import (
 	"math"
+	"sort"
 	"testing"
 	"time"
 )
@@ -110,7 +111,7 @@ func TestCalmOnsets(t *testing.T) {
 	}
 }
 
-// An onset after a gap in the looks (no half of the nodes fresh from 15
+// An onset after a gap in the looks (no two nodes fresh from 15
 // to 19 h) is not calm until the group has been seen in each of the two
 // intervals before it.
 func TestCalmNeedsTheGroupSeen(t *testing.T) {
@@ -187,6 +188,25 @@ func TestMedianRatios(t *testing.T) {
 	g.Nodes = []Node{node(30, 31, 32), node(), node()}
 	if truth := NewTruth(g.MedianRatios(), time.Hour); len(truth.Falls) != 0 {
 		t.Fatalf("one node of three down: falls %v, want none", truth.Falls)
+	}
+	// Six nodes, four of which stop running after 26 h; the two that go
+	// on fall to 5% from 30 h: the median of the nodes that report falls,
+	// two of six. One node alone reporting is not looked at.
+	stopped := func(n Node) Node {
+		i := sort.Search(len(n.Times), func(i int) bool { return n.Times[i].After(hours(26)) })
+		return Node{Times: n.Times[:i], Values: n.Values[:i]}
+	}
+	down := node()
+	for i := 30; i < 34; i++ {
+		down.Values[i] = 5
+	}
+	g.Nodes = []Node{down, down, stopped(node()), stopped(node()), stopped(node()), stopped(node())}
+	if truth := NewTruth(g.MedianRatios(), time.Hour); len(truth.Incidents) != 1 || !truth.Incidents[0].From.Equal(hours(30.1)) {
+		t.Fatalf("the two nodes still running down from 30.1 h: incidents %v, want one from 30.1 h", truth.Incidents)
+	}
+	g.Nodes = []Node{down, stopped(node()), stopped(node())}
+	if truth := NewTruth(g.MedianRatios(), time.Hour); len(truth.Falls) != 0 {
+		t.Fatalf("the one node still running down: falls %v, want none", truth.Falls)
 	}
 }
 
