@@ -6,6 +6,7 @@ import (
 	"math"
 	"slices"
 	"sort"
+	"sync/atomic"
 
 	"github.com/prometheus/common/model"
 	"github.com/prometheus/prometheus/model/histogram"
@@ -41,6 +42,15 @@ type Store struct {
 type StoreSeries struct {
 	labels  labels.Labels
 	samples memSamples
+	// lo and hi are where the last Select found the first sample of its
+	// window and the first one past it. Rules are evaluated at
+	// increasing times, so the next window starts and ends a sample or
+	// two further on, and a search from there costs a few comparisons
+	// where one over the whole series costs log2 of its length. Any
+	// value is only a place to start from, never a result; atomic as a
+	// storage.Queryable may be queried from several goroutines at once
+	// (the backtest queries each Store from one).
+	lo, hi atomic.Int64
 }
 
 // NewStore returns an empty Store.
@@ -127,9 +137,7 @@ func (q *memQuerier) Select(_ context.Context, sortSeries bool, hints *storage.S
 		if !matchesAll(s.labels, matchers) {
 			continue
 		}
-		at := func(i int) int64 { return s.samples[i].t }
-		lo := sort.Search(len(s.samples), func(i int) bool { return at(i) >= mint })
-		hi := sort.Search(len(s.samples), func(i int) bool { return at(i) > maxt })
+		lo, hi := s.window(mint, maxt)
 		if lo >= hi {
 			continue
 		}
@@ -211,8 +219,65 @@ func (s *memSample) FH() *histogram.FloatHistogram { return nil }
 func (s *memSample) Type() chunkenc.ValueType      { return chunkenc.ValFloat }
 func (s *memSample) Copy() tsdbchunks.Sample       { c := *s; return &c }
 
+// window returns the bounds of the series' samples from mint to maxt,
+// both included: they are s.samples[lo:hi], none if lo >= hi.
+func (s *StoreSeries) window(mint, maxt int64) (lo, hi int) {
+	n := len(s.samples)
+	if n == 0 || s.samples[0].t > maxt || s.samples[n-1].t < mint {
+		// Most series of a backtest are another trial's, over
+		// another stretch of time: no need to move their cursors.
+		return 0, 0
+	}
+	lastLo, lastHi := s.lo.Load(), s.hi.Load()
+	lo, hi = s.samples.seek(mint, lastLo), n
+	if maxt < math.MaxInt64 {
+		// The first sample after maxt is the first at or after maxt+1.
+		hi = s.samples.seek(maxt+1, lastHi)
+	}
+	// Stored only when moved: an atomic store costs more than a load.
+	if int64(lo) != lastLo {
+		s.lo.Store(int64(lo))
+	}
+	if int64(hi) != lastHi {
+		s.hi.Store(int64(hi))
+	}
+	return lo, hi
+}
+
 // memSamples is a series' samples in time order.
 type memSamples []memSample
+
+// seek returns the index of the first sample at or after t, len(s) if
+// none, searching from hint: it steps away from the hint by 1, 2, 4, …
+// samples until it passes t, then searches the last step by halves. A
+// hint a few samples off costs a few comparisons; one far off, about
+// twice a binary search's.
+func (s memSamples) seek(t int64, hint int64) int {
+	h := int(min(max(hint, 0), int64(len(s))))
+	// The answer is in [lo, hi]: s[lo-1] is before t (or lo is 0) and
+	// s[hi] is not (or hi is len(s)).
+	lo, hi := 0, len(s)
+	if h < len(s) && s[h].t < t {
+		lo = h + 1
+		for step := 1; h+step < len(s); step *= 2 {
+			if s[h+step].t >= t {
+				hi = h + step
+				break
+			}
+			lo = h + step + 1
+		}
+	} else {
+		hi = h
+		for step := 1; h-step >= 0; step *= 2 {
+			if s[h-step].t < t {
+				lo = h - step + 1
+				break
+			}
+			hi = h - step
+		}
+	}
+	return lo + sort.Search(hi-lo, func(i int) bool { return s[lo+i].t >= t })
+}
 
 func (s memSamples) Get(i int) tsdbchunks.Sample { return &s[i] }
 func (s memSamples) Len() int                    { return len(s) }
