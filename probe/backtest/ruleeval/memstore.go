@@ -106,19 +106,27 @@ type memQuerier struct {
 }
 
 // candidates are the series that may match: those of the metric name
-// when a matcher fixes it, else every series.
-func (q *memQuerier) candidates(matchers []*labels.Matcher) []*StoreSeries {
-	for _, mt := range matchers {
+// when a matcher fixes it, else every series. matched is the index of
+// that matcher, -1 if none: the candidates need not be checked against
+// it.
+func (q *memQuerier) candidates(matchers []*labels.Matcher) (series []*StoreSeries, matched int) {
+	for i, mt := range matchers {
 		if mt.Name == model.MetricNameLabel && mt.Type == labels.MatchEqual {
-			return q.store.byName[mt.Value]
+			return q.store.byName[mt.Value], i
 		}
 	}
-	return q.store.all
+	return q.store.all, -1
 }
 
 func matchesAll(ls labels.Labels, matchers []*labels.Matcher) bool {
-	for _, mt := range matchers {
-		if !mt.Matches(ls.Get(mt.Name)) {
+	return matchesBut(ls, matchers, -1)
+}
+
+// matchesBut tells whether ls matches every matcher but the one at
+// index skip, which the candidates match already.
+func matchesBut(ls labels.Labels, matchers []*labels.Matcher, skip int) bool {
+	for i, mt := range matchers {
+		if i != skip && !mt.Matches(ls.Get(mt.Name)) {
 			return false
 		}
 	}
@@ -133,8 +141,9 @@ func (q *memQuerier) Select(_ context.Context, sortSeries bool, hints *storage.S
 		mint, maxt = hints.Start, hints.End
 	}
 	var out []storage.Series
-	for _, s := range q.candidates(matchers) {
-		if !matchesAll(s.labels, matchers) {
+	candidates, matched := q.candidates(matchers)
+	for _, s := range candidates {
+		if !matchesBut(s.labels, matchers, matched) {
 			continue
 		}
 		lo, hi := s.window(mint, maxt)
@@ -162,8 +171,9 @@ func (q *memQuerier) Select(_ context.Context, sortSeries bool, hints *storage.S
 // LabelValues implements storage.LabelQuerier.
 func (q *memQuerier) LabelValues(_ context.Context, name string, _ *storage.LabelHints, matchers ...*labels.Matcher) ([]string, annotations.Annotations, error) {
 	seen := map[string]bool{}
-	for _, s := range q.candidates(matchers) {
-		if v := s.labels.Get(name); v != "" && matchesAll(s.labels, matchers) {
+	candidates, matched := q.candidates(matchers)
+	for _, s := range candidates {
+		if v := s.labels.Get(name); v != "" && matchesBut(s.labels, matchers, matched) {
 			seen[v] = true
 		}
 	}
@@ -178,8 +188,9 @@ func (q *memQuerier) LabelValues(_ context.Context, name string, _ *storage.Labe
 // LabelNames implements storage.LabelQuerier.
 func (q *memQuerier) LabelNames(_ context.Context, _ *storage.LabelHints, matchers ...*labels.Matcher) ([]string, annotations.Annotations, error) {
 	seen := map[string]bool{}
-	for _, s := range q.candidates(matchers) {
-		if matchesAll(s.labels, matchers) {
+	candidates, matched := q.candidates(matchers)
+	for _, s := range candidates {
+		if matchesBut(s.labels, matchers, matched) {
 			s.labels.Range(func(l labels.Label) { seen[l.Name] = true })
 		}
 	}

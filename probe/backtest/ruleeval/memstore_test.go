@@ -3,6 +3,7 @@ package ruleeval
 import (
 	"context"
 	"fmt"
+	"maps"
 	"math"
 	"math/rand/v2"
 	"slices"
@@ -118,7 +119,7 @@ func selected(ss storage.SeriesSet, reuse chunkenc.Iterator) ([]selectedSeries, 
 }
 
 // randomStore returns a store of series under a few names and labels,
-// some without samples, some dense, each with samples at random gaps
+// some without a name, some without samples, some dense, each with samples at random gaps
 // (some of one millisecond) up to about until, and the times of all the
 // samples.
 func randomStore(t *testing.T, rng *rand.Rand, until int64) (*Store, []int64) {
@@ -127,6 +128,9 @@ func randomStore(t *testing.T, rng *rand.Rand, until int64) (*Store, []int64) {
 	var times []int64
 	for i := range 30 {
 		ls := labels.FromStrings("__name__", fmt.Sprintf("m%d", i%3), "instance", fmt.Sprintf("n%d", i%4), "target", fmt.Sprint(i))
+		if i%8 == 4 {
+			ls = labels.NewBuilder(ls).Del("__name__").Labels()
+		}
 		s := st.Series(ls)
 		if i%7 == 3 {
 			continue // no samples
@@ -153,6 +157,12 @@ var selectMatchers = [][]*labels.Matcher{
 	{labels.MustNewMatcher(labels.MatchEqual, "__name__", "m0"), labels.MustNewMatcher(labels.MatchRegexp, "target", "1.*")},
 	{labels.MustNewMatcher(labels.MatchEqual, "__name__", "m1"), labels.MustNewMatcher(labels.MatchEqual, "absent", "")},
 	{labels.MustNewMatcher(labels.MatchEqual, "__name__", "none")},
+	{labels.MustNewMatcher(labels.MatchEqual, "target", "5"), labels.MustNewMatcher(labels.MatchEqual, "__name__", "m2")},
+	{labels.MustNewMatcher(labels.MatchEqual, "instance", "n1"), labels.MustNewMatcher(labels.MatchEqual, "target", "new")},
+	{labels.MustNewMatcher(labels.MatchRegexp, "__name__", "m[12]"), labels.MustNewMatcher(labels.MatchEqual, "instance", "n2"), labels.MustNewMatcher(labels.MatchNotEqual, "target", "6")},
+	{labels.MustNewMatcher(labels.MatchEqual, "__name__", "m0"), labels.MustNewMatcher(labels.MatchEqual, "instance", "n0"), labels.MustNewMatcher(labels.MatchEqual, "target", "4")},
+	{labels.MustNewMatcher(labels.MatchEqual, "nolabel", "x")},
+	{labels.MustNewMatcher(labels.MatchEqual, "__name__", ""), labels.MustNewMatcher(labels.MatchEqual, "instance", "n0")},
 }
 
 // TestSelectMatchesReference queries the same store at windows moving
@@ -270,4 +280,49 @@ func TestSelectConcurrent(t *testing.T) {
 		})
 	}
 	wg.Wait()
+}
+
+// TestLabelQueries compares LabelValues and LabelNames with every
+// series checked against every matcher.
+func TestLabelQueries(t *testing.T) {
+	ctx := context.Background()
+	st, _ := randomStore(t, rand.New(rand.NewPCG(8, 9)), 1000)
+	st.Series(labels.FromStrings("__name__", "m1", "extra", "e"))
+	st.Series(labels.FromStrings("instance", "n0", "extra", "no name"))
+	q, err := st.Querier(math.MinInt64, math.MaxInt64)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, ms := range selectMatchers {
+		values := map[string]map[string]bool{}
+		names := map[string]bool{}
+		for _, s := range st.all {
+			if !matchesAll(s.labels, ms) {
+				continue
+			}
+			s.labels.Range(func(l labels.Label) {
+				names[l.Name] = true
+				if values[l.Name] == nil {
+					values[l.Name] = map[string]bool{}
+				}
+				values[l.Name][l.Value] = true
+			})
+		}
+		gotNames, _, err := q.LabelNames(ctx, nil, ms...)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if want := slices.Sorted(maps.Keys(names)); !slices.Equal(gotNames, want) {
+			t.Errorf("%v: label names %v, want %v", ms, gotNames, want)
+		}
+		for _, name := range []string{"__name__", "instance", "target", "extra", "nolabel"} {
+			got, _, err := q.LabelValues(ctx, name, nil, ms...)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if want := slices.Sorted(maps.Keys(values[name])); !slices.Equal(got, want) {
+				t.Errorf("%v: values of %s %v, want %v", ms, name, got, want)
+			}
+		}
+	}
 }
