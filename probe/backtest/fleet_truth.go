@@ -17,7 +17,8 @@ import (
 // What really happened on the recorded series, beside what the rules did
 // (package groundtruth): a file-system page is judged against the
 // group's real falls, and the injected drops are counted over the calm
-// onsets only, where the group was neither falling nor paged.
+// onsets only, where the group was seen, neither falling nor paged, and
+// only where the drop made a real fall.
 
 // detectableD is the detectability from which a group is judged on
 // speed: a drop of fewer fleet-wide deviations cannot be paged at once
@@ -26,16 +27,19 @@ const detectableD = 3
 
 // FleetRealFall is how a rule set paged the group's real-fall incidents
 // at one level: paged when a file-system page starts within the incident
-// or one interval before it, within 1 when it starts by the end of the
-// incident's first interval. The fractions are null without incidents.
+// or one interval before it, or fires during it; within 1 when it does
+// by the end of the incident's first interval. The fractions are null
+// without incidents.
 type FleetRealFall struct {
 	IncidentsPerMonth    float64  `json:"incidents_per_month"`
 	PagedFraction        *float64 `json:"paged_fraction"`
 	PagedWithin1Fraction *float64 `json:"paged_within_1_fraction"`
 }
 
-// FleetCalmDetection is FleetDetection over the calm onsets only: no
-// real fall and no firing page in the two intervals before the onset.
+// FleetCalmDetection is FleetDetection over the calm onsets only (the
+// group seen, no real fall and no firing page in the two intervals
+// before the onset; groundtruth.Truth.Calm) whose drop makes a real fall
+// (makesFall).
 type FleetCalmDetection struct {
 	FSPageWithin1       float64 `json:"fs_page_within_1"`
 	FSPageWithin2       float64 `json:"fs_page_within_2"`
@@ -58,8 +62,8 @@ type FleetCalmDetection struct {
 	// drop made no real fall: the group's median node stayed over
 	// 1 - groundtruth.TrueLevel of its recent normal through interval 3.
 	// A group that stands well above its normal (after a change that
-	// made its runs faster, before the normal catches up) falls 30% to
-	// 0.9 of the normal; a page there would be judged false on the
+	// made its runs faster, before the normal catches up: 1.25) falls 30%
+	// to 0.875 of the normal; a page there would be judged false on the
 	// unmodified series, so it cannot be required here.
 	TrialsWithoutFall int `json:"trials_without_fall"`
 }
