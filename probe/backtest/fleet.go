@@ -79,6 +79,9 @@ type fleetCase struct {
 	// intervalEnd[k-1] is when interval k after the onset ends: when
 	// every node that runs during the trial has had k runs since it.
 	intervalEnd [3]time.Time
+	// fall says whether the drop makes a real fall (makesFall), as
+	// both rule sets' calm figures count it.
+	fall bool
 }
 
 // sim is when real time t is in the case's simulated time.
@@ -293,6 +296,7 @@ func fleetCases(groups []fleetGroup, o FleetOptions, warmup int) []*fleetCase {
 				// The window ends an interval after the last node's
 				// last dropped run, and no earlier than interval 3.
 				c.to = maxTime(to, c.intervalEnd[2]).Add(g.period)
+				c.fall = c.makesFall(g)
 				cases = append(cases, c)
 			}
 		}

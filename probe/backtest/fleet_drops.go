@@ -62,9 +62,15 @@ func fileDrops(g *fleetGroup, drops []float64) map[string]FleetFileDrop {
 // truthGroup is g as the ground truth reads it: its nodes' replayed
 // runs on their own times.
 func (g *fleetGroup) truthGroup() *groundtruth.Group {
-	tg := &groundtruth.Group{Period: g.period, Start: g.start, End: g.end, Stale: time.Duration(staleIntervals) * g.period}
+	tg := g.truthClock()
 	for _, s := range g.series {
 		tg.Nodes = append(tg.Nodes, groundtruth.Node{Times: s.times, Values: s.replay})
 	}
 	return tg
+}
+
+// truthClock is g's cadence, span and staleness as the ground truth
+// reads them, without nodes.
+func (g *fleetGroup) truthClock() *groundtruth.Group {
+	return &groundtruth.Group{Period: g.period, Start: g.start, End: g.end, Stale: time.Duration(staleIntervals) * g.period}
 }

@@ -39,7 +39,7 @@ type FleetRealFall struct {
 // FleetCalmDetection is FleetDetection over the calm onsets only (the
 // group seen, no real fall and no firing page in the two intervals
 // before the onset; groundtruth.Truth.Calm) whose drop makes a real fall
-// (makesFall).
+// (fleetCase.fall).
 type FleetCalmDetection struct {
 	FSPageWithin1       float64 `json:"fs_page_within_1"`
 	FSPageWithin2       float64 `json:"fs_page_within_2"`
@@ -78,7 +78,8 @@ func (c *fleetCase) makesFall(g *fleetGroup) bool {
 	if end.IsZero() {
 		end = c.onset.Add(3 * g.period)
 	}
-	tg := &groundtruth.Group{Period: g.period, Start: c.onset, End: end, Stale: time.Duration(staleIntervals) * g.period}
+	tg := g.truthClock()
+	tg.Start, tg.End = c.onset, end
 	for si, s := range g.series {
 		// The runs from the normal of the last one before the onset to
 		// the end: the ratios of those after the onset, and the latest
@@ -147,7 +148,7 @@ func (gt groupTruth) judge(f *FleetFigures, g *fleetGroup, gi int, cases []*flee
 			continue
 		}
 		t := byDrop[k]
-		if !c.makesFall(g) {
+		if !c.fall {
 			t.noFall++
 			continue
 		}

@@ -59,6 +59,7 @@ func trialOn(g *fleetGroup, onset time.Time, drop float64, runs int) *fleetCase 
 		}
 		c.values = append(c.values, v)
 	}
+	c.fall = c.makesFall(g)
 	return c
 }
 
