@@ -334,10 +334,10 @@ type fleetFigures struct {
 	// that ends while the fall goes on and fires again is two
 	// notifications of one incident.
 	notifications, notificationsEarly int
-	// On unmodified segments: the real time of each first notification
-	// counted (one per group), for the trials over the same stretch to
-	// tell their drop's notifications from the file system's own.
-	notifiedAt []time.Time
+	// notices are the first notifications counted, one per group: a
+	// trial's are judged beside the unmodified series' to tell the drop's
+	// from the file system's own (groupTruth.dropsNotifications).
+	notices []notice
 	// On unmodified segments: the real times of the counted steps at
 	// which the file-system page fired, and of those it started at, for
 	// the ground truth to judge. On trials: whether it fired in the two
@@ -455,12 +455,13 @@ func evaluateFleet(ctx context.Context, groups []fleetGroup, cases []*fleetCase,
 					f.nodePageEpisodes++
 				}
 			}
-			if n := st.notified.first(notified); n > 0 {
+			if groups := st.notified.first(notified); len(groups) > 0 {
+				n := len(groups)
 				f.notifications += n
-				if c.onset.IsZero() {
-					for range n {
-						f.notifiedAt = append(f.notifiedAt, c.real(g, ts, o.Options))
-					}
+				for _, k := range groups {
+					// Matched across cases by the group less the case's
+					// id, which its target label carries.
+					f.notices = append(f.notices, notice{at: c.real(g, ts, o.Options), group: strings.ReplaceAll(k, c.id, "")})
 				}
 				if e := c.intervalEnd[2]; !e.IsZero() && ts.Before(c.sim(g, e, o.Options).Add(o.EvaluationInterval)) {
 					f.notificationsEarly += n
@@ -472,12 +473,19 @@ func evaluateFleet(ctx context.Context, groups []fleetGroup, cases []*fleetCase,
 	return figures, nil
 }
 
+// notice is one first notification: when (real time) and of which
+// notification group.
+type notice struct {
+	at    time.Time
+	group string
+}
+
 // notificationLog is Alertmanager's notification log for the groups of
 // one case: per group, the alerts its last notification sent as firing.
 type notificationLog map[string]map[string]bool
 
-// first says how many groups send a first notification now, and logs what
-// each group sends. As Alertmanager's DedupStage decides
+// first says which groups send a first notification now (their keys),
+// and logs what each group sends. As Alertmanager's DedupStage decides
 // (notify/notify.go, needsUpdate): a group notifies when it has alerts to
 // send that its last notification did not; that is its first
 // notification when the log holds none firing (never notified, or all
@@ -488,9 +496,9 @@ type notificationLog map[string]map[string]bool
 // inhibition ends. Its log clears when none of its alerts fires. (An
 // alert that resolves while inhibited leaves Alertmanager's log as it
 // was; here it clears it, so the count is, if anything, high.)
-func (l notificationLog) first(groups []ruleeval.GroupAlerts) int {
+func (l notificationLog) first(groups []ruleeval.GroupAlerts) []string {
 	firing := map[string]bool{}
-	n := 0
+	var firsts []string
 	for _, g := range groups {
 		firing[g.Key] = true
 		logged := l[g.Key]
@@ -504,7 +512,7 @@ func (l notificationLog) first(groups []ruleeval.GroupAlerts) int {
 			continue
 		}
 		if len(logged) == 0 {
-			n++
+			firsts = append(firsts, g.Key)
 		}
 		sent := map[string]bool{}
 		for _, a := range g.Sent {
@@ -517,7 +525,7 @@ func (l notificationLog) first(groups []ruleeval.GroupAlerts) int {
 			delete(l, k)
 		}
 	}
-	return n
+	return firsts
 }
 
 // writeFleetCase writes what each node's daemon would have exported at

@@ -113,12 +113,12 @@ func TestFleetDropPagesOnce(t *testing.T) {
 	// The ground truth's contract: a steady fleet has no real fall, no
 	// false page, no excess firing; every onset on it is calm, and the
 	// halving stands out by far more than 3 deviations of 3% noise. The
-	// unmodified fleet notifies nothing, so its one notification is all
-	// the drop's.
+	// fleet falls only with the drop, so its one notification is the
+	// drop's.
 	if g.Current.FalsePageEpisodesPerMonth != 0 || g.Current.ExcessFiringFraction != 0 || g.Current.RealFalls["0.3"].PagedFraction != nil {
 		t.Errorf("a steady fleet: %+v", g.Current)
 	}
-	if c := g.Current.DetectCalm["0.5"]; c.Trials != 4 || c.FSPageWithin2 != 1 || c.NotificationsMedian != 1 || c.NotificationsAddedMedian != 1 || g.Current.Detectability["0.5"] < 3 {
+	if c := g.Current.DetectCalm["0.5"]; c.Trials != 4 || c.FSPageWithin2 != 1 || c.NotificationsMedian != 1 || c.NotificationsAllMedian != 1 || c.Notifications2OrMore != 0 || g.Current.Detectability["0.5"] < 3 {
 		t.Errorf("calm halvings: %+v, d %v", c, g.Current.Detectability)
 	}
 	var contract struct {
@@ -141,7 +141,7 @@ func TestFleetDropPagesOnce(t *testing.T) {
 		}
 	}
 	sum := contract.Summary["reference"]
-	if sum.FalsePages == nil || sum.Excess == nil || sum.DetectCalm["0.5"]["fs_page_within_1_median_detectable"] == nil || sum.DetectCalm["0.5"]["notifications_median_max"] == nil || sum.DetectCalm["0.5"]["notifications_added_median_max"] == nil {
+	if sum.FalsePages == nil || sum.Excess == nil || sum.DetectCalm["0.5"]["fs_page_within_1_median_detectable"] == nil || sum.DetectCalm["0.5"]["notifications_median_max"] == nil || sum.DetectCalm["0.5"]["notifications_all_median_max"] == nil || sum.DetectCalm["0.5"]["notifications_2_or_more_max"] == nil {
 		t.Errorf("JSON summary lacks the ground truth's figures: %s", out.String())
 	}
 	if _, ok := sum.RealFalls["0.3"]["paged_fraction_min_detectable"]; !ok {
@@ -315,7 +315,7 @@ func TestNotificationLogCountsFirstNotifications(t *testing.T) {
 	}
 	total := 0
 	for _, s := range steps {
-		got := l.first(s.groups)
+		got := len(l.first(s.groups))
 		if got != s.want {
 			t.Errorf("%s: %d first notifications, want %d", s.what, got, s.want)
 		}

@@ -41,23 +41,24 @@ type FleetRealFall struct {
 // before the onset; groundtruth.Truth.Calm) whose drop makes a real fall
 // (fleetCase.fall).
 type FleetCalmDetection struct {
-	FSPageWithin1       float64 `json:"fs_page_within_1"`
-	FSPageWithin2       float64 `json:"fs_page_within_2"`
-	FSPageWithin3       float64 `json:"fs_page_within_3"`
+	FSPageWithin1 float64 `json:"fs_page_within_1"`
+	FSPageWithin2 float64 `json:"fs_page_within_2"`
+	FSPageWithin3 float64 `json:"fs_page_within_3"`
+	// NotificationsMedian is the median over the calm trials of the
+	// drop's notifications: the first notifications of the trial's window
+	// (onset to an interval after the last dropped run) that the drop
+	// made (groupTruth.dropsNotifications). A 20-run drop's window spans
+	// weeks of a daily-run group; the file system's own falls in it are
+	// paged as they should be, and its nodes page and warn on their own
+	// now and then: those are not this incident's notifications.
 	NotificationsMedian float64 `json:"notifications_median"`
-	// NotificationsAddedMedian is the median over the calm trials of the
-	// notifications the drop added: the trial's, less those the
-	// unmodified series sent over the same stretch (onset to the window's
-	// end). A window of a 20-run drop spans weeks of the file system's
-	// own warnings and falls; their notifications are not the drop's. It
-	// can be negative: a drop that holds the page over a fall of the
-	// file system's own makes two notifications one.
-	NotificationsAddedMedian float64 `json:"notifications_added_median"`
-	// NotificationsAdded2OrMore is the fraction of the calm trials to
-	// which the drop added two notifications or more: one incident told
-	// twice, whatever the window sends besides.
-	NotificationsAdded2OrMore float64 `json:"notifications_added_2_or_more"`
-	Trials                    int     `json:"trials"`
+	// NotificationsAllMedian counts every first notification of the
+	// window, the file system's own included.
+	NotificationsAllMedian float64 `json:"notifications_all_median"`
+	// Notifications2OrMore is the fraction of the calm trials whose drop
+	// notified twice or more: one incident told twice.
+	Notifications2OrMore float64 `json:"notifications_2_or_more"`
+	Trials               int     `json:"trials"`
 	// TrialsWithoutFall counts the calm trials left out because their
 	// drop made no real fall: the group's median node stayed over
 	// 1 - groundtruth.TrueLevel of its recent normal through interval 3.
@@ -114,27 +115,27 @@ func newGroupTruth(g *fleetGroup, drops []float64) groupTruth {
 func (gt groupTruth) judge(f *FleetFigures, g *fleetGroup, gi int, cases []*fleetCase, figs []fleetFigures) {
 	var tl groundtruth.Timeline
 	type calm struct {
-		n            int
-		within       [3]int
-		notification []float64
-		added        []float64
-		// addedTwice counts the trials the drop added 2+ to.
-		addedTwice int
+		n      int
+		within [3]int
+		// drops and all are the drop's notifications and all of them,
+		// per trial; twice counts the trials the drop notified 2+ times.
+		drops, all []float64
+		twice      int
 		// noFall counts the calm trials whose drop made no real fall.
 		noFall int
 	}
 	byDrop := map[string]*calm{}
-	var notices []time.Time
+	var unmodified []notice
 	for ci, c := range cases {
 		if c.group == gi && c.onset.IsZero() {
 			cf := figs[ci]
 			tl.Steps += cf.steps
 			tl.Firing = append(tl.Firing, cf.firingAt...)
 			tl.Starts = append(tl.Starts, cf.pageStarts...)
-			notices = append(notices, cf.notifiedAt...)
+			unmodified = append(unmodified, cf.notices...)
 		}
 	}
-	slices.SortFunc(notices, func(a, b time.Time) int { return a.Compare(b) })
+	slices.SortStableFunc(unmodified, func(a, b notice) int { return a.at.Compare(b.at) })
 	for ci, c := range cases {
 		if c.group != gi || c.onset.IsZero() {
 			continue
@@ -158,11 +159,11 @@ func (gt groupTruth) judge(f *FleetFigures, g *fleetGroup, gi int, cases []*flee
 				t.within[w-1]++
 			}
 		}
-		t.notification = append(t.notification, float64(cf.notifications))
-		added := cf.notifications - countWithin(notices, c.onset, c.to)
-		t.added = append(t.added, float64(added))
-		if added >= 2 {
-			t.addedTwice++
+		own := gt.dropsNotifications(cf.notices, unmodified)
+		t.drops = append(t.drops, float64(own))
+		t.all = append(t.all, float64(cf.notifications))
+		if own >= 2 {
+			t.twice++
 		}
 	}
 	slices.SortFunc(tl.Starts, func(a, b time.Time) int { return a.Compare(b) })
@@ -189,29 +190,50 @@ func (gt groupTruth) judge(f *FleetFigures, g *fleetGroup, gi int, cases []*flee
 			d.FSPageWithin1 = round(float64(t.within[0])/float64(t.n), 3)
 			d.FSPageWithin2 = round(float64(t.within[1])/float64(t.n), 3)
 			d.FSPageWithin3 = round(float64(t.within[2])/float64(t.n), 3)
-			d.NotificationsMedian = groundtruth.Median(t.notification)
-			d.NotificationsAddedMedian = groundtruth.Median(t.added)
-			d.NotificationsAdded2OrMore = round(float64(t.addedTwice)/float64(t.n), 3)
+			d.NotificationsMedian = groundtruth.Median(t.drops)
+			d.NotificationsAllMedian = groundtruth.Median(t.all)
+			d.Notifications2OrMore = round(float64(t.twice)/float64(t.n), 3)
 		}
 		f.DetectCalm[k] = d
 	}
 	f.Detectability = gt.detectability
 }
 
-// countWithin is how many of the sorted times are in [from, to).
-func countWithin(sorted []time.Time, from, to time.Time) int {
-	cmp := func(a, b time.Time) int { return a.Compare(b) }
-	i, _ := slices.BinarySearchFunc(sorted, from, cmp)
-	j, _ := slices.BinarySearchFunc(sorted, to, cmp)
-	return max(0, j-i)
+// dropsNotifications is how many of a trial's notifications are its
+// drop's. Neither those that start in a real fall of the file system's
+// own, or within an interval of one (as TruePage judges a page), nor
+// those an unmodified notification of the same group matches, one to
+// one, within an interval: the rules send those with or without the
+// drop (a node's own noise, a warning of its own). unmodified is sorted
+// by time.
+func (gt groupTruth) dropsNotifications(trial, unmodified []notice) int {
+	used := make([]bool, len(unmodified))
+	n := 0
+	for _, t := range trial {
+		if gt.truth.TruePage(t.at) {
+			continue
+		}
+		i, _ := slices.BinarySearchFunc(unmodified, t.at.Add(-gt.truth.Period), func(u notice, at time.Time) int { return u.at.Compare(at) })
+		matched := false
+		for ; i < len(unmodified) && !unmodified[i].at.After(t.at.Add(gt.truth.Period)); i++ {
+			if !used[i] && unmodified[i].group == t.group {
+				used[i], matched = true, true
+				break
+			}
+		}
+		if !matched {
+			n++
+		}
+	}
+	return n
 }
 
 // summarizeTruth adds the ground truth's summary of one rule set's
 // figures over the groups: the worst false pages and excess firing, the
 // least paged fraction of incidents and the median of the calm
 // detection over the groups where the drop is detectable (d ≥ 3), and
-// the most notifications per drop over all groups (all of them, and
-// those the drop added).
+// the most notifications per drop over all groups (the drop's, all of
+// them, and the share of trials told twice).
 func summarizeTruth(s FleetSummary, figs []FleetFigures, drops []float64) {
 	var falsePages, excess, paged []float64
 	incidentKey := dropKey(groundtruth.IncidentLevel)
@@ -233,15 +255,15 @@ func summarizeTruth(s FleetSummary, figs []FleetFigures, drops []float64) {
 	for _, d := range drops {
 		k := dropKey(d)
 		var w [3][]float64
-		var notif, added, twice []float64
+		var notif, all, twice []float64
 		for _, f := range figs {
 			c, ok := f.DetectCalm[k]
 			if !ok || c.Trials == 0 {
 				continue
 			}
 			notif = append(notif, c.NotificationsMedian)
-			added = append(added, c.NotificationsAddedMedian)
-			twice = append(twice, c.NotificationsAdded2OrMore)
+			all = append(all, c.NotificationsAllMedian)
+			twice = append(twice, c.Notifications2OrMore)
 			if f.Detectability[k] >= detectableD {
 				w[0] = append(w[0], c.FSPageWithin1)
 				w[1] = append(w[1], c.FSPageWithin2)
@@ -255,11 +277,11 @@ func summarizeTruth(s FleetSummary, figs []FleetFigures, drops []float64) {
 				m[name+"_median_detectable"] = round(groundtruth.Median(w[i]), 4)
 			}
 		}
-		m["notifications_median_max"], m["notifications_added_median_max"], m["notifications_added_2_or_more_max"] = nil, nil, nil
+		m["notifications_median_max"], m["notifications_all_median_max"], m["notifications_2_or_more_max"] = nil, nil, nil
 		if len(notif) > 0 {
 			m["notifications_median_max"] = slices.Max(notif)
-			m["notifications_added_median_max"] = slices.Max(added)
-			m["notifications_added_2_or_more_max"] = slices.Max(twice)
+			m["notifications_all_median_max"] = slices.Max(all)
+			m["notifications_2_or_more_max"] = slices.Max(twice)
 		}
 		calm[k] = m
 	}
@@ -273,7 +295,7 @@ func (r *FleetReport) writeTruthTable(w io.Writer, drops []string) error {
 	incidentKey := dropKey(groundtruth.IncidentLevel)
 	header := []string{"group", "false eps/mo", "excess", "incidents/mo", "paged", "paged ≤1"}
 	for _, d := range drops {
-		header = append(header, "-"+d+" d", "calm ≤1", "≤2", "≤3", "notif", "added", "+2", "n", "no fall")
+		header = append(header, "-"+d+" d", "calm ≤1", "≤2", "≤3", "notif", "all", "+2", "n", "no fall")
 	}
 	fmt.Fprintln(tw, strings.Join(header, "\t")+"\t")
 	pair := func(cur, ref any, digits int) string {
@@ -301,7 +323,7 @@ func (r *FleetReport) writeTruthTable(w io.Writer, drops []string) error {
 			cc, rc := c.DetectCalm[d], ref.DetectCalm[d]
 			row = append(row, fmt.Sprintf("%.1f", c.Detectability[d]), pair(cc.FSPageWithin1, rc.FSPageWithin1, 2), pair(cc.FSPageWithin2, rc.FSPageWithin2, 2),
 				pair(cc.FSPageWithin3, rc.FSPageWithin3, 2), pair(cc.NotificationsMedian, rc.NotificationsMedian, 0),
-				pair(cc.NotificationsAddedMedian, rc.NotificationsAddedMedian, 1), pair(cc.NotificationsAdded2OrMore, rc.NotificationsAdded2OrMore, 2), fmt.Sprint(cc.Trials), fmt.Sprint(cc.TrialsWithoutFall))
+				pair(cc.NotificationsAllMedian, rc.NotificationsAllMedian, 1), pair(cc.Notifications2OrMore, rc.Notifications2OrMore, 2), fmt.Sprint(cc.Trials), fmt.Sprint(cc.TrialsWithoutFall))
 		}
 		fmt.Fprintln(tw, strings.Join(row, "\t")+"\t")
 	}
@@ -329,14 +351,14 @@ func (r *FleetReport) writeTruthTable(w io.Writer, drops []string) error {
 			pair(get(cur, "fs_page_within_2_median_detectable"), get(ref, "fs_page_within_2_median_detectable"), 2),
 			pair(get(cur, "fs_page_within_3_median_detectable"), get(ref, "fs_page_within_3_median_detectable"), 2),
 			pair(get(cur, "notifications_median_max"), get(ref, "notifications_median_max"), 0),
-			pair(get(cur, "notifications_added_median_max"), get(ref, "notifications_added_median_max"), 1),
-			pair(get(cur, "notifications_added_2_or_more_max"), get(ref, "notifications_added_2_or_more_max"), 2), "", "")
+			pair(get(cur, "notifications_all_median_max"), get(ref, "notifications_all_median_max"), 1),
+			pair(get(cur, "notifications_2_or_more_max"), get(ref, "notifications_2_or_more_max"), 2), "", "")
 	}
 	fmt.Fprintln(tw, strings.Join(row, "\t")+"\t")
 	if err := tw.Flush(); err != nil {
 		return err
 	}
-	_, err := fmt.Fprintf(w, "ground truth, current rules (reference rules): false eps/mo = page episodes per month that start more than an interval away from a real fall (median node %g%% under its recent normal); excess = fraction of the time paging outside one; incidents = real falls of %g%% for %d intervals or more, paged = a page started from an interval before one to its end, or firing in it; d = the drop in fleet-wide deviations; calm ≤k = calm onsets (the group seen, no fall, no page in the 2 intervals before) paged within k intervals, n of them, less the no-fall ones whose drop made no fall by interval 3; notif = notifications per drop, added = those less the unmodified series' over the same stretch, median, and +2 the fraction with two or more added. Last row: worst group, incidents paged and calm ≤k the least resp. median over groups with d ≥ %d, notif the most.\n",
+	_, err := fmt.Fprintf(w, "ground truth, current rules (reference rules): false eps/mo = page episodes per month that start more than an interval away from a real fall (median node %g%% under its recent normal); excess = fraction of the time paging outside one; incidents = real falls of %g%% for %d intervals or more, paged = a page started from an interval before one to its end, or firing in it; d = the drop in fleet-wide deviations; calm ≤k = calm onsets (the group seen, no fall, no page in the 2 intervals before) paged within k intervals, n of them, less the no-fall ones whose drop made no fall by interval 3; notif = the drop's notifications (neither in a real fall of the file system's own nor sent by the unmodified series within an interval), all = every notification of the drop's window, median, and +2 the fraction the drop notified twice or more. Last row: worst group, incidents paged and calm ≤k the least resp. median over groups with d ≥ %d, notif the most.\n",
 		100*groundtruth.TrueLevel, 100*groundtruth.IncidentLevel, groundtruth.IncidentIntervals, detectableD)
 	return err
 }

@@ -6,43 +6,70 @@ import (
 	"time"
 )
 
-// A trial's notifications are judged beside what the unmodified series
-// sent over the same stretch: a window of weeks holds the file system's
-// own pages, and only what the drop adds is the drop's.
-func TestCalmNotificationsAddedAreTheDropsOwn(t *testing.T) {
-	g := dropGroup(5, 0, 120, 60, 3) // calm: every onset is calm
+// A trial's window spans weeks of a daily-run group. Its notifications
+// that start in a real fall of the file system's own, or within an
+// interval of one, are that fall's; those the unmodified series sends
+// too, in the same group within an interval, are the file system's own
+// noise; only the others are the drop's.
+func TestCalmNotificationsOfTheDropAreThoseItMade(t *testing.T) {
+	// Every node at 60% of its normal from day 80 to 82: the file
+	// system's own fall. Every onset before day 78 is calm.
+	g := dropGroup(5, 5, 120, 80, 3)
 	gt := newGroupTruth(g, []float64{0.5})
-	day := func(d int) time.Time { return g.start.Add(time.Duration(d) * 24 * time.Hour) }
+	day := func(d float64) time.Time { return g.start.Add(time.Duration(d * float64(24*time.Hour))) }
+	page, node := "alertname=Page", "alertname=Node"
+	// The unmodified series: a node pages by itself on day 50, and the
+	// file system's fall is paged.
 	cases := []*fleetCase{{id: "segment", counted: g.start, to: day(120)}}
-	figs := []fleetFigures{{steps: 100, notifiedAt: []time.Time{day(40), day(45), day(80)}}}
+	figs := []fleetFigures{{steps: 100, notices: []notice{{day(50), node}, {day(80.5), page}}}}
 	for _, tr := range []struct {
-		onset, to, notifications, added int
+		onset    int
+		notified []notice
+		drops    int
 	}{
-		{38, 50, 3, 1}, // the two the file system sent, and the drop's
-		{60, 72, 1, 1}, // nothing of its own: the drop's one
-		{75, 80, 2, 2}, // the window ends before day 80's: both are the drop's
-		{80, 92, 1, 0}, // day 80's own page, which the drop's held on
+		{20, []notice{{day(20.5), page}}, 1},                                     // the drop's page, once
+		{30, []notice{{day(30.5), page}, {day(36), page}}, 2},                    // paged, and again within the drop: told twice
+		{60, []notice{{day(60.5), page}, {day(80.5), page}}, 1},                  // its own and the fall's page
+		{70, []notice{{day(70.5), page}, {day(79.2), node}, {day(84), page}}, 1}, // an interval either side of the fall is the fall's
+		{45, []notice{{day(45.5), page}, {day(50.9), node}}, 1},                  // the node's own page, a little later
+		{40, nil, 0}, // never paged
 	} {
-		cases = append(cases, trialOn(g, day(tr.onset), 0.5, 20))
-		cases[len(cases)-1].to = day(tr.to)
-		figs = append(figs, fleetFigures{notifications: tr.notifications})
-		if got := tr.notifications - countWithin(figs[0].notifiedAt, day(tr.onset), day(tr.to)); got != tr.added {
-			t.Errorf("trial from day %d to %d: added %d, want %d", tr.onset, tr.to, got, tr.added)
+		cases = append(cases, trialOn(g, day(float64(tr.onset)), 0.5, 20))
+		figs = append(figs, fleetFigures{notifications: len(tr.notified), notices: tr.notified})
+		if got := gt.dropsNotifications(tr.notified, figs[0].notices); got != tr.drops {
+			t.Errorf("trial from day %d notified %v: %d of them the drop's, want %d", tr.onset, tr.notified, got, tr.drops)
+		}
+	}
+	// The fall's median is low from day 80.08 to 83.08: more than a day
+	// after it, a notification is the drop's again. The node's own page
+	// matches one of the trial's in its group, within a day, once.
+	for _, tr := range []struct {
+		what     string
+		notified []notice
+		drops    int
+	}{
+		{"more than an interval from the fall", []notice{{day(84.5), page}, {day(78.5), page}}, 2},
+		{"another group than the node's", []notice{{day(50), page}}, 1},
+		{"more than an interval from the node's", []notice{{day(51.5), node}}, 1},
+		{"twice within the node's interval", []notice{{day(49.5), node}, {day(50.5), node}}, 1},
+	} {
+		if got := gt.dropsNotifications(tr.notified, figs[0].notices); got != tr.drops {
+			t.Errorf("%s: %d of %v the drop's, want %d", tr.what, got, tr.notified, tr.drops)
 		}
 	}
 	var f FleetFigures
 	gt.judge(&f, g, 0, cases, figs)
 	c := f.DetectCalm["0.5"]
-	if c.Trials != 4 || c.NotificationsMedian != 1.5 || c.NotificationsAddedMedian != 1 || c.NotificationsAdded2OrMore != 0.25 {
-		t.Errorf("calm trials %+v, want 4 with notifications median 1.5, added median 1 (of 1, 1, 2, 0), one in four told twice", c)
+	if c.Trials != 6 || c.NotificationsMedian != 1 || c.NotificationsAllMedian != 2 || c.Notifications2OrMore != round(1.0/6, 3) {
+		t.Errorf("calm trials %+v, want 6, the drop's notifications median 1 (of 1, 2, 1, 1, 1, 0), all median 2 (of 1, 2, 2, 3, 2, 0), one in six told twice", c)
 	}
 	// A page firing before the onset makes the trial not calm, and its
 	// notifications count nowhere.
 	cases = append(cases, trialOn(g, day(100), 0.5, 10))
-	figs = append(figs, fleetFigures{notifications: 9, firedBeforeOnset: true})
+	figs = append(figs, fleetFigures{notifications: 9, notices: slices.Repeat([]notice{{day(101), page}}, 9), firedBeforeOnset: true})
 	gt.judge(&f, g, 0, cases, figs)
-	if c := f.DetectCalm["0.5"]; c.Trials != 4 || c.NotificationsAddedMedian != 1 {
-		t.Errorf("with a trial paged before its onset: %+v, want the same 4 calm trials", c)
+	if c := f.DetectCalm["0.5"]; c.Trials != 6 || c.Notifications2OrMore != round(1.0/6, 3) {
+		t.Errorf("with a trial paged before its onset: %+v, want the same 6 calm trials", c)
 	}
 }
 
