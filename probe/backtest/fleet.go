@@ -455,10 +455,10 @@ func evaluateFleet(ctx context.Context, groups []fleetGroup, cases []*fleetCase,
 					f.nodePageEpisodes++
 				}
 			}
-			if groups := st.notified.first(notified); len(groups) > 0 {
-				n := len(groups)
+			if firsts := st.notified.first(notified); len(firsts) > 0 {
+				n := len(firsts)
 				f.notifications += n
-				for _, k := range groups {
+				for _, k := range firsts {
 					// Matched across cases by the group less the case's
 					// id, which its target label carries.
 					f.notices = append(f.notices, notice{at: c.real(g, ts, o.Options), group: strings.ReplaceAll(k, c.id, "")})
