@@ -53,7 +53,8 @@ type FleetFigures struct {
 	Detect map[string]FleetDetection `json:"detect"`
 	// Judged against the ground truth (fleet_truth.go): page episodes
 	// that start away from any real fall, per month; the fraction of the
-	// time the page fires while no real fall is in progress; the real
+	// time the page fires while the group is seen and no real fall is in
+	// progress; the real
 	// falls' incidents by level; the drops over the calm onsets and the
 	// drops' detectability, both keyed by drop size.
 	FalsePageEpisodesPerMonth float64                       `json:"false_page_episodes_per_month"`

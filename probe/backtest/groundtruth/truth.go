@@ -122,6 +122,12 @@ func (t Truth) Calm(onset time.Time, firedBefore bool) bool {
 	return !firedBefore && t.seen(before, last) && t.seen(last, onset) && !t.overlaps(before, onset)
 }
 
+// seenAt says whether the group is seen at at: a look within the quarter
+// interval up to it (the looks' grid, while two nodes are fresh).
+func (t Truth) seenAt(at time.Time) bool {
+	return t.seen(at.Add(-t.Period/StepsPerPeriod), at.Add(time.Nanosecond))
+}
+
 // seen says whether the group has a look in [from, to).
 func (t Truth) seen(from, to time.Time) bool {
 	i, _ := slices.BinarySearchFunc(t.looks, from, func(a, b time.Time) int { return a.Compare(b) })
@@ -150,7 +156,10 @@ type Judgement struct {
 
 // Judge judges a page's timeline: an episode is false unless TruePage;
 // a firing step is excess unless a real fall is in progress (the hold's
-// tail past the fall's end is excess); an incident is paged when an
+// tail past the fall's end is excess) or the group is not seen then (no
+// two nodes fresh: nobody can say the fall is over, and a page that
+// holds while its file system's runs pause has not paged in vain); an
+// incident is paged when an
 // episode starts from one interval before it to its end, or the page
 // fires during it.
 func (t Truth) Judge(tl Timeline) Judgement {
@@ -161,7 +170,7 @@ func (t Truth) Judge(tl Timeline) Judgement {
 		}
 	}
 	for _, f := range tl.Firing {
-		if !t.InFall(f) {
+		if !t.InFall(f) && t.seenAt(f) {
 			j.ExcessSteps++
 		}
 	}

@@ -73,6 +73,25 @@ func TestPageHeldPastTheFall(t *testing.T) {
 	}
 }
 
+// A page held past a fall while the group is not seen (its runs paused
+// from 14 to 16 h) is excess only where it is seen: nobody can say the
+// fall was over while nobody looked.
+func TestExcessOnlyWhereTheGroupIsSeen(t *testing.T) {
+	var looks []Sample
+	for _, s := range samples(10, 13) {
+		if s.At.Before(hours(14)) || !s.At.Before(hours(16)) {
+			looks = append(looks, s)
+		}
+	}
+	truth := NewTruth(looks, time.Hour)
+	j := truth.Judge(Timeline{Steps: 120, Starts: []time.Time{hours(10.25)}, Firing: steps(10.25, 18)})
+	// Seen and past the fall: 13 h to 14 h (its last look, at 13.75 h,
+	// sees up to 14 h) and 16 h to 18 h.
+	if want := 3*StepsPerPeriod + 1; j.ExcessSteps != want {
+		t.Fatalf("judged %+v, want %d excess steps (13-14 h and 16-18 h)", j, want)
+	}
+}
+
 // One low interval is a fall but no incident; 20% down is a fall at the
 // true level but not at the incident level.
 func TestShortAndShallowFallsAreNoIncidents(t *testing.T) {
