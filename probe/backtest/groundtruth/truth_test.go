@@ -26,6 +26,17 @@ func samples(from, to float64) []Sample {
 	return out
 }
 
+// unseen drops the looks from `from` to `to` hours: no two nodes fresh.
+func unseen(looks []Sample, from, to float64) []Sample {
+	var out []Sample
+	for _, s := range looks {
+		if s.At.Before(hours(from)) || !s.At.Before(hours(to)) {
+			out = append(out, s)
+		}
+	}
+	return out
+}
+
 // steps are the looks of the judged timeline, every quarter hour from
 // `from` to `to` hours.
 func steps(from, to float64) []time.Time {
@@ -77,13 +88,7 @@ func TestPageHeldPastTheFall(t *testing.T) {
 // from 14 to 16 h) is excess only where it is seen: nobody can say the
 // fall was over while nobody looked.
 func TestExcessOnlyWhereTheGroupIsSeen(t *testing.T) {
-	var looks []Sample
-	for _, s := range samples(10, 13) {
-		if s.At.Before(hours(14)) || !s.At.Before(hours(16)) {
-			looks = append(looks, s)
-		}
-	}
-	truth := NewTruth(looks, time.Hour)
+	truth := NewTruth(unseen(samples(10, 13), 14, 16), time.Hour)
 	j := truth.Judge(Timeline{Steps: 120, Starts: []time.Time{hours(10.25)}, Firing: steps(10.25, 18)})
 	// Seen and past the fall: 13 h to 14 h (its last look, at 13.75 h,
 	// sees up to 14 h) and 16 h to 18 h.
@@ -134,13 +139,7 @@ func TestCalmOnsets(t *testing.T) {
 // to 19 h) is not calm until the group has been seen in each of the two
 // intervals before it.
 func TestCalmNeedsTheGroupSeen(t *testing.T) {
-	var s []Sample
-	for _, x := range samples(100, 100) {
-		if x.At.Before(hours(15)) || !x.At.Before(hours(19)) {
-			s = append(s, x)
-		}
-	}
-	truth := NewTruth(s, time.Hour)
+	truth := NewTruth(unseen(samples(100, 100), 15, 19), time.Hour)
 	for _, tc := range []struct {
 		onset float64
 		want  bool
