@@ -39,6 +39,9 @@ func main() {
 }
 
 func runBacktest(w io.Writer, f *backtestcli.Flags) error {
+	if f.TraceTrials != "" && !f.Fleet {
+		return fmt.Errorf("backtest: --trace-trials writes the calm trials of --fleet; give --fleet")
+	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
 	defer stop()
 	series, err := backtestInput(ctx, f)
@@ -152,12 +155,42 @@ func runFleetBacktest(ctx context.Context, w io.Writer, series []backtest.Series
 		}
 		fo.FSPlateau[group] = v
 	}
+	// Created first: a path it cannot write fails now, not after the
+	// minutes the replay takes.
+	var trace *os.File
+	if f.TraceTrials != "" {
+		var err error
+		if trace, err = os.Create(f.TraceTrials); err != nil {
+			return fmt.Errorf("--trace-trials: %w", err)
+		}
+	}
 	report, err := backtest.RunFleet(ctx, series, fo)
 	if err != nil {
+		if trace != nil {
+			trace.Close()
+			os.Remove(f.TraceTrials)
+		}
 		return err
+	}
+	if trace != nil {
+		if err := writeCalmTrials(trace, report); err != nil {
+			return err
+		}
 	}
 	if f.Output == "json" {
 		return report.WriteJSON(w)
 	}
 	return report.WriteTable(w)
+}
+
+// writeCalmTrials writes --trace-trials to out and closes it.
+func writeCalmTrials(out *os.File, report *backtest.FleetReport) error {
+	if err := report.WriteCalmTrials(out); err != nil {
+		out.Close()
+		return fmt.Errorf("--trace-trials %s: %w", out.Name(), err)
+	}
+	if err := out.Close(); err != nil {
+		return fmt.Errorf("--trace-trials %s: %w", out.Name(), err)
+	}
+	return nil
 }

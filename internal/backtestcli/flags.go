@@ -57,6 +57,7 @@ type Flags struct {
 	FSPlateau              []string
 	Alertmanager           string
 	FSBytes, JobBytes, End string
+	TraceTrials            string
 }
 
 // flagDeclarer is what declares flags: a kingpin application (plateau_backtest) or
@@ -102,6 +103,7 @@ func Declare(c flagDeclarer) *Flags {
 	c.Flag("alertmanager-config", "With --fleet: the Alertmanager configuration whose root route's group_by and inhibit_rules count the notifications.").Default("dashboards/alertmanager.yml").StringVar(&f.Alertmanager)
 	c.Flag("fs-bytes-column", "With --fleet: column of the bytes the whole file system moved in the run's direction during the run (empty: not recorded).").Default("fs_bytes_same_direction").StringVar(&f.FSBytes)
 	c.Flag("job-bytes-column", "With --fleet: column of the bytes the run itself moved.").Default("job_bytes").StringVar(&f.JobBytes)
+	c.Flag("trace-trials", "With --fleet: also write each calm trial the figures count, for both rule sets, to this file, one JSON object per line: its group, drop and onset, the interval the file-system page started by, the page's episodes and every first notification of the drop's window (alert, intervals after the onset) with why it is the drop's or not (drop, real_fall, unmodified). It says why a drop notified twice.").StringVar(&f.TraceTrials)
 	c.Flag("end-column", "With --fleet: column of the run's end, Unix seconds.").Default("end_unix").StringVar(&f.End)
 	return &f
 }

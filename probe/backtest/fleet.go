@@ -344,7 +344,14 @@ type fleetFigures struct {
 	// intervals before the onset (the onset is then not calm).
 	firingAt, pageStarts []time.Time
 	firedBeforeOnset     bool
+	// On trials: the file-system page's episodes after the onset, for
+	// --trace-trials.
+	pageEpisodes []pageEpisode
 }
+
+// pageEpisode is one episode of the file-system page, in real time; end
+// is zero while it fires at the end of the window.
+type pageEpisode struct{ start, end time.Time }
 
 // evaluateFleet writes every case into a fresh store and evaluates the
 // rules over it; returns the figures per case.
@@ -439,6 +446,8 @@ func evaluateFleet(ctx context.Context, groups []fleetGroup, cases []*fleetCase,
 					f.fsPageEpisodes++
 					if c.onset.IsZero() {
 						f.pageStarts = append(f.pageStarts, c.real(g, ts, o.Options))
+					} else {
+						f.pageEpisodes = append(f.pageEpisodes, pageEpisode{start: c.real(g, ts, o.Options)})
 					}
 					if !c.onset.IsZero() && !f.firingAtOnset && f.detectedWithin == 0 {
 						f.detectedWithin = -1 // after interval 3 unless below
@@ -449,6 +458,9 @@ func evaluateFleet(ctx context.Context, groups []fleetGroup, cases []*fleetCase,
 						}
 					}
 				}
+			}
+			if n := len(f.pageEpisodes); !fsPage && st.fsPage && n > 0 && f.pageEpisodes[n-1].end.IsZero() {
+				f.pageEpisodes[n-1].end = c.real(g, ts, o.Options)
 			}
 			for inst := range nodePages {
 				if !st.nodePages[inst] {

@@ -22,6 +22,9 @@ type FleetReport struct {
 	// How it was run.
 	WarmupRuns int      `json:"warmup_runs"`
 	Skipped    []string `json:"skipped,omitempty"`
+	// CalmTrials are the calm trials the figures count, per rule set
+	// (WriteCalmTrials); not in the report's JSON.
+	CalmTrials []CalmTrial `json:"-"`
 }
 
 // FleetGroupReport is one group's figures under each rule set.
@@ -105,7 +108,10 @@ func (r *FleetReport) build(groups []fleetGroup, cases []*fleetCase, perSet map[
 		truth := newGroupTruth(&groups[gi], o.Drops)
 		for _, set := range []string{RuleSetCurrent, RuleSetReference} {
 			f := FleetFigures{Detect: map[string]FleetDetection{}}
-			truth.judge(&f, &groups[gi], gi, cases, perSet[set])
+			for _, t := range truth.judge(&f, &groups[gi], gi, cases, perSet[set]) {
+				t.RuleSet = set
+				r.CalmTrials = append(r.CalmTrials, t)
+			}
 			var steps, pageSteps, episodes, nodeEpisodes int
 			type trials struct {
 				n, atOnset   int

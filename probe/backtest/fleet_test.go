@@ -147,6 +147,34 @@ func TestFleetDropPagesOnce(t *testing.T) {
 	if _, ok := sum.RealFalls["0.3"]["paged_fraction_min_detectable"]; !ok {
 		t.Errorf("JSON summary lacks real_falls[\"0.3\"].paged_fraction_min_detectable")
 	}
+	// --trace-trials: each calm halving of both rule sets, one line; the
+	// shipped rules' page starts within 2 intervals and still fires as
+	// the window ends (an interval after the last dropped run, as the
+	// first runs after the drop come in), its one notification the
+	// drop's.
+	var trace bytes.Buffer
+	if err := r.WriteCalmTrials(&trace); err != nil {
+		t.Fatal(err)
+	}
+	lines := strings.Split(strings.TrimSpace(trace.String()), "\n")
+	if len(lines) != 8 {
+		t.Fatalf("--trace-trials wrote %d lines, want 4 calm trials of each rule set:\n%s", len(lines), trace.String())
+	}
+	for _, line := range lines {
+		var tr CalmTrial
+		if err := json.Unmarshal([]byte(line), &tr); err != nil {
+			t.Fatalf("%s: %v", line, err)
+		}
+		if tr.RuleSet != RuleSetCurrent {
+			continue
+		}
+		ok := tr.Group == "sys/scratch" && tr.Drop == 0.5 && tr.PagedWithin >= 1 && tr.PagedWithin <= 2 && tr.DropsNotifications == 1 &&
+			len(tr.PageEpisodes) == 1 && tr.PageEpisodes[0].Start > 0 && tr.PageEpisodes[0].Start <= 2 && tr.PageEpisodes[0].End == nil &&
+			len(tr.Notifications) == 1 && tr.Notifications[0].Alert == "PlateauFileSystemRegression" && tr.Notifications[0].Cause == causeDrop && tr.Notifications[0].After == tr.PageEpisodes[0].Start
+		if !ok {
+			t.Errorf("trace of a calm halving, shipped rules: %s", line)
+		}
+	}
 	var table bytes.Buffer
 	if err := r.WriteTable(&table); err != nil || !strings.Contains(table.String(), "sys/scratch") || !strings.Contains(table.String(), "calm ≤1") {
 		t.Errorf("table (%v): %s", err, table.String())

@@ -111,8 +111,9 @@ func newGroupTruth(g *fleetGroup, drops []float64) groupTruth {
 	return gt
 }
 
-// judge adds the ground-truth figures of one rule set on group gi to f.
-func (gt groupTruth) judge(f *FleetFigures, g *fleetGroup, gi int, cases []*fleetCase, figs []fleetFigures) {
+// judge adds the ground-truth figures of one rule set on group gi to f,
+// and returns its calm trials as --trace-trials writes them.
+func (gt groupTruth) judge(f *FleetFigures, g *fleetGroup, gi int, cases []*fleetCase, figs []fleetFigures) []CalmTrial {
 	var tl groundtruth.Timeline
 	type calm struct {
 		n      int
@@ -125,6 +126,7 @@ func (gt groupTruth) judge(f *FleetFigures, g *fleetGroup, gi int, cases []*flee
 		noFall int
 	}
 	byDrop := map[string]*calm{}
+	var trials []CalmTrial
 	var unmodified []notice
 	for ci, c := range cases {
 		if c.group == gi && c.onset.IsZero() {
@@ -159,7 +161,14 @@ func (gt groupTruth) judge(f *FleetFigures, g *fleetGroup, gi int, cases []*flee
 				t.within[w-1]++
 			}
 		}
-		own := gt.dropsNotifications(cf.notices, unmodified)
+		causes := gt.noticeCauses(cf.notices, unmodified)
+		trials = append(trials, newCalmTrial(g, c, cf, causes))
+		own := 0
+		for _, cause := range causes {
+			if cause == causeDrop {
+				own++
+			}
+		}
 		t.drops = append(t.drops, float64(own))
 		t.all = append(t.all, float64(cf.notifications))
 		if own >= 2 {
@@ -197,35 +206,54 @@ func (gt groupTruth) judge(f *FleetFigures, g *fleetGroup, gi int, cases []*flee
 		f.DetectCalm[k] = d
 	}
 	f.Detectability = gt.detectability
+	return trials
 }
 
+// Why a trial's notification counts, or does not, as its drop's
+// (noticeCauses; --trace-trials writes them).
+const (
+	causeDrop       = "drop"       // the drop's own
+	causeRealFall   = "real_fall"  // in a real fall of the file system's own, or within an interval of one
+	causeUnmodified = "unmodified" // the unmodified series sent one of the same group within an interval
+)
+
 // dropsNotifications is how many of a trial's notifications are its
+// drop's (noticeCauses).
+func (gt groupTruth) dropsNotifications(trial, unmodified []notice) int {
+	n := 0
+	for _, c := range gt.noticeCauses(trial, unmodified) {
+		if c == causeDrop {
+			n++
+		}
+	}
+	return n
+}
+
+// noticeCauses says, per notification of a trial, whether it is the
 // drop's. Neither those that start in a real fall of the file system's
 // own, or within an interval of one (as TruePage judges a page), nor
 // those an unmodified notification of the same group matches, one to
 // one, within an interval: the rules send those with or without the
 // drop (a node's own noise, a warning of its own). unmodified is sorted
 // by time.
-func (gt groupTruth) dropsNotifications(trial, unmodified []notice) int {
+func (gt groupTruth) noticeCauses(trial, unmodified []notice) []string {
 	used := make([]bool, len(unmodified))
-	n := 0
-	for _, t := range trial {
+	causes := make([]string, len(trial))
+	for ti, t := range trial {
 		if gt.truth.TruePage(t.at) {
+			causes[ti] = causeRealFall
 			continue
 		}
+		causes[ti] = causeDrop
 		i, _ := slices.BinarySearchFunc(unmodified, t.at.Add(-gt.truth.Period), func(u notice, at time.Time) int { return u.at.Compare(at) })
-		matched := false
 		for ; i < len(unmodified) && !unmodified[i].at.After(t.at.Add(gt.truth.Period)); i++ {
 			if !used[i] && unmodified[i].group == t.group {
-				used[i], matched = true, true
+				used[i], causes[ti] = true, causeUnmodified
 				break
 			}
 		}
-		if !matched {
-			n++
-		}
 	}
-	return n
+	return causes
 }
 
 // summarizeTruth adds the ground truth's summary of one rule set's

@@ -58,7 +58,40 @@ func TestCalmNotificationsOfTheDropAreThoseItMade(t *testing.T) {
 		}
 	}
 	var f FleetFigures
-	gt.judge(&f, g, 0, cases, figs)
+	trials := gt.judge(&f, g, 0, cases, figs)
+	// --trace-trials writes each calm trial with its notifications' causes.
+	if len(trials) != 6 {
+		t.Fatalf("%d calm trials traced, want 6", len(trials))
+	}
+	for _, want := range []struct {
+		onset  int
+		alerts []string
+		after  []float64
+		causes []string
+	}{
+		{30, []string{"Page", "Page"}, []float64{0.5, 6}, []string{causeDrop, causeDrop}},
+		{70, []string{"Page", "Node", "Page"}, []float64{0.5, 9.2, 14}, []string{causeDrop, causeRealFall, causeRealFall}},
+		{45, []string{"Page", "Node"}, []float64{0.5, 5.9}, []string{causeDrop, causeUnmodified}},
+		{40, nil, nil, nil},
+	} {
+		i := slices.IndexFunc(trials, func(tr CalmTrial) bool { return tr.Onset.Equal(day(float64(want.onset))) })
+		if i < 0 {
+			t.Errorf("no trace of the trial from day %d", want.onset)
+			continue
+		}
+		var alerts, causes []string
+		var after []float64
+		drops := 0
+		for _, n := range trials[i].Notifications {
+			alerts, after, causes = append(alerts, n.Alert), append(after, n.After), append(causes, n.Cause)
+			if n.Cause == causeDrop {
+				drops++
+			}
+		}
+		if !slices.Equal(alerts, want.alerts) || !slices.Equal(after, want.after) || !slices.Equal(causes, want.causes) || trials[i].DropsNotifications != drops || trials[i].Group != "sys/fs" || trials[i].Drop != 0.5 {
+			t.Errorf("trace of the trial from day %d: %+v, want alerts %v after %v intervals, causes %v", want.onset, trials[i], want.alerts, want.after, want.causes)
+		}
+	}
 	c := f.DetectCalm["0.5"]
 	if c.Trials != 6 || c.NotificationsMedian != 1 || c.NotificationsAllMedian != 2 || c.Notifications2OrMore != round(1.0/6, 3) {
 		t.Errorf("calm trials %+v, want 6, the drop's notifications median 1 (of 1, 2, 1, 1, 1, 0), all median 2 (of 1, 2, 2, 3, 2, 0), one in six told twice", c)

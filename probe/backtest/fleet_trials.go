@@ -1,0 +1,100 @@
+package backtest
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"math"
+	"strings"
+	"time"
+)
+
+// CalmTrial is one calm trial that the ground-truth figures count, as one
+// rule set treated it: what `backtest --fleet --trace-trials FILE` writes,
+// one JSON object per line, to find why a drop notified twice (the page
+// ended and fired again, a node paged before the file system, a node of
+// its own weeks into the drop) without a build of one's own. Times after
+// the onset are in the group's intervals (its cadence).
+type CalmTrial struct {
+	RuleSet string    `json:"rule_set"`
+	Group   string    `json:"group"`
+	Trial   string    `json:"trial"`
+	Drop    float64   `json:"drop"`
+	Onset   time.Time `json:"onset"`
+	// PagedWithin is the interval by whose end the file-system page
+	// started (1-3), -1 later, 0 never.
+	PagedWithin int `json:"paged_within"`
+	// PageEpisodes are the file-system page's episodes in the window.
+	PageEpisodes []TrialEpisode `json:"page_episodes"`
+	// Notifications are the first notifications of the window, each
+	// with why it counts as the drop's or not.
+	Notifications []TrialNotification `json:"notifications"`
+	// DropsNotifications counts those that are the drop's: the figure
+	// notifications_median takes the median of.
+	DropsNotifications int `json:"drops_notifications"`
+}
+
+// TrialEpisode is one page episode, in intervals after the onset; End is
+// null while it fires at the end of the window.
+type TrialEpisode struct {
+	Start float64  `json:"start"`
+	End   *float64 `json:"end"`
+}
+
+// TrialNotification is one first notification of a notification group:
+// its alert, when (intervals after the onset), and its cause: "drop" (the
+// drop's own), "real_fall" (in a real fall of the file system's own, or
+// within an interval of one) or "unmodified" (the unmodified series sent
+// one of the same group within an interval).
+type TrialNotification struct {
+	Alert string  `json:"alert"`
+	After float64 `json:"after"`
+	Cause string  `json:"cause"`
+}
+
+// newCalmTrial is trial c's record; causes are its notices' (noticeCauses).
+func newCalmTrial(g *fleetGroup, c *fleetCase, cf fleetFigures, causes []string) CalmTrial {
+	after := func(t time.Time) float64 {
+		return math.Round(float64(t.Sub(c.onset))/float64(g.period)*100) / 100
+	}
+	t := CalmTrial{Group: g.key, Trial: c.id, Drop: c.drop, Onset: c.onset.UTC(), PagedWithin: cf.detectedWithin,
+		PageEpisodes: []TrialEpisode{}, Notifications: []TrialNotification{}}
+	for _, e := range cf.pageEpisodes {
+		ep := TrialEpisode{Start: after(e.start)}
+		if !e.end.IsZero() {
+			end := after(e.end)
+			ep.End = &end
+		}
+		t.PageEpisodes = append(t.PageEpisodes, ep)
+	}
+	for i, n := range cf.notices {
+		t.Notifications = append(t.Notifications, TrialNotification{Alert: alertOfGroup(n.group), After: after(n.at), Cause: causes[i]})
+		if causes[i] == causeDrop {
+			t.DropsNotifications++
+		}
+	}
+	return t
+}
+
+// alertOfGroup is the alertname in a notification group's key
+// ("alertname=X,job=…"), or the key itself without one.
+func alertOfGroup(key string) string {
+	for _, kv := range strings.Split(key, ",") {
+		if name, value, ok := strings.Cut(kv, "="); ok && name == "alertname" {
+			return strings.Trim(value, `"`)
+		}
+	}
+	return key
+}
+
+// WriteCalmTrials writes the report's calm trials, one JSON object per
+// line, in the order of the groups, both rule sets.
+func (r *FleetReport) WriteCalmTrials(w io.Writer) error {
+	enc := json.NewEncoder(w)
+	for _, t := range r.CalmTrials {
+		if err := enc.Encode(t); err != nil {
+			return fmt.Errorf("backtest: trial %s: %w", t.Trial, err)
+		}
+	}
+	return nil
+}
