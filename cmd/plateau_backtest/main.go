@@ -8,6 +8,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -39,8 +40,8 @@ func main() {
 }
 
 func runBacktest(w io.Writer, f *backtestcli.Flags) error {
-	if f.TraceTrials != "" && !f.Fleet {
-		return fmt.Errorf("backtest: --trace-trials writes the calm trials of --fleet; give --fleet")
+	if (f.TraceTrials != "" || f.TracePages != "") && !f.Fleet {
+		return fmt.Errorf("backtest: --trace-trials and --trace-pages trace --fleet; give --fleet")
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
 	defer stop()
@@ -155,27 +156,17 @@ func runFleetBacktest(ctx context.Context, w io.Writer, series []backtest.Series
 		}
 		fo.FSPlateau[group] = v
 	}
-	// Created first: a path it cannot write fails now, not after the
-	// minutes the replay takes.
-	var trace *os.File
-	if f.TraceTrials != "" {
-		var err error
-		if trace, err = os.Create(f.TraceTrials); err != nil {
-			return fmt.Errorf("--trace-trials: %w", err)
-		}
+	traces, err := createTraces(f)
+	if err != nil {
+		return err
 	}
 	report, err := backtest.RunFleet(ctx, series, fo)
 	if err != nil {
-		if trace != nil {
-			trace.Close()
-			os.Remove(f.TraceTrials)
-		}
+		traces.remove()
 		return err
 	}
-	if trace != nil {
-		if err := writeCalmTrials(trace, report); err != nil {
-			return err
-		}
+	if err := traces.write(report); err != nil {
+		return err
 	}
 	if f.Output == "json" {
 		return report.WriteJSON(w)
@@ -183,14 +174,58 @@ func runFleetBacktest(ctx context.Context, w io.Writer, series []backtest.Series
 	return report.WriteTable(w)
 }
 
-// writeCalmTrials writes --trace-trials to out and closes it.
-func writeCalmTrials(out *os.File, report *backtest.FleetReport) error {
-	if err := report.WriteCalmTrials(out); err != nil {
-		out.Close()
-		return fmt.Errorf("--trace-trials %s: %w", out.Name(), err)
+// traces are the --trace-* files of `backtest --fleet`, created before
+// the replay: a path that cannot be written fails at once, not after
+// the minutes the replay takes.
+type traces []traceFile
+
+type traceFile struct {
+	flag  string
+	out   *os.File
+	write func(*backtest.FleetReport, io.Writer) error
+}
+
+func createTraces(f *backtestcli.Flags) (traces, error) {
+	var ts traces
+	for _, t := range []struct {
+		flag, path string
+		write      func(*backtest.FleetReport, io.Writer) error
+	}{
+		{"--trace-trials", f.TraceTrials, (*backtest.FleetReport).WriteCalmTrials},
+		{"--trace-pages", f.TracePages, (*backtest.FleetReport).WritePageEpisodes},
+	} {
+		if t.path == "" {
+			continue
+		}
+		out, err := os.Create(t.path)
+		if err != nil {
+			ts.remove()
+			return nil, fmt.Errorf("%s: %w", t.flag, err)
+		}
+		ts = append(ts, traceFile{flag: t.flag, out: out, write: t.write})
 	}
-	if err := out.Close(); err != nil {
-		return fmt.Errorf("--trace-trials %s: %w", out.Name(), err)
+	return ts, nil
+}
+
+// write writes each file from the report and closes it.
+func (ts traces) write(report *backtest.FleetReport) error {
+	var errs []error
+	for _, t := range ts {
+		err := t.write(report, t.out)
+		if cerr := t.out.Close(); err == nil {
+			err = cerr
+		}
+		if err != nil {
+			errs = append(errs, fmt.Errorf("%s %s: %w", t.flag, t.out.Name(), err))
+		}
 	}
-	return nil
+	return errors.Join(errs...)
+}
+
+// remove closes and removes the files, the replay having failed.
+func (ts traces) remove() {
+	for _, t := range ts {
+		t.out.Close()
+		os.Remove(t.out.Name())
+	}
 }

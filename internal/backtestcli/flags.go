@@ -51,13 +51,13 @@ type Flags struct {
 	SVGSeries    string
 
 	// --fleet
-	Fleet                  bool
-	GroupColumns           string
-	InjectScope            string
-	FSPlateau              []string
-	Alertmanager           string
-	FSBytes, JobBytes, End string
-	TraceTrials            string
+	Fleet                   bool
+	GroupColumns            string
+	InjectScope             string
+	FSPlateau               []string
+	Alertmanager            string
+	FSBytes, JobBytes, End  string
+	TraceTrials, TracePages string
 }
 
 // flagDeclarer is what declares flags: a kingpin application (plateau_backtest) or
@@ -104,6 +104,7 @@ func Declare(c flagDeclarer) *Flags {
 	c.Flag("fs-bytes-column", "With --fleet: column of the bytes the whole file system moved in the run's direction during the run (empty: not recorded).").Default("fs_bytes_same_direction").StringVar(&f.FSBytes)
 	c.Flag("job-bytes-column", "With --fleet: column of the bytes the run itself moved.").Default("job_bytes").StringVar(&f.JobBytes)
 	c.Flag("trace-trials", "With --fleet: also write each calm trial the figures count, for both rule sets, to this file, one JSON object per line: its group, drop and onset, the interval the file-system page started by, the page's episodes and every first notification of the drop's window (alert, intervals after the onset) with why it is the drop's or not (drop, real_fall, unmodified). It says why a drop notified twice.").StringVar(&f.TraceTrials)
+	c.Flag("trace-pages", "With --fleet: also write each episode of the file-system page on the unmodified series, for both rule sets, to this file, one JSON object per line: its group, start and end, how many intervals it fired, whether it is false (more than an interval from any real fall) and how many of its steps are excess (outside a real fall while the group is seen). It says where false pages and excess firing come from.").StringVar(&f.TracePages)
 	c.Flag("end-column", "With --fleet: column of the run's end, Unix seconds.").Default("end_unix").StringVar(&f.End)
 	return &f
 }

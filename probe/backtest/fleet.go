@@ -344,8 +344,8 @@ type fleetFigures struct {
 	// intervals before the onset (the onset is then not calm).
 	firingAt, pageStarts []time.Time
 	firedBeforeOnset     bool
-	// On trials: the file-system page's episodes after the onset, for
-	// --trace-trials.
+	// The file-system page's episodes in the counted steps (on trials
+	// after the onset), for --trace-trials and --trace-pages.
 	pageEpisodes []pageEpisode
 }
 
@@ -446,9 +446,8 @@ func evaluateFleet(ctx context.Context, groups []fleetGroup, cases []*fleetCase,
 					f.fsPageEpisodes++
 					if c.onset.IsZero() {
 						f.pageStarts = append(f.pageStarts, c.real(g, ts, o.Options))
-					} else {
-						f.pageEpisodes = append(f.pageEpisodes, pageEpisode{start: c.real(g, ts, o.Options)})
 					}
+					f.pageEpisodes = append(f.pageEpisodes, pageEpisode{start: c.real(g, ts, o.Options)})
 					if !c.onset.IsZero() && !f.firingAtOnset && f.detectedWithin == 0 {
 						f.detectedWithin = -1 // after interval 3 unless below
 						for k := 2; k >= 0; k-- {

@@ -22,9 +22,11 @@ type FleetReport struct {
 	// How it was run.
 	WarmupRuns int      `json:"warmup_runs"`
 	Skipped    []string `json:"skipped,omitempty"`
-	// CalmTrials are the calm trials the figures count, per rule set
-	// (WriteCalmTrials); not in the report's JSON.
-	CalmTrials []CalmTrial `json:"-"`
+	// CalmTrials are the calm trials the figures count, and PageEpisodes
+	// the page's episodes on the unmodified series, per rule set
+	// (WriteCalmTrials, WritePageEpisodes); not in the report's JSON.
+	CalmTrials   []CalmTrial   `json:"-"`
+	PageEpisodes []PageEpisode `json:"-"`
 }
 
 // FleetGroupReport is one group's figures under each rule set.
@@ -108,9 +110,14 @@ func (r *FleetReport) build(groups []fleetGroup, cases []*fleetCase, perSet map[
 		truth := newGroupTruth(&groups[gi], o.Drops)
 		for _, set := range []string{RuleSetCurrent, RuleSetReference} {
 			f := FleetFigures{Detect: map[string]FleetDetection{}}
-			for _, t := range truth.judge(&f, &groups[gi], gi, cases, perSet[set]) {
+			calm, pages := truth.judge(&f, &groups[gi], gi, cases, perSet[set])
+			for _, t := range calm {
 				t.RuleSet = set
 				r.CalmTrials = append(r.CalmTrials, t)
+			}
+			for _, p := range pages {
+				p.RuleSet = set
+				r.PageEpisodes = append(r.PageEpisodes, p)
 			}
 			var steps, pageSteps, episodes, nodeEpisodes int
 			type trials struct {

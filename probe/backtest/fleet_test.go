@@ -175,6 +175,10 @@ func TestFleetDropPagesOnce(t *testing.T) {
 			t.Errorf("trace of a calm halving, shipped rules: %s", line)
 		}
 	}
+	// --trace-pages: the steady fleet's page never fired, so no episode.
+	if len(r.PageEpisodes) != 0 {
+		t.Errorf("a steady fleet's page episodes traced: %+v", r.PageEpisodes)
+	}
 	var table bytes.Buffer
 	if err := r.WriteTable(&table); err != nil || !strings.Contains(table.String(), "sys/scratch") || !strings.Contains(table.String(), "calm ≤1") {
 		t.Errorf("table (%v): %s", err, table.String())

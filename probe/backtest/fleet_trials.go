@@ -76,6 +76,52 @@ func newCalmTrial(g *fleetGroup, c *fleetCase, cf fleetFigures, causes []string)
 	return t
 }
 
+// PageEpisode is one episode of the file-system page on the unmodified
+// series, as one rule set fired it, judged by the ground truth: what
+// `backtest --fleet --trace-pages FILE` writes, one JSON object per line,
+// to find where false pages and excess firing come from.
+type PageEpisode struct {
+	RuleSet string    `json:"rule_set"`
+	Group   string    `json:"group"`
+	Start   time.Time `json:"start"`
+	// End is null while it fires at the end of the stretch replayed.
+	End *time.Time `json:"end"`
+	// Intervals is how long it fired, in the group's intervals.
+	Intervals float64 `json:"intervals"`
+	// False: it starts more than an interval from any real fall
+	// (false_page_episodes_per_month counts these).
+	False bool `json:"false"`
+	// Steps are its evaluation steps, ExcessSteps those outside a real
+	// fall while the group is seen (excess_firing_fraction counts these).
+	Steps       int `json:"steps"`
+	ExcessSteps int `json:"excess_steps"`
+}
+
+// pageEpisodes are the page episodes of the unmodified segment c.
+func (gt groupTruth) pageEpisodes(g *fleetGroup, c *fleetCase, cf fleetFigures) []PageEpisode {
+	var out []PageEpisode
+	for _, e := range cf.pageEpisodes {
+		p := PageEpisode{Group: g.key, Start: e.start.UTC(), False: !gt.truth.TruePage(e.start)}
+		end := c.to
+		if !e.end.IsZero() {
+			end = e.end
+			t := e.end.UTC()
+			p.End = &t
+		}
+		p.Intervals = math.Round(float64(end.Sub(e.start))/float64(g.period)*100) / 100
+		for _, at := range cf.firingAt {
+			if !at.Before(e.start) && at.Before(end) {
+				p.Steps++
+				if gt.truth.Excess(at) {
+					p.ExcessSteps++
+				}
+			}
+		}
+		out = append(out, p)
+	}
+	return out
+}
+
 // alertOfGroup is the alertname in a notification group's key
 // ("alertname=X,job=…"), or the key itself without one.
 func alertOfGroup(key string) string {
@@ -90,10 +136,20 @@ func alertOfGroup(key string) string {
 // WriteCalmTrials writes the report's calm trials, one JSON object per
 // line, in the order of the groups, both rule sets.
 func (r *FleetReport) WriteCalmTrials(w io.Writer) error {
+	return writeLines(w, r.CalmTrials)
+}
+
+// WritePageEpisodes writes the page's episodes on the unmodified series,
+// one JSON object per line, in the order of the groups, both rule sets.
+func (r *FleetReport) WritePageEpisodes(w io.Writer) error {
+	return writeLines(w, r.PageEpisodes)
+}
+
+func writeLines[T any](w io.Writer, lines []T) error {
 	enc := json.NewEncoder(w)
-	for _, t := range r.CalmTrials {
-		if err := enc.Encode(t); err != nil {
-			return fmt.Errorf("backtest: trial %s: %w", t.Trial, err)
+	for i, l := range lines {
+		if err := enc.Encode(l); err != nil {
+			return fmt.Errorf("backtest: line %d: %w", i+1, err)
 		}
 	}
 	return nil

@@ -112,8 +112,9 @@ func newGroupTruth(g *fleetGroup, drops []float64) groupTruth {
 }
 
 // judge adds the ground-truth figures of one rule set on group gi to f,
-// and returns its calm trials as --trace-trials writes them.
-func (gt groupTruth) judge(f *FleetFigures, g *fleetGroup, gi int, cases []*fleetCase, figs []fleetFigures) []CalmTrial {
+// and returns its calm trials and its page episodes on the unmodified
+// series, as --trace-trials and --trace-pages write them.
+func (gt groupTruth) judge(f *FleetFigures, g *fleetGroup, gi int, cases []*fleetCase, figs []fleetFigures) ([]CalmTrial, []PageEpisode) {
 	var tl groundtruth.Timeline
 	type calm struct {
 		n      int
@@ -127,6 +128,7 @@ func (gt groupTruth) judge(f *FleetFigures, g *fleetGroup, gi int, cases []*flee
 	}
 	byDrop := map[string]*calm{}
 	var trials []CalmTrial
+	var pages []PageEpisode
 	var unmodified []notice
 	for ci, c := range cases {
 		if c.group == gi && c.onset.IsZero() {
@@ -135,6 +137,7 @@ func (gt groupTruth) judge(f *FleetFigures, g *fleetGroup, gi int, cases []*flee
 			tl.Firing = append(tl.Firing, cf.firingAt...)
 			tl.Starts = append(tl.Starts, cf.pageStarts...)
 			unmodified = append(unmodified, cf.notices...)
+			pages = append(pages, gt.pageEpisodes(g, c, cf)...)
 		}
 	}
 	slices.SortStableFunc(unmodified, func(a, b notice) int { return a.at.Compare(b.at) })
@@ -206,7 +209,7 @@ func (gt groupTruth) judge(f *FleetFigures, g *fleetGroup, gi int, cases []*flee
 		f.DetectCalm[k] = d
 	}
 	f.Detectability = gt.detectability
-	return trials
+	return trials, pages
 }
 
 // Why a trial's notification counts, or does not, as its drop's

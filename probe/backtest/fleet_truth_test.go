@@ -4,6 +4,8 @@ import (
 	"slices"
 	"testing"
 	"time"
+
+	"github.com/plateau-exporter/plateau_exporter/probe/backtest/groundtruth"
 )
 
 // A trial's window spans weeks of a daily-run group. Its notifications
@@ -58,7 +60,7 @@ func TestCalmNotificationsOfTheDropAreThoseItMade(t *testing.T) {
 		}
 	}
 	var f FleetFigures
-	trials := gt.judge(&f, g, 0, cases, figs)
+	trials, _ := gt.judge(&f, g, 0, cases, figs)
 	// --trace-trials writes each calm trial with its notifications' causes.
 	if len(trials) != 6 {
 		t.Fatalf("%d calm trials traced, want 6", len(trials))
@@ -159,5 +161,66 @@ func TestDropsCountWhereTheyMakeAFall(t *testing.T) {
 	gt.judge(&f, faster, 0, cases, []fleetFigures{{steps: 100}, {}})
 	if c := f.DetectCalm["0.3"]; c.Trials != 0 || c.TrialsWithoutFall != 1 {
 		t.Errorf("a 30%% drop from 30%% over the normal: %+v, want no calm trial and one without a fall", c)
+	}
+}
+
+// --trace-pages judges each page episode on the unmodified series as the
+// figures do: false unless it starts within an interval of a real fall,
+// and its steps outside one, where the group is seen, excess. Their sums
+// are the figures'.
+func TestPageEpisodesAreJudgedAsTheFiguresAre(t *testing.T) {
+	// Every node at 60% of its normal from day 80 to 82.
+	g := dropGroup(5, 5, 120, 80, 3)
+	gt := newGroupTruth(g, []float64{0.5})
+	day := func(d float64) time.Time { return g.start.Add(time.Duration(d * float64(24*time.Hour))) }
+	segment := &fleetCase{id: "segment", counted: g.start, to: day(120)}
+	var cf fleetFigures
+	fire := func(from, to float64, ended bool) {
+		cf.pageStarts = append(cf.pageStarts, day(from))
+		e := pageEpisode{start: day(from)}
+		if ended {
+			e.end = day(to)
+		}
+		cf.pageEpisodes = append(cf.pageEpisodes, e)
+		for d := from; d < to; d += 0.25 {
+			cf.firingAt = append(cf.firingAt, day(d))
+		}
+	}
+	fire(50, 50.5, true)  // no fall anywhere near: false, all excess
+	fire(80.25, 85, true) // the fall's page, held two days past it
+	fire(110, 120, false) // still firing as the segment ends
+	cf.steps = 480
+	var f FleetFigures
+	_, pages := gt.judge(&f, g, 0, []*fleetCase{segment}, []fleetFigures{cf})
+	if len(pages) != 3 {
+		t.Fatalf("%d episodes traced, want 3: %+v", len(pages), pages)
+	}
+	want := []struct {
+		false      bool
+		steps      int
+		intervals  float64
+		end        bool
+		someExcess bool
+		allExcess  bool
+	}{
+		{true, 2, 0.5, true, true, true},
+		{false, 19, 4.75, true, true, false},
+		{true, 40, 10, false, true, false},
+	}
+	falses, excess := 0, 0
+	for i, p := range pages {
+		w := want[i]
+		if p.False != w.false || p.Steps != w.steps || p.Intervals != w.intervals || (p.End != nil) != w.end ||
+			(p.ExcessSteps > 0) != w.someExcess || (p.ExcessSteps == p.Steps) != w.allExcess || p.Group != "sys/fs" {
+			t.Errorf("episode %d: %+v, want %+v", i, p, w)
+		}
+		if p.False {
+			falses++
+		}
+		excess += p.ExcessSteps
+	}
+	j := gt.truth.Judge(groundtruth.Timeline{Steps: cf.steps, Firing: cf.firingAt, Starts: cf.pageStarts})
+	if falses != j.FalseEpisodes || excess != j.ExcessSteps {
+		t.Errorf("traced %d false episodes and %d excess steps, the figures %d and %d", falses, excess, j.FalseEpisodes, j.ExcessSteps)
 	}
 }

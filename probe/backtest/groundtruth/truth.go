@@ -134,6 +134,13 @@ func (t Truth) seen(from, to time.Time) bool {
 	return i < len(t.looks) && t.looks[i].Before(to)
 }
 
+// Excess says whether a page firing at at fires in excess: no real fall
+// is in progress while the group is seen (the hold's tail past the
+// fall's end; see Judge).
+func (t Truth) Excess(at time.Time) bool {
+	return !t.InFall(at) && t.seenAt(at)
+}
+
 // Timeline is what a file-system page did over some counted stretch of
 // the unmodified series.
 type Timeline struct {
@@ -170,7 +177,7 @@ func (t Truth) Judge(tl Timeline) Judgement {
 		}
 	}
 	for _, f := range tl.Firing {
-		if !t.InFall(f) && t.seenAt(f) {
+		if t.Excess(f) {
 			j.ExcessSteps++
 		}
 	}
