@@ -350,8 +350,13 @@ type fleetFigures struct {
 }
 
 // pageEpisode is one episode of the file-system page, in real time; end
-// is zero while it fires at the end of the window.
-type pageEpisode struct{ start, end time.Time }
+// is zero while it fires at the end of the window. A continued one fired
+// already in the warm-up: on an unmodified segment, the one before ends
+// with it open.
+type pageEpisode struct {
+	start, end time.Time
+	continued  bool
+}
 
 // evaluateFleet writes every case into a fresh store and evaluates the
 // rules over it; returns the figures per case.
@@ -456,6 +461,8 @@ func evaluateFleet(ctx context.Context, groups []fleetGroup, cases []*fleetCase,
 							}
 						}
 					}
+				} else if f.steps == 1 {
+					f.pageEpisodes = append(f.pageEpisodes, pageEpisode{start: c.real(g, ts, o.Options), continued: true})
 				}
 			}
 			if n := len(f.pageEpisodes); !fsPage && st.fsPage && n > 0 && f.pageEpisodes[n-1].end.IsZero() {

@@ -86,6 +86,10 @@ type PageEpisode struct {
 	Start   time.Time `json:"start"`
 	// End is null while it fires at the end of the stretch replayed.
 	End *time.Time `json:"end"`
+	// Continues: it fired before this stretch (the stretch before ends
+	// with it open), and is not judged false here; Start is where the
+	// stretch begins.
+	Continues bool `json:"continues"`
 	// Intervals is how long it fired, in the group's intervals.
 	Intervals float64 `json:"intervals"`
 	// False: it starts more than an interval from any real fall
@@ -101,7 +105,7 @@ type PageEpisode struct {
 func (gt groupTruth) pageEpisodes(g *fleetGroup, c *fleetCase, cf fleetFigures) []PageEpisode {
 	var out []PageEpisode
 	for _, e := range cf.pageEpisodes {
-		p := PageEpisode{Group: g.key, Start: e.start.UTC(), False: !gt.truth.TruePage(e.start)}
+		p := PageEpisode{Group: g.key, Start: e.start.UTC(), Continues: e.continued, False: !e.continued && !gt.truth.TruePage(e.start)}
 		end := c.to
 		if !e.end.IsZero() {
 			end = e.end

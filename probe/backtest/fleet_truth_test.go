@@ -175,9 +175,11 @@ func TestPageEpisodesAreJudgedAsTheFiguresAre(t *testing.T) {
 	day := func(d float64) time.Time { return g.start.Add(time.Duration(d * float64(24*time.Hour))) }
 	segment := &fleetCase{id: "segment", counted: g.start, to: day(120)}
 	var cf fleetFigures
-	fire := func(from, to float64, ended bool) {
-		cf.pageStarts = append(cf.pageStarts, day(from))
-		e := pageEpisode{start: day(from)}
+	fire := func(from, to float64, ended, continued bool) {
+		if !continued {
+			cf.pageStarts = append(cf.pageStarts, day(from))
+		}
+		e := pageEpisode{start: day(from), continued: continued}
 		if ended {
 			e.end = day(to)
 		}
@@ -186,14 +188,15 @@ func TestPageEpisodesAreJudgedAsTheFiguresAre(t *testing.T) {
 			cf.firingAt = append(cf.firingAt, day(d))
 		}
 	}
-	fire(50, 50.5, true)  // no fall anywhere near: false, all excess
-	fire(80.25, 85, true) // the fall's page, held two days past it
-	fire(110, 120, false) // still firing as the segment ends
+	fire(10, 11, true, true)     // firing since the warm-up: not judged false, its steps excess
+	fire(50, 50.5, true, false)  // no fall anywhere near: false, all excess
+	fire(80.25, 85, true, false) // the fall's page, held two days past it
+	fire(110, 120, false, false) // still firing as the segment ends
 	cf.steps = 480
 	var f FleetFigures
 	_, pages := gt.judge(&f, g, 0, []*fleetCase{segment}, []fleetFigures{cf})
-	if len(pages) != 3 {
-		t.Fatalf("%d episodes traced, want 3: %+v", len(pages), pages)
+	if len(pages) != 4 {
+		t.Fatalf("%d episodes traced, want 4: %+v", len(pages), pages)
 	}
 	want := []struct {
 		false      bool
@@ -203,6 +206,7 @@ func TestPageEpisodesAreJudgedAsTheFiguresAre(t *testing.T) {
 		someExcess bool
 		allExcess  bool
 	}{
+		{false, 4, 1, true, true, false},
 		{true, 2, 0.5, true, true, true},
 		{false, 19, 4.75, true, true, false},
 		{true, 40, 10, false, true, false},
@@ -210,7 +214,7 @@ func TestPageEpisodesAreJudgedAsTheFiguresAre(t *testing.T) {
 	falses, excess := 0, 0
 	for i, p := range pages {
 		w := want[i]
-		if p.False != w.false || p.Steps != w.steps || p.Intervals != w.intervals || (p.End != nil) != w.end ||
+		if p.False != w.false || p.Continues != (i == 0) || p.Steps != w.steps || p.Intervals != w.intervals || (p.End != nil) != w.end ||
 			(p.ExcessSteps > 0) != w.someExcess || (p.ExcessSteps == p.Steps) != w.allExcess || p.Group != "sys/fs" {
 			t.Errorf("episode %d: %+v, want %+v", i, p, w)
 		}
