@@ -339,13 +339,14 @@ type fleetFigures struct {
 	// from the file system's own (groupTruth.dropsNotifications).
 	notices []notice
 	// On unmodified segments: the real times of the counted steps at
-	// which the file-system page fired, and of those it started at, for
-	// the ground truth to judge. On trials: whether it fired in the two
-	// intervals before the onset (the onset is then not calm).
-	firingAt, pageStarts []time.Time
-	firedBeforeOnset     bool
+	// which the file-system page fired, for the ground truth to judge.
+	// On trials: whether it fired in the two intervals before the onset
+	// (the onset is then not calm).
+	firingAt         []time.Time
+	firedBeforeOnset bool
 	// The file-system page's episodes in the counted steps (on trials
-	// after the onset), for --trace-trials and --trace-pages.
+	// after the onset): their starts are what the ground truth judges
+	// false or true, and --trace-trials and --trace-pages write them.
 	pageEpisodes []pageEpisode
 }
 
@@ -449,9 +450,6 @@ func evaluateFleet(ctx context.Context, groups []fleetGroup, cases []*fleetCase,
 				}
 				if !st.fsPage {
 					f.fsPageEpisodes++
-					if c.onset.IsZero() {
-						f.pageStarts = append(f.pageStarts, c.real(g, ts, o.Options))
-					}
 					f.pageEpisodes = append(f.pageEpisodes, pageEpisode{start: c.real(g, ts, o.Options)})
 					if !c.onset.IsZero() && !f.firingAtOnset && f.detectedWithin == 0 {
 						f.detectedWithin = -1 // after interval 3 unless below

@@ -4,7 +4,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"math"
 	"strings"
 	"time"
 )
@@ -55,7 +54,7 @@ type TrialNotification struct {
 // newCalmTrial is trial c's record; causes are its notices' (noticeCauses).
 func newCalmTrial(g *fleetGroup, c *fleetCase, cf fleetFigures, causes []string) CalmTrial {
 	after := func(t time.Time) float64 {
-		return math.Round(float64(t.Sub(c.onset))/float64(g.period)*100) / 100
+		return round(float64(t.Sub(c.onset))/float64(g.period), 2)
 	}
 	t := CalmTrial{Group: g.key, Trial: c.id, Drop: c.drop, Onset: c.onset.UTC(), PagedWithin: cf.detectedWithin,
 		PageEpisodes: []TrialEpisode{}, Notifications: []TrialNotification{}}
@@ -69,10 +68,8 @@ func newCalmTrial(g *fleetGroup, c *fleetCase, cf fleetFigures, causes []string)
 	}
 	for i, n := range cf.notices {
 		t.Notifications = append(t.Notifications, TrialNotification{Alert: alertOfGroup(n.group), After: after(n.at), Cause: causes[i]})
-		if causes[i] == causeDrop {
-			t.DropsNotifications++
-		}
 	}
+	t.DropsNotifications = dropsOf(causes)
 	return t
 }
 
@@ -112,7 +109,7 @@ func (gt groupTruth) pageEpisodes(g *fleetGroup, c *fleetCase, cf fleetFigures) 
 			t := e.end.UTC()
 			p.End = &t
 		}
-		p.Intervals = math.Round(float64(end.Sub(e.start))/float64(g.period)*100) / 100
+		p.Intervals = round(float64(end.Sub(e.start))/float64(g.period), 2)
 		for _, at := range cf.firingAt {
 			if !at.Before(e.start) && at.Before(end) {
 				p.Steps++

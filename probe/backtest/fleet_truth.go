@@ -135,7 +135,11 @@ func (gt groupTruth) judge(f *FleetFigures, g *fleetGroup, gi int, cases []*flee
 			cf := figs[ci]
 			tl.Steps += cf.steps
 			tl.Firing = append(tl.Firing, cf.firingAt...)
-			tl.Starts = append(tl.Starts, cf.pageStarts...)
+			for _, e := range cf.pageEpisodes {
+				if !e.continued {
+					tl.Starts = append(tl.Starts, e.start)
+				}
+			}
 			unmodified = append(unmodified, cf.notices...)
 			pages = append(pages, gt.pageEpisodes(g, c, cf)...)
 		}
@@ -164,14 +168,9 @@ func (gt groupTruth) judge(f *FleetFigures, g *fleetGroup, gi int, cases []*flee
 				t.within[w-1]++
 			}
 		}
-		causes := gt.noticeCauses(cf.notices, unmodified)
-		trials = append(trials, newCalmTrial(g, c, cf, causes))
-		own := 0
-		for _, cause := range causes {
-			if cause == causeDrop {
-				own++
-			}
-		}
+		trial := newCalmTrial(g, c, cf, gt.noticeCauses(cf.notices, unmodified))
+		trials = append(trials, trial)
+		own := trial.DropsNotifications
 		t.drops = append(t.drops, float64(own))
 		t.all = append(t.all, float64(cf.notifications))
 		if own >= 2 {
@@ -223,8 +222,13 @@ const (
 // dropsNotifications is how many of a trial's notifications are its
 // drop's (noticeCauses).
 func (gt groupTruth) dropsNotifications(trial, unmodified []notice) int {
+	return dropsOf(gt.noticeCauses(trial, unmodified))
+}
+
+// dropsOf counts the causes that are the drop's.
+func dropsOf(causes []string) int {
 	n := 0
-	for _, c := range gt.noticeCauses(trial, unmodified) {
+	for _, c := range causes {
 		if c == causeDrop {
 			n++
 		}

@@ -176,9 +176,6 @@ func TestPageEpisodesAreJudgedAsTheFiguresAre(t *testing.T) {
 	segment := &fleetCase{id: "segment", counted: g.start, to: day(120)}
 	var cf fleetFigures
 	fire := func(from, to float64, ended, continued bool) {
-		if !continued {
-			cf.pageStarts = append(cf.pageStarts, day(from))
-		}
 		e := pageEpisode{start: day(from), continued: continued}
 		if ended {
 			e.end = day(to)
@@ -223,8 +220,15 @@ func TestPageEpisodesAreJudgedAsTheFiguresAre(t *testing.T) {
 		}
 		excess += p.ExcessSteps
 	}
-	j := gt.truth.Judge(groundtruth.Timeline{Steps: cf.steps, Firing: cf.firingAt, Starts: cf.pageStarts})
+	// Judged as the figures judge them: every start but the continuing one.
+	j := gt.truth.Judge(groundtruth.Timeline{Steps: cf.steps, Firing: cf.firingAt, Starts: []time.Time{day(50), day(80.25), day(110)}})
 	if falses != j.FalseEpisodes || excess != j.ExcessSteps {
 		t.Errorf("traced %d false episodes and %d excess steps, the figures %d and %d", falses, excess, j.FalseEpisodes, j.ExcessSteps)
+	}
+	// judge reads the starts off the same episodes: the continuing one
+	// is no new start.
+	if f.FalsePageEpisodesPerMonth != round(float64(falses)/g.months, 3) || f.ExcessFiringFraction != round(float64(excess)/float64(cf.steps), 4) {
+		t.Errorf("judge's figures: %v false pages a month, %v excess; the trace's %d false of %.2f months, %d excess of %d steps",
+			f.FalsePageEpisodesPerMonth, f.ExcessFiringFraction, falses, g.months, excess, cf.steps)
 	}
 }
