@@ -48,7 +48,7 @@ func TestRegressionAlertFiresAndResolves(t *testing.T) {
 	// the test right if the statistic's run counts change.
 	alertstack.WaitChangeRatio(t, s, time.Duration(alertstack.MinChangeRuns)*3*alertstack.ProbeInterval+2*time.Minute)
 	present := d.Runs.Count()
-	alertstack.WaitFor(t, fmt.Sprintf("%d more unthrottled runs", settleRuns), settleRuns*3*alertstack.ProbeInterval+time.Minute, func() (bool, error) {
+	s.WaitFor(t, fmt.Sprintf("%d more unthrottled runs", settleRuns), settleRuns*3*alertstack.ProbeInterval+time.Minute, func() (bool, error) {
 		_, err := d.Runs.Snapshot()
 		return d.Runs.Count() >= present+settleRuns, err
 	})
@@ -64,7 +64,7 @@ func TestRegressionAlertFiresAndResolves(t *testing.T) {
 		t.Fatal(err)
 	}
 	if held, err := s.HeldIn(alertstack.RegressionAlert, ""); err != nil || len(held) > 0 {
-		t.Fatalf("%s held before any throttle: %v %v", alertstack.RegressionAlert, held, err)
+		s.Fatalf(t, "%s held before any throttle: %v %v", alertstack.RegressionAlert, held, err)
 	}
 
 	// Phase 2, throttled.
@@ -86,7 +86,7 @@ func TestRegressionAlertFiresAndResolves(t *testing.T) {
 		t.Fatal(err)
 	}
 	if run.Ratio["read"] >= criticalRatio {
-		t.Fatalf("the throttle does not bite: the first run after it read at %.0f MB/s, ratio %.2f, not under %.1f (limit %.0f MB/s; %s accounted %d MiB of reads of %s since the throttle, so the probe's bios %s)",
+		s.Fatalf(t, "the throttle does not bite: the first run after it read at %.0f MB/s, ratio %.2f, not under %.1f (limit %.0f MB/s; %s accounted %d MiB of reads of %s since the throttle, so the probe's bios %s)",
 			run.Rate["read"]/1e6, run.Ratio["read"], criticalRatio, float64(limit)/1e6, d.Cgroup, (readAfter-readBefore)>>20, d.Cgroup.DevNum(),
 			map[bool]string{true: "are charged to the group", false: "are NOT charged to the group"}[readAfter > readBefore])
 	}
@@ -97,7 +97,7 @@ func TestRegressionAlertFiresAndResolves(t *testing.T) {
 		return a.Labels["alertname"] == alertstack.RegressionAlert && alertstack.NamesOp(a, alertstack.Probe, "read")
 	}
 	var fired alertstack.ReceivedAlert
-	alertstack.WaitFor(t, "the webhook to receive a firing "+alertstack.RegressionAlert+" for reads", 6*time.Minute, func() (bool, error) {
+	s.WaitFor(t, "the webhook to receive a firing "+alertstack.RegressionAlert+" for reads", 6*time.Minute, func() (bool, error) {
 		a, ok := s.Hook.First(func(a alertstack.ReceivedAlert) bool { return a.Status == "firing" && isRead(a) })
 		fired = a
 		return ok, nil
@@ -114,7 +114,7 @@ func TestRegressionAlertFiresAndResolves(t *testing.T) {
 	// pass 0.5. Other load on the machine may slow a run or two, so it
 	// need not be the first.
 	var afterLift []string
-	alertstack.WaitFor(t, "a run at its plateau after the lift", 12*alertstack.ProbeInterval+time.Minute, func() (bool, error) {
+	s.WaitFor(t, "a run at its plateau after the lift", 12*alertstack.ProbeInterval+time.Minute, func() (bool, error) {
 		runs, err := d.Runs.Snapshot()
 		afterLift = afterLift[:0]
 		for _, r := range runs {
@@ -133,7 +133,7 @@ func TestRegressionAlertFiresAndResolves(t *testing.T) {
 	t.Logf("read ratios of the runs since the lift: %v", afterLift)
 
 	var resolved alertstack.ReceivedAlert
-	alertstack.WaitFor(t, "the webhook to receive the resolved notification of the read alert", 8*time.Minute, func() (bool, error) {
+	s.WaitFor(t, "the webhook to receive the resolved notification of the read alert", 8*time.Minute, func() (bool, error) {
 		a, ok := s.Hook.First(func(a alertstack.ReceivedAlert) bool {
 			return a.Status == "resolved" && a.Fingerprint == fired.Fingerprint
 		})
@@ -141,7 +141,7 @@ func TestRegressionAlertFiresAndResolves(t *testing.T) {
 		return ok, nil
 	})
 	tl.Mark(t, "RESOLVED: the webhook received the resolved notification, %s after the lift", resolved.At.Sub(liftedAt).Round(time.Second))
-	alertstack.WaitFor(t, "every alert the webhook heard of to resolve", 5*time.Minute, func() (bool, error) {
+	s.WaitFor(t, "every alert the webhook heard of to resolve", 5*time.Minute, func() (bool, error) {
 		if held, err := s.HeldIn(alertstack.RegressionAlert, ""); err != nil || len(held) > 0 {
 			return false, fmt.Errorf("Prometheus still holds %v (%v)", held, err)
 		}
@@ -160,7 +160,7 @@ func TestRegressionAlertFiresAndResolves(t *testing.T) {
 	for _, a := range s.Hook.Received() {
 		readPage := isRead(a) || a.Fingerprint == fired.Fingerprint
 		if !readPage || alertstack.NamesOp(a, alertstack.Probe, "write") || a.At.Before(throttledAt) {
-			t.Errorf("the webhook received an alert the throttle does not explain at %s: %s %v %q", s.Since(a.At), a.Status, a.Labels, a.Annotations["description"])
+			s.Errorf(t, "the webhook received an alert the throttle does not explain at %s: %s %v %q", s.Since(a.At), a.Status, a.Labels, a.Annotations["description"])
 		}
 	}
 	secs := int64(math.Ceil(time.Since(s.Start).Seconds())) + 1
@@ -241,7 +241,7 @@ func TestNoFalseAlerts(t *testing.T) {
 	s := alertstack.StartSingleNode(t)
 	d := s.Daemons[0]
 	s.WatchAlerts(t)
-	alertstack.WaitFor(t, fmt.Sprintf("%d successful probe runs", want), time.Duration(want)*3*alertstack.ProbeInterval+5*time.Minute, func() (bool, error) {
+	s.WaitFor(t, fmt.Sprintf("%d successful probe runs", want), time.Duration(want)*3*alertstack.ProbeInterval+5*time.Minute, func() (bool, error) {
 		_, err := d.Runs.Snapshot()
 		return d.Runs.Count() >= want, err
 	})
@@ -250,7 +250,7 @@ func TestNoFalseAlerts(t *testing.T) {
 	last := runs[len(runs)-1].End
 	// The verdict covers the last run only once Prometheus has scraped it
 	// and evaluated the rules on it.
-	alertstack.WaitFor(t, "Prometheus to evaluate the rules past the last run", 2*time.Minute, func() (bool, error) {
+	s.WaitFor(t, "Prometheus to evaluate the rules past the last run", 2*time.Minute, func() (bool, error) {
 		v, err := s.Prom.QueryOne(`timestamp(instance_target:plateau_probe_regression:max)`)
 		return err == nil && v > float64(last.Unix())+2, err
 	})
@@ -262,12 +262,12 @@ func TestNoFalseAlerts(t *testing.T) {
 				t.Fatal(err)
 			}
 			for _, g := range got {
-				t.Errorf("false alert: %s had %g samples: %v", sel, g.Value, g.Metric)
+				s.Errorf(t, "false alert: %s had %g samples: %v", sel, g.Value, g.Metric)
 			}
 		}
 	}
 	for _, a := range s.Hook.Received() {
-		t.Errorf("false alert at the webhook: %s %v", a.Status, a.Labels)
+		s.Errorf(t, "false alert at the webhook: %s %v", a.Status, a.Labels)
 	}
 
 	since := fmt.Sprintf("%ds", int(time.Since(s.Start).Seconds())+1)
@@ -283,16 +283,16 @@ func TestNoFalseAlerts(t *testing.T) {
 		sort.Float64s(changes)
 		minMedian, err := s.Prom.QueryOne(fmt.Sprintf(`min_over_time(plateau_probe_ratio_median_3_runs{op=%q}[%s])`, op, since))
 		if err != nil {
-			t.Fatalf("lowest recorded median for %s: %v", op, err)
+			s.Fatalf(t, "lowest recorded median for %s: %v", op, err)
 		}
 		// How close the page came: the lowest change ratio against the
 		// threshold it had at that moment, 1 - clamp(2 noise, 0.2, 0.6).
 		margin, err := s.Prom.QueryOne(fmt.Sprintf(`min_over_time((plateau_probe_change_fast_ratio{op=%q} - (1 - clamp(2 * plateau_probe_change_fast_noise_ratio{op=%q}, 0.2, 0.6)))[%s:1s])`, op, op, since))
 		if err != nil {
-			t.Fatalf("lowest margin of the change ratio for %s: %v", op, err)
+			s.Fatalf(t, "lowest margin of the change ratio for %s: %v", op, err)
 		}
 		if len(changes) == 0 {
-			t.Fatalf("no run of %s had a change ratio: the soak judged nothing of the page", op)
+			s.Fatalf(t, "no run of %s had a change ratio: the soak judged nothing of the page", op)
 		}
 		t.Logf("RESULT op=%s runs=%d ratio min=%.3f median=%.3f max=%.3f lowest_median3runs=%.3f change_runs=%d change min=%.3f median=%.3f max=%.3f lowest_margin_to_page=%.3f baseline=%.0fMB/s warning=%.1f",
 			op, len(ratios), ratios[0], alertstack.MedianOf(ratios), ratios[len(ratios)-1], minMedian, len(changes), changes[0], alertstack.MedianOf(changes), changes[len(changes)-1], margin, s.Baseline[op]/1e6, warningRatio)

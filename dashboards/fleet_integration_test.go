@@ -87,7 +87,7 @@ func TestFleetAlerts(t *testing.T) {
 	// (15m / nodes against the same difference times durationScale).
 	head := s.ShortFor[alertstack.RegressionAlert][0] - s.ShortFor[alertstack.FsRegressionAlert][0]
 	if spacing := fleetInterval / fleetSize; head < 2*spacing {
-		t.Fatalf("%s fires only %s before %s after they pend, under two slots (%s) of the fleet's schedule: node pages would reach the on-call before the file system alert inhibits them", alertstack.FsRegressionAlert, head, alertstack.RegressionAlert, 2*spacing)
+		s.Fatalf(t, "%s fires only %s before %s after they pend, under two slots (%s) of the fleet's schedule: node pages would reach the on-call before the file system alert inhibits them", alertstack.FsRegressionAlert, head, alertstack.RegressionAlert, 2*spacing)
 	}
 	for _, d := range s.Daemons {
 		t.Logf("%s: instance %s, %s, history %s", d.Host, d.Addr, d.Cgroup, d.HistoryFile)
@@ -95,7 +95,7 @@ func TestFleetAlerts(t *testing.T) {
 
 	// Phase (c): calm.
 	tl.Mark(t, "phase (c): %d unthrottled rounds", fleetCalmRounds)
-	alertstack.WaitFor(t, fmt.Sprintf("%d rounds of unthrottled runs", fleetCalmRounds), fleetCalmRounds*3*fleetInterval+2*time.Minute, func() (bool, error) {
+	s.WaitFor(t, fmt.Sprintf("%d rounds of unthrottled runs", fleetCalmRounds), fleetCalmRounds*3*fleetInterval+2*time.Minute, func() (bool, error) {
 		return s.Rounds() >= fleetCalmRounds, nil
 	})
 	s.WaitEvaluatedPastRuns(t)
@@ -129,7 +129,7 @@ func TestFleetAlerts(t *testing.T) {
 		return a.Labels["alertname"] == alertstack.RegressionAlert && a.Labels["instance"] == victim.Addr && alertstack.NamesOp(a, alertstack.Probe, "read")
 	}
 	var fired alertstack.ReceivedAlert
-	alertstack.WaitFor(t, "the webhook to receive "+alertstack.RegressionAlert+" for "+victim.Host, 4*time.Minute, func() (bool, error) {
+	s.WaitFor(t, "the webhook to receive "+alertstack.RegressionAlert+" for "+victim.Host, 4*time.Minute, func() (bool, error) {
 		a, ok := s.Hook.First(func(a alertstack.ReceivedAlert) bool {
 			return a.Status == "firing" && victimRead(a) && !a.At.Before(aStart)
 		})
@@ -143,7 +143,7 @@ func TestFleetAlerts(t *testing.T) {
 	if err := victim.Cgroup.ThrottleRead(fleetPlateau); err != nil {
 		t.Fatal(err)
 	}
-	alertstack.WaitFor(t, "the page of "+victim.Host+" to resolve", 4*time.Minute, func() (bool, error) {
+	s.WaitFor(t, "the page of "+victim.Host+" to resolve", 4*time.Minute, func() (bool, error) {
 		if held, err := s.HeldIn(alertstack.RegressionAlert, victim.Addr); err != nil || len(held) > 0 {
 			return false, fmt.Errorf("Prometheus still holds %d %s for %s (%v)", len(held), alertstack.RegressionAlert, victim.Host, err)
 		}
@@ -161,7 +161,7 @@ func TestFleetAlerts(t *testing.T) {
 	// description says by then (alerting_integration_test.go says why).
 	for _, a := range s.Hook.Received() {
 		if !a.At.Before(aStart) && !victimRead(a) && a.Fingerprint != fired.Fingerprint {
-			t.Errorf("phase (a): the webhook received %s %s at %s; only %s's read page was expected", a.Status, s.AlertKey(a.Labels), s.Since(a.At), victim.Host)
+			s.Errorf(t, "phase (a): the webhook received %s %s at %s; only %s's read page was expected", a.Status, s.AlertKey(a.Labels), s.Since(a.At), victim.Host)
 		}
 	}
 
@@ -190,7 +190,7 @@ func TestFleetAlerts(t *testing.T) {
 		return a.Labels["alertname"] == alertstack.FsRegressionAlert && a.Labels["target"] == alertstack.Target
 	}
 	var fsFired alertstack.ReceivedAlert
-	alertstack.WaitFor(t, "the webhook to receive "+alertstack.FsRegressionAlert, 4*time.Minute, func() (bool, error) {
+	s.WaitFor(t, "the webhook to receive "+alertstack.FsRegressionAlert, 4*time.Minute, func() (bool, error) {
 		a, ok := s.Hook.First(func(a alertstack.ReceivedAlert) bool { return a.Status == "firing" && isFS(a) })
 		fsFired = a
 		return ok, nil
@@ -204,7 +204,7 @@ func TestFleetAlerts(t *testing.T) {
 	// (PlateauFileSystemIncident) once the page has ended with the
 	// evidence while the node is still down.
 	var amState string
-	alertstack.WaitFor(t, "Alertmanager to hold every node's page inhibited by "+alertstack.FsRegressionAlert+" or its node's "+alertstack.FsIncidentAlert, 3*time.Minute, func() (bool, error) {
+	s.WaitFor(t, "Alertmanager to hold every node's page inhibited by "+alertstack.FsRegressionAlert+" or its node's "+alertstack.FsIncidentAlert, 3*time.Minute, func() (bool, error) {
 		alerts, err := s.AmAlerts(`alertname="` + alertstack.RegressionAlert + `"`)
 		if err != nil {
 			return false, err
@@ -254,7 +254,7 @@ func TestFleetAlerts(t *testing.T) {
 	// file system alert resolved at the webhook: each node's membership
 	// of the incident outlasts its recovery, so no node page leaks at the
 	// end.
-	alertstack.WaitFor(t, "every page of phase (b) to resolve", 5*time.Minute, func() (bool, error) {
+	s.WaitFor(t, "every page of phase (b) to resolve", 5*time.Minute, func() (bool, error) {
 		if held, err := s.HeldIn(alertstack.RegressionAlert, ""); err != nil || len(held) > 0 {
 			return false, fmt.Errorf("Prometheus still holds %d %s (%v)", len(held), alertstack.RegressionAlert, err)
 		}
@@ -268,7 +268,7 @@ func TestFleetAlerts(t *testing.T) {
 	tl.Mark(t, "RESOLVED: every page of phase (b), %s after the lift", time.Since(bLift).Round(time.Second))
 	for _, a := range s.Hook.Received() {
 		if !a.At.Before(bStart) && !isFS(a) {
-			t.Errorf("phase (b): the webhook received %s %s at %s; the file system alert should have inhibited it", a.Status, s.AlertKey(a.Labels), s.Since(a.At))
+			s.Errorf(t, "phase (b): the webhook received %s %s at %s; the file system alert should have inhibited it", a.Status, s.AlertKey(a.Labels), s.Since(a.At))
 		}
 	}
 	s.LogOverlaps(t, aEnd, time.Now())
@@ -285,7 +285,7 @@ func checkThrottleBites(s *alertstack.Stack, t *testing.T, d *alertstack.Daemon,
 		t.Fatal(err)
 	}
 	if run.Rate["read"] >= 0.5*unthrottled {
-		t.Fatalf("the throttle of %s does not bite: its first run after it read at %.0f MB/s, not under half its unthrottled %.0f MB/s (%s accounted %d MiB of reads since the throttle, so the probe's bios %s)",
+		s.Fatalf(t, "the throttle of %s does not bite: its first run after it read at %.0f MB/s, not under half its unthrottled %.0f MB/s (%s accounted %d MiB of reads since the throttle, so the probe's bios %s)",
 			d.Host, run.Rate["read"]/1e6, unthrottled/1e6, d.Cgroup, (readAfter-readBefore)>>20,
 			map[bool]string{true: "are charged to the group", false: "are NOT charged to the group"}[readAfter > readBefore])
 	}
@@ -304,7 +304,7 @@ func checkNoneFired(s *alertstack.Stack, t *testing.T, t0 time.Time, selector, w
 		}
 		for _, g := range got {
 			if state == "firing" {
-				t.Errorf("%s fired %s (%g evaluations)", s.AlertKey(g.Metric), when, g.Value)
+				s.Errorf(t, "%s fired %s (%g evaluations)", s.AlertKey(g.Metric), when, g.Value)
 			} else {
 				t.Logf("noise %s: %s pending for %g evaluations", when, s.AlertKey(g.Metric), g.Value)
 			}

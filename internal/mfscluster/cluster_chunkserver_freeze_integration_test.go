@@ -109,7 +109,7 @@ func faultChunkServerFrozen(t *testing.T, s *alertstack.Stack, c *mfscluster.Clu
 		pids[d] = d.Proc.Cmd.Process.Pid
 		before[d] = readProbeCounters(t, d)
 		if n := len(childProcesses(pids[d])); n > freezeWorkerBound {
-			t.Fatalf("%s has %d child processes before the freeze, more than the bound %d", d.Host, n, freezeWorkerBound)
+			s.Fatalf(t, "%s has %d child processes before the freeze, more than the bound %d", d.Host, n, freezeWorkerBound)
 		}
 	}
 
@@ -125,7 +125,7 @@ func faultChunkServerFrozen(t *testing.T, s *alertstack.Stack, c *mfscluster.Clu
 	t.Cleanup(func() {
 		if frozen {
 			if err := frozenCS.Thaw(); err != nil {
-				t.Errorf("thawing %s in cleanup: %v", frozenCS, err)
+				s.Errorf(t, "thawing %s in cleanup: %v", frozenCS, err)
 			}
 		}
 	})
@@ -134,7 +134,7 @@ func faultChunkServerFrozen(t *testing.T, s *alertstack.Stack, c *mfscluster.Clu
 
 	// The victim's target hung, as it exports it; no peer's.
 	var hungAt time.Time
-	alertstack.WaitFor(t, victim.Host+" to export plateau_probe_hung 1", 2*time.Minute, func() (bool, error) {
+	s.WaitFor(t, victim.Host+" to export plateau_probe_hung 1", 2*time.Minute, func() (bool, error) {
 		for _, d := range s.Daemons {
 			fams, _, err := alertstack.ScrapeFamilies(d.URL + "/metrics")
 			if err != nil {
@@ -143,7 +143,7 @@ func faultChunkServerFrozen(t *testing.T, s *alertstack.Stack, c *mfscluster.Clu
 			v, _ := probetest.FamilyValue(fams, "plateau_probe_hung", map[string]string{"target": alertstack.Target})
 			if d != victim {
 				if v != 0 {
-					t.Fatalf("%s, whose probe directory is on %s, exports plateau_probe_hung %g with only %s frozen", d.Host, pinned[d], v, frozenCS)
+					s.Fatalf(t, "%s, whose probe directory is on %s, exports plateau_probe_hung %g with only %s frozen", d.Host, pinned[d], v, frozenCS)
 				}
 				continue
 			}
@@ -157,7 +157,7 @@ func faultChunkServerFrozen(t *testing.T, s *alertstack.Stack, c *mfscluster.Clu
 
 	// The page, for the victim.
 	var fired alertstack.ReceivedAlert
-	alertstack.WaitFor(t, "the webhook to receive "+hungAlert+" for "+victim.Host, 2*time.Minute, func() (bool, error) {
+	s.WaitFor(t, "the webhook to receive "+hungAlert+" for "+victim.Host, 2*time.Minute, func() (bool, error) {
 		a, ok := s.Hook.First(func(a alertstack.ReceivedAlert) bool {
 			return a.Status == "firing" && a.Labels["alertname"] == hungAlert && a.Labels["instance"] == victim.Addr && !a.At.Before(dStart)
 		})
@@ -165,12 +165,12 @@ func faultChunkServerFrozen(t *testing.T, s *alertstack.Stack, c *mfscluster.Clu
 		return ok, fmt.Errorf("no %s notified yet for %s", hungAlert, victim.Host)
 	})
 	if fired.Labels["target"] != alertstack.Target || fired.Labels["severity"] != "critical" {
-		t.Errorf("%s of %s notified with labels %v, want target %s and severity critical", hungAlert, victim.Host, fired.Labels, alertstack.Target)
+		s.Errorf(t, "%s of %s notified with labels %v, want target %s and severity critical", hungAlert, victim.Host, fired.Labels, alertstack.Target)
 	}
 	desc := strings.Join(strings.Fields(fired.Annotations["description"]), " ")
 	for _, want := range []string{"target " + alertstack.Target + " of " + victim.Addr, "did not exit after SIGKILL"} {
 		if !strings.Contains(desc, want) {
-			t.Errorf("%s of %s: the description does not say %q: %s", hungAlert, victim.Host, want, desc)
+			s.Errorf(t, "%s of %s: the description does not say %q: %s", hungAlert, victim.Host, want, desc)
 		}
 	}
 	tl.Mark(t, "FIRED: the webhook received %s for %s, %s after the freeze", hungAlert, victim.Host, fired.At.Sub(dStart).Round(time.Second))
@@ -178,7 +178,7 @@ func faultChunkServerFrozen(t *testing.T, s *alertstack.Stack, c *mfscluster.Clu
 
 	// While the victim's slots are refused as target_hung, every peer
 	// keeps running: runs begun after the freeze that succeed.
-	alertstack.WaitFor(t, fmt.Sprintf("%s to skip %d slots as target_hung and every peer to succeed %d runs begun after the freeze", victim.Host, freezeSkippedSlots, freezeSkippedSlots),
+	s.WaitFor(t, fmt.Sprintf("%s to skip %d slots as target_hung and every peer to succeed %d runs begun after the freeze", victim.Host, freezeSkippedSlots, freezeSkippedSlots),
 		3*clusterInterval*freezeSkippedSlots+time.Minute, func() (bool, error) {
 			var short []string
 			fams, _, err := alertstack.ScrapeFamilies(victim.URL + "/metrics")
@@ -219,10 +219,10 @@ func faultChunkServerFrozen(t *testing.T, s *alertstack.Stack, c *mfscluster.Clu
 	// is no longer hung, and a run begun after the thaw succeeds.
 	var clearedAt time.Time
 	var okRun alertstack.Run
-	alertstack.WaitFor(t, victim.Host+"'s target to recover and a run begun after the thaw to succeed", 3*time.Minute, func() (bool, error) {
+	s.WaitFor(t, victim.Host+"'s target to recover and a run begun after the thaw to succeed", 3*time.Minute, func() (bool, error) {
 		for _, d := range s.Daemons {
 			if d.Proc.Exited() || d.Proc.Cmd.Process.Pid != pids[d] {
-				t.Fatalf("%s exited during fault d; its log:\n%s", d.Host, alertstack.TailFile(d.Proc.Log, 40))
+				s.Fatalf(t, "%s exited during fault d; its log:\n%s", d.Host, alertstack.TailFile(d.Proc.Log, 40))
 			}
 		}
 		if clearedAt.IsZero() {
@@ -264,12 +264,12 @@ func faultChunkServerFrozen(t *testing.T, s *alertstack.Stack, c *mfscluster.Clu
 			d.Host, pinned[d].Label, dTimeout, after.runsFailure-before[d].runsFailure, after.runsSuccess-before[d].runsSuccess, after.skipsHung-before[d].skipsHung, errs)
 		if d == victim {
 			if dTimeout < 1 || dErrTimeout < 1 {
-				t.Errorf("fault d: %s, whose run met the frozen %s, counted %.0f timeout runs and %.0f timeout errors, want at least 1 of each", d.Host, frozenCS, dTimeout, dErrTimeout)
+				s.Errorf(t, "fault d: %s, whose run met the frozen %s, counted %.0f timeout runs and %.0f timeout errors, want at least 1 of each", d.Host, frozenCS, dTimeout, dErrTimeout)
 			}
 			continue
 		}
 		if dTimeout != 0 || after.runsFailure != before[d].runsFailure || len(errs) > 0 {
-			t.Errorf("fault d: %s, whose probe directory is on %s, counted %.0f timeout and %.0f failed runs and errors %v with only %s frozen, want none",
+			s.Errorf(t, "fault d: %s, whose probe directory is on %s, counted %.0f timeout and %.0f failed runs and errors %v with only %s frozen, want none",
 				d.Host, pinned[d], dTimeout, after.runsFailure-before[d].runsFailure, errs, frozenCS)
 		}
 	}
@@ -290,7 +290,7 @@ func faultChunkServerFrozen(t *testing.T, s *alertstack.Stack, c *mfscluster.Clu
 		for _, g := range got {
 			on = append(on, s.HostOf(g.Metric["instance"]))
 		}
-		t.Errorf("fault d: %s fired in Prometheus for %v, want %s only", hungAlert, on, victim.Host)
+		s.Errorf(t, "fault d: %s fired in Prometheus for %v, want %s only", hungAlert, on, victim.Host)
 	}
 	checkNoAlert(s, t, dStart, `ALERTS{instance!="`+victim.Addr+`"}`, "on the peers of the node whose chunkserver is frozen ("+strings.Join(peerHosts, ", ")+")")
 	checkNoAlert(s, t, dStart, `ALERTS{alertname!~"`+hungAlert+`|`+failingAlert+`|`+notRunAlert+`"}`, "with a chunkserver frozen")

@@ -30,14 +30,14 @@ func faultClientLink(t *testing.T, s *alertstack.Stack, tl *alertstack.Timeline,
 	// place, not on one that met it halfway.
 	run := victim.Runs.FirstRunStartedAfter(t, "the throttle of "+victim.Host, time.Now(), clusterInterval)
 	if run.Rate["read"] >= 0.5*medianRead[victim] {
-		t.Fatalf("the link throttle of %s does not bite: its first run after it read at %.1f MB/s, not under half its calm %.1f MB/s", victim.Host, run.Rate["read"]/1e6, medianRead[victim]/1e6)
+		s.Fatalf(t, "the link throttle of %s does not bite: its first run after it read at %.1f MB/s, not under half its calm %.1f MB/s", victim.Host, run.Rate["read"]/1e6, medianRead[victim]/1e6)
 	}
 	t.Logf("%s: first throttled run of %s: %s", s.Since(run.End), victim.Host, run)
 	isVictimPage := func(a alertstack.ReceivedAlert) bool {
 		return a.Labels["alertname"] == alertstack.RegressionAlert && a.Labels["instance"] == victim.Addr
 	}
 	var fired alertstack.ReceivedAlert
-	alertstack.WaitFor(t, "the webhook to receive "+alertstack.RegressionAlert+" for "+victim.Host, 3*time.Minute, func() (bool, error) {
+	s.WaitFor(t, "the webhook to receive "+alertstack.RegressionAlert+" for "+victim.Host, 3*time.Minute, func() (bool, error) {
 		a, ok := s.Hook.First(func(a alertstack.ReceivedAlert) bool {
 			return a.Status == "firing" && isVictimPage(a) && !a.At.Before(bStart)
 		})
@@ -50,7 +50,7 @@ func faultClientLink(t *testing.T, s *alertstack.Stack, tl *alertstack.Timeline,
 	if err := vc.ThrottleNetwork(clusterLink); err != nil {
 		t.Fatal(err)
 	}
-	alertstack.WaitFor(t, "the page of "+victim.Host+" to resolve", 3*time.Minute, func() (bool, error) {
+	s.WaitFor(t, "the page of "+victim.Host+" to resolve", 3*time.Minute, func() (bool, error) {
 		if held, err := s.HeldIn(alertstack.RegressionAlert, victim.Addr); err != nil || len(held) > 0 {
 			return false, fmt.Errorf("Prometheus still holds %d %s for %s (%v)", len(held), alertstack.RegressionAlert, victim.Host, err)
 		}

@@ -213,7 +213,6 @@ func (f *clusterFaults) dropMetadataTarget(t *testing.T) {
 func startClusterFaults(t *testing.T) *clusterFaults {
 	t.Helper()
 	promBin, amBin := alertstack.RequirePrereqs(t)
-	c := mfscluster.Start(t, mfscluster.Options{ChunkServers: 3, Clients: clusterClients, DiskSize: clusterDiskSize, DiskRate: clusterDiskRate})
 	hosts := alertstack.SpreadHosts(t, clusterClients, clusterInterval)
 	s := &alertstack.Stack{
 		Opts: alertstack.Options{
@@ -230,6 +229,10 @@ func startClusterFaults(t *testing.T) *clusterFaults {
 		},
 		Dir: t.TempDir(),
 	}
+	// Before the cluster, whose processes log their tails on failure:
+	// the digest of what failed then prints after them.
+	s.ReportFailuresLast(t)
+	c := mfscluster.Start(t, mfscluster.Options{ChunkServers: 3, Clients: clusterClients, DiskSize: clusterDiskSize, DiskRate: clusterDiskRate})
 	s.BuildExporter(t)
 
 	makeProbeRoot(t, c.Clients[0])
@@ -261,7 +264,7 @@ func startClusterFaults(t *testing.T) *clusterFaults {
 	// not mean what the test says.
 	for op, v := range s.Baseline {
 		if v < 0.5*clusterLink || v > 1.3*clusterLink {
-			t.Fatalf("characterized %s at %.1f MB/s through a link shaped to %.0f MB/s: the link does not set the plateau", op, v/1e6, clusterLink/1e6)
+			s.Fatalf(t, "characterized %s at %.1f MB/s through a link shaped to %.0f MB/s: the link does not set the plateau", op, v/1e6, clusterLink/1e6)
 		}
 	}
 	s.StartDaemons(t, func(*alertstack.Daemon) []string { return nil })
@@ -275,7 +278,7 @@ func startClusterFaults(t *testing.T) *clusterFaults {
 	// for fault c.
 	tl.Mark(t, "fault g: %d rounds with no fault", clusterCalmRounds)
 	waitRounds := func(n int) {
-		alertstack.WaitFor(t, fmt.Sprintf("%d rounds of runs", n), time.Duration(n)*3*clusterInterval+2*time.Minute, func() (bool, error) {
+		s.WaitFor(t, fmt.Sprintf("%d rounds of runs", n), time.Duration(n)*3*clusterInterval+2*time.Minute, func() (bool, error) {
 			return s.Rounds() >= n, failedRuns(s)
 		})
 	}
@@ -331,9 +334,9 @@ func checkNotifiedOnly(s *alertstack.Stack, t *testing.T, fault string, t0 time.
 			continue
 		}
 		if want == "" {
-			t.Errorf("fault %s: the webhook received %s %s at %s", fault, a.Status, s.AlertKey(a.Labels), s.Since(a.At))
+			s.Errorf(t, "fault %s: the webhook received %s %s at %s", fault, a.Status, s.AlertKey(a.Labels), s.Since(a.At))
 		} else {
-			t.Errorf("fault %s: the webhook received %s %s at %s; only %s was expected", fault, a.Status, s.AlertKey(a.Labels), s.Since(a.At), want)
+			s.Errorf(t, "fault %s: the webhook received %s %s at %s; only %s was expected", fault, a.Status, s.AlertKey(a.Labels), s.Since(a.At), want)
 		}
 	}
 }
@@ -353,7 +356,7 @@ func waitFSPage(s *alertstack.Stack, t *testing.T, tl *alertstack.Timeline, targ
 	t.Helper()
 	isFSPage := isFSPageOf(target)
 	var fired alertstack.ReceivedAlert
-	alertstack.WaitFor(t, "the webhook to receive "+alertstack.FsRegressionAlert+" for "+target, 3*time.Minute, func() (bool, error) {
+	s.WaitFor(t, "the webhook to receive "+alertstack.FsRegressionAlert+" for "+target, 3*time.Minute, func() (bool, error) {
 		a, ok := s.Hook.First(func(a alertstack.ReceivedAlert) bool { return a.Status == "firing" && isFSPage(a) && a.At.After(t0) })
 		fired = a
 		return ok, failedRuns(s)
@@ -375,7 +378,7 @@ func waitFSPage(s *alertstack.Stack, t *testing.T, tl *alertstack.Timeline, targ
 func waitResolved(s *alertstack.Stack, t *testing.T, tl *alertstack.Timeline, fired alertstack.ReceivedAlert, lifted time.Time) {
 	t.Helper()
 	deadline := 3*time.Minute + time.Duration(plateau.LongMedianRuns)*clusterInterval
-	alertstack.WaitFor(t, "every alert to resolve after the lift", deadline, func() (bool, error) {
+	s.WaitFor(t, "every alert to resolve after the lift", deadline, func() (bool, error) {
 		held, err := s.Prom.Alerts()
 		if err != nil || len(held) > 0 {
 			return false, fmt.Errorf("Prometheus holds %d alerts (%v)", len(held), err)
@@ -409,7 +412,7 @@ func checkNoAlert(s *alertstack.Stack, t *testing.T, t0 time.Time, selector, whe
 		}
 		for _, g := range got {
 			if state == "firing" {
-				t.Errorf("%s fired %s (%g evaluations)", s.AlertKey(g.Metric), when, g.Value)
+				s.Errorf(t, "%s fired %s (%g evaluations)", s.AlertKey(g.Metric), when, g.Value)
 			} else {
 				t.Logf("noise %s: %s pending for %g evaluations", when, s.AlertKey(g.Metric), g.Value)
 			}
@@ -438,7 +441,7 @@ func requireSteady(s *alertstack.Stack, t *testing.T) {
 		for _, a := range am {
 			keys = append(keys, "Alertmanager "+s.AlertKey(a.Labels))
 		}
-		t.Fatalf("not in a steady state before the fault: %s", strings.Join(keys, "; "))
+		s.Fatalf(t, "not in a steady state before the fault: %s", strings.Join(keys, "; "))
 	}
 }
 

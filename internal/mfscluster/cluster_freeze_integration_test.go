@@ -86,7 +86,7 @@ func faultMasterFrozen(t *testing.T, s *alertstack.Stack, c *mfscluster.Cluster,
 		}
 		skipsBefore[d], _ = probetest.FamilyValue(fams, "plateau_probe_skips_total", map[string]string{"target": alertstack.Target, "reason": "target_hung"})
 		if n := len(childProcesses(pids[d])); n > freezeWorkerBound {
-			t.Fatalf("%s has %d child processes before the freeze, more than the bound %d", d.Host, n, freezeWorkerBound)
+			s.Fatalf(t, "%s has %d child processes before the freeze, more than the bound %d", d.Host, n, freezeWorkerBound)
 		}
 	}
 
@@ -103,7 +103,7 @@ func faultMasterFrozen(t *testing.T, s *alertstack.Stack, c *mfscluster.Cluster,
 	t.Cleanup(func() {
 		if frozen {
 			if err := c.Master.Thaw(); err != nil {
-				t.Errorf("thawing the master in cleanup: %v", err)
+				s.Errorf(t, "thawing the master in cleanup: %v", err)
 			}
 		}
 	})
@@ -112,7 +112,7 @@ func faultMasterFrozen(t *testing.T, s *alertstack.Stack, c *mfscluster.Cluster,
 
 	// Every daemon's target hung, as it exports it.
 	hungAt := map[*alertstack.Daemon]time.Time{}
-	alertstack.WaitFor(t, "every daemon to export plateau_probe_hung 1", 2*time.Minute, func() (bool, error) {
+	s.WaitFor(t, "every daemon to export plateau_probe_hung 1", 2*time.Minute, func() (bool, error) {
 		var missing []string
 		for _, d := range s.Daemons {
 			if _, ok := hungAt[d]; ok {
@@ -134,7 +134,7 @@ func faultMasterFrozen(t *testing.T, s *alertstack.Stack, c *mfscluster.Cluster,
 
 	// The page, for every node.
 	firedAt := map[*alertstack.Daemon]alertstack.ReceivedAlert{}
-	alertstack.WaitFor(t, "the webhook to receive "+hungAlert+" for every node", 2*time.Minute, func() (bool, error) {
+	s.WaitFor(t, "the webhook to receive "+hungAlert+" for every node", 2*time.Minute, func() (bool, error) {
 		var missing []string
 		for _, d := range s.Daemons {
 			if _, ok := firedAt[d]; ok {
@@ -158,12 +158,12 @@ func faultMasterFrozen(t *testing.T, s *alertstack.Stack, c *mfscluster.Cluster,
 			last = a.At
 		}
 		if a.Labels["target"] != alertstack.Target || a.Labels["severity"] != "critical" {
-			t.Errorf("%s of %s notified with labels %v, want target %s and severity critical", hungAlert, d.Host, a.Labels, alertstack.Target)
+			s.Errorf(t, "%s of %s notified with labels %v, want target %s and severity critical", hungAlert, d.Host, a.Labels, alertstack.Target)
 		}
 		desc := strings.Join(strings.Fields(a.Annotations["description"]), " ")
 		for _, want := range []string{"target " + alertstack.Target + " of " + d.Addr, "did not exit after SIGKILL", "the mount itself is likely hung"} {
 			if !strings.Contains(desc, want) {
-				t.Errorf("%s of %s: the description does not say %q: %s", hungAlert, d.Host, want, desc)
+				s.Errorf(t, "%s of %s: the description does not say %q: %s", hungAlert, d.Host, want, desc)
 			}
 		}
 	}
@@ -177,7 +177,7 @@ func faultMasterFrozen(t *testing.T, s *alertstack.Stack, c *mfscluster.Cluster,
 	// Slots keep coming while the target is hung; each is refused, and
 	// no worker starts. Waited for so that the bound below is measured
 	// against the scheduler's tries, not only one stuck run.
-	alertstack.WaitFor(t, fmt.Sprintf("every daemon to skip %d slots as target_hung", freezeSkippedSlots), 3*clusterInterval*freezeSkippedSlots+time.Minute, func() (bool, error) {
+	s.WaitFor(t, fmt.Sprintf("every daemon to skip %d slots as target_hung", freezeSkippedSlots), 3*clusterInterval*freezeSkippedSlots+time.Minute, func() (bool, error) {
 		var short []string
 		for _, d := range s.Daemons {
 			fams, _, err := alertstack.ScrapeFamilies(d.URL + "/metrics")
@@ -204,11 +204,11 @@ func faultMasterFrozen(t *testing.T, s *alertstack.Stack, c *mfscluster.Cluster,
 	// Recovery without a restart: the worker exits, the target is no
 	// longer hung, the next run succeeds.
 	clearedAt, okRun := map[*alertstack.Daemon]time.Time{}, map[*alertstack.Daemon]alertstack.Run{}
-	alertstack.WaitFor(t, "every daemon's target to recover and a run begun after the thaw to succeed", 3*time.Minute, func() (bool, error) {
+	s.WaitFor(t, "every daemon's target to recover and a run begun after the thaw to succeed", 3*time.Minute, func() (bool, error) {
 		var waiting []string
 		for _, d := range s.Daemons {
 			if d.Proc.Exited() || d.Proc.Cmd.Process.Pid != pids[d] {
-				t.Fatalf("%s exited during fault e; its log:\n%s", d.Host, alertstack.TailFile(d.Proc.Log, 40))
+				s.Fatalf(t, "%s exited during fault e; its log:\n%s", d.Host, alertstack.TailFile(d.Proc.Log, 40))
 			}
 			if _, ok := clearedAt[d]; !ok {
 				fams, _, err := alertstack.ScrapeFamilies(d.URL + "/metrics")
@@ -259,7 +259,7 @@ func faultMasterFrozen(t *testing.T, s *alertstack.Stack, c *mfscluster.Cluster,
 		hungNodes = append(hungNodes, s.HostOf(f.Metric["instance"]))
 	}
 	if len(hungNodes) != len(s.Daemons) {
-		t.Errorf("%s fired in Prometheus for %v, want every one of the %d nodes", hungAlert, hungNodes, len(s.Daemons))
+		s.Errorf(t, "%s fired in Prometheus for %v, want every one of the %d nodes", hungAlert, hungNodes, len(s.Daemons))
 	}
 	checkNoAlert(s, t, eStart, `ALERTS{alertname!~"`+hungAlert+`|`+failingAlert+`|`+notRunAlert+`"}`, "with the master frozen")
 	checkFreezeNotifications(t, s, "fault e", eStart, hungNodes)
@@ -281,7 +281,7 @@ func faultMasterFrozen(t *testing.T, s *alertstack.Stack, c *mfscluster.Cluster,
 // alerts, which may have resolved a moment ago.
 func waitCalm(s *alertstack.Stack, t *testing.T, fault string) {
 	t.Helper()
-	alertstack.WaitFor(t, "no alert held or recorded in the last 5s before "+fault, time.Minute, func() (bool, error) {
+	s.WaitFor(t, "no alert held or recorded in the last 5s before "+fault, time.Minute, func() (bool, error) {
 		held, err := s.Prom.Alerts()
 		if err != nil || len(held) > 0 {
 			return false, fmt.Errorf("Prometheus holds %d alerts (%v)", len(held), err)
@@ -348,7 +348,7 @@ func checkFreezeNotifications(t *testing.T, s *alertstack.Stack, fault string, e
 				fault, a.Status, s.AlertKey(a.Labels), s.Since(a.At), hungAlert)
 			continue
 		}
-		t.Errorf("%s: the webhook received %s %s at %s; only %s was expected", fault, a.Status, s.AlertKey(a.Labels), s.Since(a.At), hungAlert)
+		s.Errorf(t, "%s: the webhook received %s %s at %s; only %s was expected", fault, a.Status, s.AlertKey(a.Labels), s.Since(a.At), hungAlert)
 	}
 	t.Logf("%s: notifications that %s did not hold back (see checkFreezeNotifications): %v", fault, hungAlert, gap)
 }
@@ -410,11 +410,11 @@ func checkPrometheusScrapedThrough(t *testing.T, s *alertstack.Stack, fault stri
 		t.Fatal(err)
 	}
 	if len(up) != len(s.Daemons) {
-		t.Errorf("Prometheus has up for %d daemons over the freeze, want %d", len(up), len(s.Daemons))
+		s.Errorf(t, "Prometheus has up for %d daemons over the freeze, want %d", len(up), len(s.Daemons))
 	}
 	for _, u := range up {
 		if u.Value != 1 {
-			t.Errorf("Prometheus could not scrape %s during the freeze (min up %g)", s.HostOf(u.Metric["instance"]), u.Value)
+			s.Errorf(t, "Prometheus could not scrape %s during the freeze (min up %g)", s.HostOf(u.Metric["instance"]), u.Value)
 		}
 	}
 	durs, err := s.Prom.QueryNodes("max_over_time(scrape_duration_seconds" + rng + ")")
@@ -443,7 +443,7 @@ func checkProbeDirsClean(t *testing.T, s *alertstack.Stack, probeDirs map[*alert
 		dir := filepath.Join(probeDirs[d], d.Host)
 		names, err := readDirNames(dir, 30*time.Second)
 		if err != nil {
-			t.Errorf("%s: %v", d.Host, err)
+			s.Errorf(t, "%s: %v", d.Host, err)
 			continue
 		}
 		var left, running []string
@@ -465,7 +465,7 @@ func checkProbeDirsClean(t *testing.T, s *alertstack.Stack, probeDirs map[*alert
 			left = append(left, n)
 		}
 		if len(left) > 0 {
-			t.Errorf("%s: probe directory %s holds %v after the recovery, want nothing but .lock (and the run going on: %v)", d.Host, dir, left, running)
+			s.Errorf(t, "%s: probe directory %s holds %v after the recovery, want nothing but .lock (and the run going on: %v)", d.Host, dir, left, running)
 		}
 		swept := grepFile(d.Proc.Log, "swept_leftovers")
 		t.Logf("%s: probe directory %s after the recovery: %v (of a run going on: %v); the daemon's log on sweeping: %s", d.Host, dir, names, running, alertstack.OrElse(strings.Join(swept, " | "), "nothing"))
@@ -588,13 +588,13 @@ func (fs *freezeSampler) check(t *testing.T, s *alertstack.Stack, fault string, 
 	fs.mu.Lock()
 	defer fs.mu.Unlock()
 	for _, e := range fs.errs {
-		t.Errorf("%s: a scrape of /metrics failed during the freeze: %s", fault, e)
+		s.Errorf(t, "%s: a scrape of /metrics failed during the freeze: %s", fault, e)
 	}
 	for _, d := range fs.daemons {
 		lat := slices.Clone(fs.latency[d])
 		slices.Sort(lat)
 		if len(lat) == 0 {
-			t.Errorf("%s: no scrape of %s answered during the freeze", fault, d.Host)
+			s.Errorf(t, "%s: no scrape of %s answered during the freeze", fault, d.Host)
 			continue
 		}
 		worst := lat[len(lat)-1]
@@ -602,10 +602,10 @@ func (fs *freezeSampler) check(t *testing.T, s *alertstack.Stack, fault string, 
 			fault, len(lat), d.Host, to.Sub(from).Round(time.Second), lat[len(lat)/2].Round(100*time.Microsecond), lat[len(lat)*9/10].Round(100*time.Microsecond),
 			worst.Round(100*time.Microsecond), fs.maxChildren[d], fs.atMax[d])
 		if worst > freezeScrapeBound {
-			t.Errorf("%s: a scrape of %s took %s during the freeze, over the bound %s", fault, d.Host, worst, freezeScrapeBound)
+			s.Errorf(t, "%s: a scrape of %s took %s during the freeze, over the bound %s", fault, d.Host, worst, freezeScrapeBound)
 		}
 		if fs.maxChildren[d] > freezeWorkerBound {
-			t.Errorf("%s: %s had %d child processes during the freeze, over the bound of %d worker (one target, one probe): %s",
+			s.Errorf(t, "%s: %s had %d child processes during the freeze, over the bound of %d worker (one target, one probe): %s",
 				fault, d.Host, fs.maxChildren[d], freezeWorkerBound, fs.atMax[d])
 		}
 	}
@@ -674,7 +674,7 @@ func childProcesses(ppid int) []childProc {
 // after the thaw.
 func waitHangResolved(t *testing.T, s *alertstack.Stack, fault string, thaw time.Time, fired map[*alertstack.Daemon]alertstack.ReceivedAlert) {
 	t.Helper()
-	alertstack.WaitFor(t, "every alert of fault "+fault+" to resolve", 3*time.Minute, func() (bool, error) {
+	s.WaitFor(t, "every alert of fault "+fault+" to resolve", 3*time.Minute, func() (bool, error) {
 		held, err := s.Prom.Alerts()
 		if err != nil || len(held) > 0 {
 			return false, fmt.Errorf("Prometheus still holds %d alerts (%v)", len(held), err)

@@ -84,7 +84,7 @@ func faultFileSystemFull(t *testing.T, s *alertstack.Stack, c *mfscluster.Cluste
 	reloadClients(t, s, baselines, func(d *alertstack.Daemon) []alertstack.ExporterTarget {
 		return []alertstack.ExporterTarget{clientTarget(probeDirs[d], true)}
 	})
-	alertstack.WaitFor(t, "every client's daemon to run its metadata probe, reloaded into its config", time.Minute, func() (bool, error) {
+	s.WaitFor(t, "every client's daemon to run its metadata probe, reloaded into its config", time.Minute, func() (bool, error) {
 		var none []string
 		for _, d := range s.Daemons {
 			if readFullCounts(t, d).metaRuns < 1 {
@@ -104,7 +104,7 @@ func faultFileSystemFull(t *testing.T, s *alertstack.Stack, c *mfscluster.Cluste
 	since := func(d *alertstack.Daemon) fullCounts { return readFullCounts(t, d).minus(before[d]) }
 	// Three slots of each daemon under the min_free_ratio; at most one
 	// run of the data probe was in flight when the space went.
-	alertstack.WaitFor(t, "every client to skip its data probe 3 times for min_free and run its metadata probe 3 times", 2*time.Minute, func() (bool, error) {
+	s.WaitFor(t, "every client to skip its data probe 3 times for min_free and run its metadata probe 3 times", 2*time.Minute, func() (bool, error) {
 		var behind []string
 		for _, d := range s.Daemons {
 			if n := since(d); n.minFreeSkips < 3 || n.metaRuns < 3 {
@@ -116,7 +116,7 @@ func faultFileSystemFull(t *testing.T, s *alertstack.Stack, c *mfscluster.Cluste
 	for _, d := range s.Daemons {
 		n := since(d)
 		if n.dataRuns > 1 {
-			t.Errorf("%s: the data probe ran %.0f times under the min_free_ratio", d.Host, n.dataRuns)
+			s.Errorf(t, "%s: the data probe ran %.0f times under the min_free_ratio", d.Host, n.dataRuns)
 		}
 		t.Logf("%s under min_free_ratio: %.0f min_free skips of %s, %.0f successful %s runs", d.Host, n.minFreeSkips, alertstack.Probe, n.metaRuns, clusterMetaProbe)
 	}
@@ -134,13 +134,13 @@ func faultFileSystemFull(t *testing.T, s *alertstack.Stack, c *mfscluster.Cluste
 			t.Fatal(err)
 		}
 		if v, ok := probetest.FamilyValue(fams, "plateau_probe_change_ratio", map[string]string{"target": alertstack.Target, "probe": clusterMetaProbe}); ok {
-			t.Fatalf("%s: the metadata probe has a change ratio (%g) already: the fault lasted too long", d.Host, v)
+			s.Fatalf(t, "%s: the metadata probe has a change ratio (%g) already: the fault lasted too long", d.Host, v)
 		}
 	}
 	reloadClients(t, s, baselines, func(d *alertstack.Daemon) []alertstack.ExporterTarget {
 		return []alertstack.ExporterTarget{clientTarget(probeDirs[d], false)}
 	})
-	alertstack.WaitFor(t, "every client's daemon to drop its metadata probe", time.Minute, func() (bool, error) {
+	s.WaitFor(t, "every client's daemon to drop its metadata probe", time.Minute, func() (bool, error) {
 		var still []string
 		for _, d := range s.Daemons {
 			fams, _, err := alertstack.ScrapeFamilies(d.URL + "/metrics")
@@ -165,7 +165,7 @@ func faultFileSystemFull(t *testing.T, s *alertstack.Stack, c *mfscluster.Cluste
 	for _, d := range s.Daemons {
 		d.Runs.FirstRunStartedAfter(t, "the space was freed on "+d.Host, freed, clusterInterval)
 	}
-	alertstack.WaitFor(t, "PlateauProbeNotRun to resolve on every node", 2*time.Minute, func() (bool, error) {
+	s.WaitFor(t, "PlateauProbeNotRun to resolve on every node", 2*time.Minute, func() (bool, error) {
 		held, err := s.Prom.Query(`ALERTS{alertname="` + notRunAlert + `"}`)
 		if err != nil || len(held) > 0 {
 			return false, fmt.Errorf("Prometheus holds %d %s (%v)", len(held), notRunAlert, err)

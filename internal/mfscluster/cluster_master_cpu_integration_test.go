@@ -170,7 +170,7 @@ func addMetadataTarget(t *testing.T, s *alertstack.Stack, c *mfscluster.Cluster,
 // from every node: what the file-system page reads.
 func waitMetadataScores(t *testing.T, s *alertstack.Stack, tl *alertstack.Timeline) {
 	t.Helper()
-	alertstack.WaitFor(t, fmt.Sprintf("%d metadata runs of every client", metadataScoreRuns), (metadataScoreRuns+5)*clusterInterval+time.Minute, func() (bool, error) {
+	s.WaitFor(t, fmt.Sprintf("%d metadata runs of every client", metadataScoreRuns), (metadataScoreRuns+5)*clusterInterval+time.Minute, func() (bool, error) {
 		var short []string
 		for _, d := range s.Daemons {
 			if n := d.MetadataRuns.Count(); n < metadataScoreRuns {
@@ -312,14 +312,14 @@ func faultMasterCPU(t *testing.T, s *alertstack.Stack, c *mfscluster.Cluster, tl
 			both *= bite
 		}
 		if both = math.Sqrt(both); both >= biteEach {
-			t.Errorf("the master's throttle does not bite on %s: its first two metadata runs after it did their %s of its calm medians on average, %.2f together, %g or more", d.Host, strings.Join(client, " and "), both, biteEach)
+			s.Errorf(t, "the master's throttle does not bite on %s: its first two metadata runs after it did their %s of its calm medians on average, %.2f together, %g or more", d.Host, strings.Join(client, " and "), both, biteEach)
 		}
 		data := d.Runs.FirstRunStartedAfter(t, "the master's throttle", cStart, clusterInterval)
 		t.Logf("%s: first data run of %s after the throttle: %s (write %.2f of its calm median)", s.Since(data.End), d.Host, data, data.Rate["write"]/calmWrite[d])
 	}
 	sort.Float64s(bites)
 	if m := alertstack.MedianOf(bites); m >= biteFleet {
-		t.Errorf("the master's throttle does not bite on the fleet: the clients' two-run means of creates and removes have a median of %.2f of their calm medians, %g or more", m, biteFleet)
+		s.Errorf(t, "the master's throttle does not bite on the fleet: the clients' two-run means of creates and removes have a median of %.2f of their calm medians, %g or more", m, biteFleet)
 	} else {
 		t.Logf("the master's throttle bites: the clients' two-run means of creates and removes at %.2f-%.2f of their calm medians, median %.2f", bites[0], bites[len(bites)-1], m)
 	}
@@ -331,7 +331,7 @@ func faultMasterCPU(t *testing.T, s *alertstack.Stack, c *mfscluster.Cluster, tl
 	// No server serves the metadata target: the page names none, and
 	// does not say that they hold either.
 	if d := fired.Annotations["description"]; strings.Contains(d, "Servers whose own probes") || strings.Contains(d, "servers that probe their own") {
-		t.Errorf("%s of %s speaks of servers, though none serves it: %q", alertstack.FsRegressionAlert, metadataTarget, d)
+		s.Errorf(t, "%s of %s speaks of servers, though none serves it: %q", alertstack.FsRegressionAlert, metadataTarget, d)
 	}
 	s.LogEvidence(t, metadataTarget)
 
@@ -367,7 +367,7 @@ func dropMetadataTarget(t *testing.T, s *alertstack.Stack, c *mfscluster.Cluster
 	reloadClients(t, s, baselines, func(d *alertstack.Daemon) []alertstack.ExporterTarget {
 		return []alertstack.ExporterTarget{clientTarget(dataDirs[d], false)}
 	})
-	alertstack.WaitFor(t, "every daemon to drop "+metadataTarget+" on reload", time.Minute, func() (bool, error) {
+	s.WaitFor(t, "every daemon to drop "+metadataTarget+" on reload", time.Minute, func() (bool, error) {
 		var left []string
 		for _, d := range s.Daemons {
 			fams, _, err := alertstack.ScrapeFamilies(d.URL + "/metrics")

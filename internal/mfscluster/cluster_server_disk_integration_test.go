@@ -85,17 +85,17 @@ func startServerDaemons(t *testing.T, s *alertstack.Stack, c *mfscluster.Cluster
 	s.RunCharacterize(t, alertstack.InCgroup(first.Cgroup), first.ConfigFile, first.Host)
 	b, err := plateau.LoadBaselines(baselines)
 	if err != nil {
-		t.Fatalf("reading the servers' characterized baselines: %v", err)
+		s.Fatalf(t, "reading the servers' characterized baselines: %v", err)
 	}
 	for _, op := range []string{"write", "read"} {
 		e := b.Entries[plateau.BaselineKey{Target: serverTarget, Probe: alertstack.Probe, Op: op}]
 		if e == nil || e.Unit != probe.UnitBytesPerSecond {
-			t.Fatalf("the servers' baselines have no %s throughput: %+v", op, e)
+			s.Fatalf(t, "the servers' baselines have no %s throughput: %+v", op, e)
 		}
 		// The device's rate must be what sets the plateau, or a tenth of
 		// it would not mean what the test says.
 		if e.Value < 0.8*serverProbeRate || e.Value > 1.3*serverProbeRate {
-			t.Fatalf("characterized the servers' %s at %.0f MB/s on devices of %.0f MB/s: the device does not set the plateau", op, e.Value/1e6, serverProbeRate/1e6)
+			s.Fatalf(t, "characterized the servers' %s at %.0f MB/s on devices of %.0f MB/s: the device does not set the plateau", op, e.Value/1e6, serverProbeRate/1e6)
 		}
 	}
 	for _, d := range s.Servers {
@@ -108,7 +108,7 @@ func startServerDaemons(t *testing.T, s *alertstack.Stack, c *mfscluster.Cluster
 			t.Fatal(err)
 		}
 		if !slices.Contains(pids, d.Proc.Cmd.Process.Pid) {
-			t.Fatalf("server daemon %s (pid %d) is not in its cgroup %s (its processes: %v)", d.Host, d.Proc.Cmd.Process.Pid, d.Cgroup, pids)
+			s.Fatalf(t, "server daemon %s (pid %d) is not in its cgroup %s (its processes: %v)", d.Host, d.Proc.Cmd.Process.Pid, d.Cgroup, pids)
 		}
 		d.Runs = alertstack.WatchTargetRuns(t, d.URL+"/metrics", serverTarget, serverInterval/10)
 		t.Logf("%s: plateau_exporter at %s probes its own disk under %s (serves %s)", d.Host, d.Addr, serverTarget, alertstack.Target)
@@ -213,7 +213,7 @@ func faultServerDiskSlow(t *testing.T, s *alertstack.Stack, c *mfscluster.Cluste
 		run := d.Runs.FirstRunStartedAfter(t, "the throttle of "+slow.Name, throttled, interval)
 		t.Logf("%s: first run of %s after the throttle: %s (calm write %.1f MB/s)", s.Since(run.End), d.Host, run, calmWrite[d]/1e6)
 		if run.Rate["write"] >= 0.8*calmWrite[d] {
-			t.Errorf("the disk throttle of %s does not bite on %s: its first run after it wrote at %.1f MB/s, against %.1f MB/s calm", slow.Name, d.Host, run.Rate["write"]/1e6, calmWrite[d]/1e6)
+			s.Errorf(t, "the disk throttle of %s does not bite on %s: its first run after it wrote at %.1f MB/s, against %.1f MB/s calm", slow.Name, d.Host, run.Rate["write"]/1e6, calmWrite[d]/1e6)
 		}
 	}
 	if t.Failed() {
@@ -232,14 +232,14 @@ func faultServerDiskSlow(t *testing.T, s *alertstack.Stack, c *mfscluster.Cluste
 	firstDescription := strings.Join(strings.Fields(fired.Annotations["description"]), " ")
 	firstNamed := strings.Contains(firstDescription, named)
 	if !firstNamed && !strings.Contains(firstDescription, holding) {
-		t.Errorf("the first notification of %s names servers other than %s: %q", alertstack.FsRegressionAlert, slowServer.Host, firstDescription)
+		s.Errorf(t, "the first notification of %s names servers other than %s: %q", alertstack.FsRegressionAlert, slowServer.Host, firstDescription)
 	}
 	t.Logf("the first notification names %s: %t", slowServer.Host, firstNamed)
 
 	// The alert Alertmanager holds names the slow server, and it alone:
 	// its description is the latest Prometheus sent (resent every second).
 	var held string
-	alertstack.WaitFor(t, "Alertmanager's "+alertstack.FsRegressionAlert+" to name "+slowServer.Host, 3*serverInterval+time.Minute, func() (bool, error) {
+	s.WaitFor(t, "Alertmanager's "+alertstack.FsRegressionAlert+" to name "+slowServer.Host, 3*serverInterval+time.Minute, func() (bool, error) {
 		am, err := s.AmAlerts(`alertname="` + alertstack.FsRegressionAlert + `"`)
 		if err != nil || len(am) != 1 {
 			return false, fmt.Errorf("Alertmanager holds %d %s (%v)", len(am), alertstack.FsRegressionAlert, err)
@@ -252,7 +252,7 @@ func faultServerDiskSlow(t *testing.T, s *alertstack.Stack, c *mfscluster.Cluste
 	// Held until the pages of the nodes that fell would have notified:
 	// the slow server's own page fires in Prometheus, and Alertmanager
 	// holds it back, as it holds the clients' pages.
-	alertstack.WaitFor(t, alertstack.RegressionAlert+" of "+slowServer.Host+" to fire, inhibited", 3*time.Minute, func() (bool, error) {
+	s.WaitFor(t, alertstack.RegressionAlert+" of "+slowServer.Host+" to fire, inhibited", 3*time.Minute, func() (bool, error) {
 		am, err := s.AmAlerts(`alertname="` + alertstack.RegressionAlert + `"`)
 		if err != nil {
 			return false, err

@@ -42,12 +42,12 @@ func CheckFiredAlert(t *testing.T, s *Stack, a ReceivedAlert, d *Daemon) {
 	}
 	for k, v := range want {
 		if a.Labels[k] != v {
-			t.Errorf("fired alert label %s=%q, want %q (labels %v)", k, a.Labels[k], v, a.Labels)
+			s.Errorf(t, "fired alert label %s=%q, want %q (labels %v)", k, a.Labels[k], v, a.Labels)
 		}
 	}
 	for _, k := range []string{"summary", "description", "runbook_url"} {
 		if strings.TrimSpace(a.Annotations[k]) == "" {
-			t.Errorf("fired alert has no %s annotation: %v", k, a.Annotations)
+			s.Errorf(t, "fired alert has no %s annotation: %v", k, a.Annotations)
 		}
 	}
 	// The description's templates expanded against the real series: it
@@ -56,17 +56,17 @@ func CheckFiredAlert(t *testing.T, s *Stack, a ReceivedAlert, d *Daemon) {
 	// those its Prometheus scrapes (on a split stack, its rack's).
 	d0 := a.Annotations["description"]
 	if !NamesOp(a, Probe, "read") {
-		t.Errorf("fired alert's description does not name the read op of %s: %q", Probe, d0)
+		s.Errorf(t, "fired alert's description does not name the read op of %s: %q", Probe, d0)
 	}
 	if strings.Contains(d0, "{{") || !strings.Contains(d0, Target) || strings.Count(d0, "%") < 2 || strings.Contains(d0, "unknown fraction") {
-		t.Errorf("fired alert's description was not expanded with the alert's target and values: %q", d0)
+		s.Errorf(t, "fired alert's description was not expanded with the alert's target and values: %q", d0)
 	}
 	peers := len(s.rackOf(d))
 	if flat := strings.Join(strings.Fields(d0), " "); !strings.Contains(flat, fmt.Sprintf(" of %d nodes of %s", peers, Target)) {
-		t.Errorf("fired alert's description does not count the nodes in regression of the %d of %s its Prometheus scrapes: %q", peers, Target, d0)
+		s.Errorf(t, "fired alert's description does not count the nodes in regression of the %d of %s its Prometheus scrapes: %q", peers, Target, d0)
 	}
 	if !strings.HasSuffix(a.Annotations["runbook_url"], "#"+strings.ToLower(RegressionAlert)) {
-		t.Errorf("fired alert's runbook_url %q does not point at its runbook section", a.Annotations["runbook_url"])
+		s.Errorf(t, "fired alert's runbook_url %q does not point at its runbook section", a.Annotations["runbook_url"])
 	}
 	t.Logf("fired alert annotations: summary %q; description %q; runbook_url %q", a.Annotations["summary"], d0, a.Annotations["runbook_url"])
 }
@@ -153,18 +153,18 @@ func CheckFSAlert(t *testing.T, s *Stack, a ReceivedAlert, target string) {
 	want := map[string]string{"alertname": FsRegressionAlert, "severity": "critical", "target": target, "filesystem": target, "job": "plateau"}
 	for k, v := range want {
 		if a.Labels[k] != v {
-			t.Errorf("%s label %s=%q, want %q (labels %v)", FsRegressionAlert, k, a.Labels[k], v, a.Labels)
+			s.Errorf(t, "%s label %s=%q, want %q (labels %v)", FsRegressionAlert, k, a.Labels[k], v, a.Labels)
 		}
 	}
 	if in, ok := a.Labels["instance"]; ok {
-		t.Errorf("%s carries instance %q: it is one alert for the file system", FsRegressionAlert, in)
+		s.Errorf(t, "%s carries instance %q: it is one alert for the file system", FsRegressionAlert, in)
 	}
 	d := strings.Join(strings.Fields(a.Annotations["description"]), " ")
 	if strings.Contains(d, "{{") || !strings.Contains(d, fmt.Sprintf(" of %d nodes", len(s.Daemons))) || !strings.Contains(d, "%") {
-		t.Errorf("%s's description was not expanded with the nodes in regression of the %d: %q", FsRegressionAlert, len(s.Daemons), d)
+		s.Errorf(t, "%s's description was not expanded with the nodes in regression of the %d: %q", FsRegressionAlert, len(s.Daemons), d)
 	}
 	if !strings.HasSuffix(a.Annotations["runbook_url"], "#"+strings.ToLower(FsRegressionAlert)) {
-		t.Errorf("%s's runbook_url %q does not point at its runbook section", FsRegressionAlert, a.Annotations["runbook_url"])
+		s.Errorf(t, "%s's runbook_url %q does not point at its runbook section", FsRegressionAlert, a.Annotations["runbook_url"])
 	}
 	t.Logf("%s annotations: summary %q; description %q", FsRegressionAlert, a.Annotations["summary"], d)
 }
@@ -305,6 +305,7 @@ type timelineEvent struct {
 // WatchAlerts starts a timeline, polling every waitPoll until cleanup.
 func (s *Stack) WatchAlerts(t *testing.T) *Timeline {
 	tl := &Timeline{s: s, prom: map[string]string{}, am: map[string]string{}, errs: map[string]bool{}}
+	s.timeline = tl
 	stop, stopped := make(chan struct{}), make(chan struct{})
 	go func() {
 		defer close(stopped)
@@ -338,6 +339,19 @@ func (tl *Timeline) Mark(t *testing.T, format string, args ...any) time.Time {
 	what := fmt.Sprintf(format, args...)
 	tl.Add(t, now, "TEST: "+what)
 	return now
+}
+
+// lastMark is the test's latest step (Mark), and when it was marked;
+// false before the first.
+func (tl *Timeline) lastMark() (time.Time, string, bool) {
+	tl.mu.Lock()
+	defer tl.mu.Unlock()
+	for i := len(tl.events) - 1; i >= 0; i-- {
+		if e := tl.events[i]; strings.HasPrefix(e.what, "TEST: ") {
+			return e.at, e.what, true
+		}
+	}
+	return time.Time{}, "", false
 }
 
 func (tl *Timeline) Add(t *testing.T, at time.Time, what string) {
@@ -465,4 +479,52 @@ func (tl *Timeline) summary(t *testing.T) {
 		what = "alerts and probe runs"
 	}
 	t.Logf("timeline of the %s (t+0 is when the daemons were up):%s", what, b.String())
+	// Read before the servers stop: a scrape that failed under load makes
+	// a node's series stale, which resets a pending alert and drops the
+	// node from the counts its descriptions give.
+	health, err := tl.s.scrapeHealth(tl.s.Start)
+	if err != nil {
+		health = "scrape health unknown: " + err.Error()
+	}
+	t.Logf("scrapes of the daemons since t+0: %s", health)
+	tl.s.noteForDigest(health)
+}
+
+// scrapeHealth says how many of the daemons' scrapes since failed, by
+// node, and how long the slowest one took.
+func (s *Stack) scrapeHealth(since time.Time) (string, error) {
+	w := rangeSince(since)
+	sel := fmt.Sprintf(`{job=~%q}`, Job+"|"+ServerJob)
+	total, err := s.Prom.QueryNodes(fmt.Sprintf("count_over_time(up%s[%s])", sel, w))
+	if err != nil {
+		return "", err
+	}
+	failed, err := s.Prom.QueryNodes(fmt.Sprintf("count_over_time(up%s[%s]) - sum_over_time(up%s[%s])", sel, w, sel, w))
+	if err != nil {
+		return "", err
+	}
+	slowest, err := s.Prom.QueryNodes(fmt.Sprintf("max_over_time(scrape_duration_seconds%s[%s])", sel, w))
+	if err != nil {
+		return "", err
+	}
+	var n, bad, worst float64
+	for _, g := range total {
+		n += g.Value
+	}
+	var by []string
+	for _, g := range failed {
+		if g.Value > 0 {
+			bad += g.Value
+			by = append(by, fmt.Sprintf("%s %.0f", s.HostOf(g.Metric["instance"]), g.Value))
+		}
+	}
+	for _, g := range slowest {
+		worst = max(worst, g.Value)
+	}
+	sort.Strings(by)
+	out := fmt.Sprintf("%.0f of %.0f failed", bad, n)
+	if len(by) > 0 {
+		out += " (" + strings.Join(by, ", ") + ")"
+	}
+	return out + fmt.Sprintf(", the slowest took %.0f ms (timeout %s)", worst*1000, s.Opts.PromInterval), nil
 }

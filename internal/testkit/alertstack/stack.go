@@ -176,6 +176,10 @@ type Stack struct {
 	shortRules map[string][]string
 	// ShortFor is every alert's shortened `for`, by name.
 	ShortFor map[string][]time.Duration
+	// digest and timeline are what a failed test repeats last
+	// (ReportFailuresLast); timeline is WatchAlerts'.
+	digest   *failureDigest
+	timeline *Timeline
 }
 
 // Since formats the time elapsed since the stack started, for timelines.
@@ -214,8 +218,10 @@ func StartSingleNode(t *testing.T) *Stack {
 // rules.
 func Start(t *testing.T, o Options) *Stack {
 	t.Helper()
+	s := &Stack{Opts: o}
+	s.ReportFailuresLast(t)
 	promBin, amBin := RequirePrereqs(t)
-	s := &Stack{Opts: o, Dir: t.TempDir()}
+	s.Dir = t.TempDir()
 	// Direct I/O from the loop device to a backing file in RAM (tmpfs):
 	// the page cache neither flatters the probe nor hides the throttle, and
 	// the VM's virtual disk does not move the plateau. Backed by that disk,

@@ -1,0 +1,88 @@
+package alertstack
+
+import (
+	"errors"
+	"os"
+	"os/exec"
+	"strings"
+	"testing"
+	"time"
+)
+
+// digestChildEnv makes TestFailureDigestChild fail on purpose, in the
+// child process TestFailureDigestIsTheLastThingPrinted runs.
+const digestChildEnv = "PLATEAU_ALERTSTACK_DIGEST_CHILD"
+
+// TestFailureDigestIsTheLastThingPrinted fails a test the way a stack
+// test fails, in a child process, and reads its output as CI keeps it:
+// the digest must come after the logs the other cleanups print, right
+// before "--- FAIL", and name each failure and the last step.
+func TestFailureDigestIsTheLastThingPrinted(t *testing.T) {
+	cmd := exec.Command(os.Args[0], "-test.run=^TestFailureDigestChild$", "-test.v", "-test.count=1")
+	cmd.Env = append(os.Environ(), digestChildEnv+"=1")
+	out, err := cmd.CombinedOutput()
+	var exit *exec.ExitError
+	if !errors.As(err, &exit) {
+		t.Fatalf("the child test should fail and exit non-zero; err %v, output:\n%s", err, out)
+	}
+	lines := strings.Split(string(out), "\n")
+	fail := -1
+	for i, l := range lines {
+		if strings.HasPrefix(l, "--- FAIL: TestFailureDigestChild") {
+			fail = i
+			break
+		}
+	}
+	if fail < 0 {
+		t.Fatalf("no --- FAIL line in the child's output:\n%s", out)
+	}
+	// What CI's record of a failure keeps: the lines just before it.
+	kept := strings.Join(lines[max(0, fail-digestLines-3):fail], "\n")
+	for _, want := range []string{
+		"FAILED, repeated after the logs above: 3 check(s) failed",
+		"the webhook received a page it should not have",
+		"a description over two lines [...]",
+		"timed out after 50ms waiting for the page to resolve (last error: Prometheus still holds it)",
+		"last step: t+",
+		"TEST: phase (b): every node throttled",
+		"scrapes: 2 of 900 failed",
+	} {
+		if !strings.Contains(kept, want) {
+			t.Errorf("the last lines before --- FAIL lack %q:\n%s\n(whole output:\n%s)", want, kept, out)
+		}
+	}
+	if strings.Contains(kept, "second line of it") {
+		t.Errorf("the digest printed a failure over more than one line:\n%s", kept)
+	}
+	logTail := strings.Index(string(out), "last lines of a process's log")
+	digest := strings.Index(string(out), "FAILED, repeated")
+	if logTail < 0 || digest < logTail {
+		t.Errorf("the digest (at byte %d) does not follow the process log printed by a later cleanup (at byte %d):\n%s", digest, logTail, out)
+	}
+}
+
+// TestFailureDigestChild is the failing test the test above reads; it
+// runs only in that child process.
+func TestFailureDigestChild(t *testing.T) {
+	if os.Getenv(digestChildEnv) == "" {
+		t.Skip("fails on purpose; run by TestFailureDigestIsTheLastThingPrinted")
+	}
+	s := &Stack{Start: time.Now()}
+	s.ReportFailuresLast(t)
+	// Registered after the digest, as the stack's processes are: it runs
+	// first and prints its log, which the digest must follow.
+	t.Cleanup(func() {
+		t.Log("last lines of a process's log:\n" + strings.Repeat("level=debug msg=\"probe done\"\n", 40))
+	})
+	s.timeline = &Timeline{s: s}
+	s.timeline.Mark(t, "phase (a): one node throttled")
+	s.timeline.Mark(t, "phase (b): every node throttled")
+	s.timeline.Add(t, time.Now(), "Prometheus: PlateauProbeRegression firing")
+	s.noteForDigest("scrapes: 2 of 900 failed")
+	s.Errorf(t, "the webhook received a page it should not have")
+	s.Errorf(t, "a description over two lines\nsecond line of it")
+	s.WaitFor(t, "the page to resolve", 50*time.Millisecond, func() (bool, error) {
+		return false, errors.New("Prometheus still holds it")
+	})
+	t.Error("not reached: WaitFor's time-out stops the test")
+}
