@@ -56,7 +56,9 @@ const (
 //   - (c) 30 unthrottled rounds: no page.
 //   - (a) one node's reads throttled to 40% in its own cgroup, a client
 //     problem: PlateauProbeRegression for that node only, and no
-//     PlateauFileSystemRegression; resolved once lifted.
+//     PlateauFileSystemRegression; resolved once lifted. An attempt in
+//     which a peer was itself low (machine noise) is repeated, up to
+//     nodeAloneAttempts times.
 //   - (b) every node's reads and writes throttled to 40%, a storage
 //     problem (one that slows every op: a fault that slows reads alone
 //     scores a node with a read and a write op (-4 + 0)/√2 = -2.8, and
@@ -113,56 +115,25 @@ func TestFleetAlerts(t *testing.T) {
 	}
 	s.LogOverlaps(t, s.Start, calmEnd)
 
-	// Phase (a): one node.
+	// Phase (a): one node. A busy machine can slow a peer's run in the
+	// same interval as the throttle (a peer read at 0.55 of its normal
+	// beside a CPU hog here), and with two nodes low the file system
+	// page is right to fire; its incident then holds the victim's own
+	// page back. Such an attempt says nothing of one node alone: it is
+	// repeated once the fleet has recovered. An attempt whose peers all
+	// stayed at their normal must pass every check.
 	victim := s.Daemons[1]
-	limit := int64(alertstack.ThrottleFraction * medianRead[victim])
-	readBefore, err := victim.Cgroup.ReadBytes()
-	if err != nil {
-		t.Fatal(err)
-	}
-	aStart := tl.Mark(t, "phase (a): THROTTLED reads of %s alone to %.0f MB/s, 40%% of its unthrottled %.0f MB/s", victim.Host, float64(limit)/1e6, medianRead[victim]/1e6)
-	if err := victim.Cgroup.ThrottleRead(limit); err != nil {
-		t.Fatal(err)
-	}
-	checkThrottleBites(s, t, victim, aStart, medianRead[victim], readBefore)
-	victimRead := func(a alertstack.ReceivedAlert) bool {
-		return a.Labels["alertname"] == alertstack.RegressionAlert && a.Labels["instance"] == victim.Addr && alertstack.NamesOp(a, alertstack.Probe, "read")
-	}
-	var fired alertstack.ReceivedAlert
-	s.WaitFor(t, "the webhook to receive "+alertstack.RegressionAlert+" for "+victim.Host, 4*time.Minute, func() (bool, error) {
-		a, ok := s.Hook.First(func(a alertstack.ReceivedAlert) bool {
-			return a.Status == "firing" && victimRead(a) && !a.At.Before(aStart)
-		})
-		fired = a
-		return ok, nil
-	})
-	tl.Mark(t, "FIRED: the webhook received %s for %s, %s after the throttle", alertstack.RegressionAlert, victim.Host, fired.At.Sub(aStart).Round(time.Second))
-	alertstack.CheckFiredAlert(t, s, fired, victim)
-	s.LogEvidence(t, alertstack.Target)
-	aLift := tl.Mark(t, "LIFTED the throttle of %s", victim.Host)
-	if err := victim.Cgroup.ThrottleRead(fleetPlateau); err != nil {
-		t.Fatal(err)
-	}
-	s.WaitFor(t, "the page of "+victim.Host+" to resolve", 4*time.Minute, func() (bool, error) {
-		if held, err := s.HeldIn(alertstack.RegressionAlert, victim.Addr); err != nil || len(held) > 0 {
-			return false, fmt.Errorf("Prometheus still holds %d %s for %s (%v)", len(held), alertstack.RegressionAlert, victim.Host, err)
+	var aEnd time.Time
+	for attempt := 1; ; attempt++ {
+		var disturbed string
+		if aEnd, disturbed = nodeAlonePhase(s, t, tl, victim, medianRead[victim]); disturbed == "" {
+			break
 		}
-		_, ok := s.Hook.First(func(a alertstack.ReceivedAlert) bool {
-			return a.Status == "resolved" && a.Fingerprint == fired.Fingerprint
-		})
-		return ok, fmt.Errorf("no resolved notification yet")
-	})
-	aEnd := tl.Mark(t, "RESOLVED: %s's page, %s after the lift", victim.Host, time.Since(aLift).Round(time.Second))
-	// One node is a node problem: its peers did not page, and the file
-	// system alert did not fire, at any evaluation of the phase.
-	checkNoneFired(s, t, aStart, `ALERTS{alertname="`+alertstack.FsRegressionAlert+`"}`, "with one node throttled")
-	checkNoneFired(s, t, aStart, `ALERTS{alertname="`+alertstack.RegressionAlert+`",instance!="`+victim.Addr+`"}`, "on the peers of the throttled node")
-	// Its resolved notification is its read page whatever its
-	// description says by then (alerting_integration_test.go says why).
-	for _, a := range s.Hook.Received() {
-		if !a.At.Before(aStart) && !victimRead(a) && a.Fingerprint != fired.Fingerprint {
-			s.Errorf(t, "phase (a): the webhook received %s %s at %s; only %s's read page was expected", a.Status, s.AlertKey(a.Labels), s.Since(a.At), victim.Host)
+		if attempt == nodeAloneAttempts {
+			s.Fatalf(t, "phase (a): all %d attempts were disturbed by noise on the peers (the last: %s); the machine is too busy for one node alone to be the only one low", attempt, disturbed)
 		}
+		tl.Mark(t, "phase (a), attempt %d, DISTURBED: %s; repeated once the fleet has recovered", attempt, disturbed)
+		waitFleetRecovered(s, t)
 	}
 
 	// Phase (b): the storage, every node at once.
@@ -170,6 +141,7 @@ func TestFleetAlerts(t *testing.T) {
 	reads := map[*alertstack.Daemon]int64{}
 	for _, d := range s.Daemons {
 		limits[d] = int64(alertstack.ThrottleFraction * medianRead[d])
+		var err error
 		if reads[d], err = d.Cgroup.ReadBytes(); err != nil {
 			t.Fatal(err)
 		}
@@ -191,7 +163,7 @@ func TestFleetAlerts(t *testing.T) {
 	}
 	var fsFired alertstack.ReceivedAlert
 	s.WaitFor(t, "the webhook to receive "+alertstack.FsRegressionAlert, 4*time.Minute, func() (bool, error) {
-		a, ok := s.Hook.First(func(a alertstack.ReceivedAlert) bool { return a.Status == "firing" && isFS(a) })
+		a, ok := s.Hook.First(func(a alertstack.ReceivedAlert) bool { return a.Status == "firing" && isFS(a) && !a.At.Before(bStart) })
 		fsFired = a
 		return ok, nil
 	})
@@ -259,15 +231,15 @@ func TestFleetAlerts(t *testing.T) {
 			return false, fmt.Errorf("Prometheus still holds %d %s (%v)", len(held), alertstack.RegressionAlert, err)
 		}
 		if _, ok := s.Hook.First(func(a alertstack.ReceivedAlert) bool {
-			return a.Status == "resolved" && a.Fingerprint == fsFired.Fingerprint
+			return a.Status == "resolved" && a.Fingerprint == fsFired.Fingerprint && !a.At.Before(fsFired.At)
 		}); !ok {
 			return false, fmt.Errorf("no resolved notification of %s yet", alertstack.FsRegressionAlert)
 		}
 		return allResolved(s.Hook.Received())
 	})
 	tl.Mark(t, "RESOLVED: every page of phase (b), %s after the lift", time.Since(bLift).Round(time.Second))
-	for _, a := range s.Hook.Received() {
-		if !a.At.Before(bStart) && !isFS(a) {
+	for _, a := range notifiedSince(s.Hook.Received(), bStart) {
+		if !isFS(a) {
 			s.Errorf(t, "phase (b): the webhook received %s %s at %s; the file system alert should have inhibited it", a.Status, s.AlertKey(a.Labels), s.Since(a.At))
 		}
 	}
@@ -310,4 +282,163 @@ func checkNoneFired(s *alertstack.Stack, t *testing.T, t0 time.Time, selector, w
 			}
 		}
 	}
+}
+
+// nodeAloneAttempts bounds the attempts of phase (a) that noise on the
+// peers may spoil (nodeAlonePhase).
+const nodeAloneAttempts = 3
+
+// peerLowScore is the low score at or under which a peer of the victim
+// counts as low, as PlateauFileSystemIncident counts a node of the
+// incident (fleet_alerts.yml).
+const peerLowScore = -1
+
+// nodeAlonePhase throttles the victim's reads alone and checks that it,
+// and it only, pages, and that its page resolves once lifted; it returns
+// when the phase ended. If a peer of the victim was itself low at any
+// evaluation meanwhile (machine noise, not the throttle), it returns at
+// once, before the checks, saying which peer and how low, with the
+// throttle lifted: the file system page may then fire, rightly.
+func nodeAlonePhase(s *alertstack.Stack, t *testing.T, tl *alertstack.Timeline, victim *alertstack.Daemon, unthrottled float64) (time.Time, string) {
+	t.Helper()
+	limit := int64(alertstack.ThrottleFraction * unthrottled)
+	readBefore, err := victim.Cgroup.ReadBytes()
+	if err != nil {
+		t.Fatal(err)
+	}
+	aStart := tl.Mark(t, "phase (a): THROTTLED reads of %s alone to %.0f MB/s, 40%% of its unthrottled %.0f MB/s", victim.Host, float64(limit)/1e6, unthrottled/1e6)
+	if err := victim.Cgroup.ThrottleRead(limit); err != nil {
+		t.Fatal(err)
+	}
+	lift := func() time.Time {
+		at := tl.Mark(t, "LIFTED the throttle of %s", victim.Host)
+		if err := victim.Cgroup.ThrottleRead(fleetPlateau); err != nil {
+			t.Fatal(err)
+		}
+		return at
+	}
+	checkThrottleBites(s, t, victim, aStart, unthrottled, readBefore)
+	victimRead := func(a alertstack.ReceivedAlert) bool {
+		return a.Labels["alertname"] == alertstack.RegressionAlert && a.Labels["instance"] == victim.Addr && alertstack.NamesOp(a, alertstack.Probe, "read")
+	}
+	isFS := func(a alertstack.ReceivedAlert) bool {
+		return a.Status == "firing" && a.Labels["alertname"] == alertstack.FsRegressionAlert && !a.At.Before(aStart)
+	}
+	var fired alertstack.ReceivedAlert
+	fsPaged := false
+	s.WaitFor(t, "the webhook to receive "+alertstack.RegressionAlert+" for "+victim.Host, 4*time.Minute, func() (bool, error) {
+		a, ok := s.Hook.First(func(a alertstack.ReceivedAlert) bool {
+			return a.Status == "firing" && victimRead(a) && !a.At.Before(aStart)
+		})
+		fired = a
+		// The file system page holds the victim's back (its incident):
+		// whether it was right to fire is decided below.
+		_, fsPaged = s.Hook.First(isFS)
+		return ok || fsPaged, nil
+	})
+	if disturbed := peersLow(s, t, victim, aStart); disturbed != "" {
+		lift()
+		return time.Time{}, disturbed
+	}
+	if fsPaged && fired.At.IsZero() {
+		s.Fatalf(t, "phase (a): %s paged with %s alone low (every peer's low score stayed over %d), and held its page back", alertstack.FsRegressionAlert, victim.Host, peerLowScore)
+	}
+	tl.Mark(t, "FIRED: the webhook received %s for %s, %s after the throttle", alertstack.RegressionAlert, victim.Host, fired.At.Sub(aStart).Round(time.Second))
+	alertstack.CheckFiredAlert(t, s, fired, victim)
+	s.LogEvidence(t, alertstack.Target)
+	aLift := lift()
+	s.WaitFor(t, "the page of "+victim.Host+" to resolve", 4*time.Minute, func() (bool, error) {
+		if held, err := s.HeldIn(alertstack.RegressionAlert, victim.Addr); err != nil || len(held) > 0 {
+			return false, fmt.Errorf("Prometheus still holds %d %s for %s (%v)", len(held), alertstack.RegressionAlert, victim.Host, err)
+		}
+		_, ok := s.Hook.First(func(a alertstack.ReceivedAlert) bool {
+			return a.Status == "resolved" && a.Fingerprint == fired.Fingerprint && !a.At.Before(fired.At)
+		})
+		return ok, fmt.Errorf("no resolved notification yet")
+	})
+	aEnd := tl.Mark(t, "RESOLVED: %s's page, %s after the lift", victim.Host, time.Since(aLift).Round(time.Second))
+	if disturbed := peersLow(s, t, victim, aStart); disturbed != "" {
+		return time.Time{}, disturbed
+	}
+	// One node is a node problem: its peers did not page, and the file
+	// system alert did not fire, at any evaluation of the phase.
+	checkNoneFired(s, t, aStart, `ALERTS{alertname="`+alertstack.FsRegressionAlert+`"}`, "with one node throttled")
+	checkNoneFired(s, t, aStart, `ALERTS{alertname="`+alertstack.RegressionAlert+`",instance!="`+victim.Addr+`"}`, "on the peers of the throttled node")
+	// Its resolved notification is its read page whatever its
+	// description says by then (alerting_integration_test.go says why).
+	for _, a := range notifiedSince(s.Hook.Received(), aStart) {
+		if !victimRead(a) && a.Fingerprint != fired.Fingerprint {
+			s.Errorf(t, "phase (a): the webhook received %s %s at %s; only %s's read page was expected", a.Status, s.AlertKey(a.Labels), s.Since(a.At), victim.Host)
+		}
+	}
+	return aEnd, ""
+}
+
+// peersLow names the peers of victim whose low score was at or under
+// peerLowScore at an evaluation since t0, with their lowest, or "" if
+// none was.
+func peersLow(s *alertstack.Stack, t *testing.T, victim *alertstack.Daemon, t0 time.Time) string {
+	t.Helper()
+	// Evaluated past the runs so far, so that the last one counts.
+	s.WaitEvaluatedPastRuns(t)
+	got, err := s.Prom.Query(fmt.Sprintf(`min_over_time(plateau_probe_target_low_score{job=%q,target=%q,instance!=%q}[%ds])`,
+		alertstack.Job, alertstack.Target, victim.Addr, int64(time.Since(t0).Seconds())+1))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var low, all []string
+	for _, g := range got {
+		all = append(all, fmt.Sprintf("%s %.2f", s.HostOf(g.Metric["instance"]), g.Value))
+		if g.Value <= peerLowScore {
+			low = append(low, fmt.Sprintf("%s's low score fell to %.2f", s.HostOf(g.Metric["instance"]), g.Value))
+		}
+	}
+	sort.Strings(all)
+	sort.Strings(low)
+	t.Logf("%s: the lowest low score of each peer of %s since %s: %s", s.Since(time.Now()), victim.Host, s.Since(t0), strings.Join(all, ", "))
+	return strings.Join(low, ", ")
+}
+
+// waitFleetRecovered waits, after a disturbed attempt of phase (a), until
+// no node or file-system alert is held and every notification has
+// resolved, and then for two more rounds of runs: the next attempt starts
+// from a calm fleet whose last runs are at their normal.
+func waitFleetRecovered(s *alertstack.Stack, t *testing.T) {
+	t.Helper()
+	s.WaitFor(t, "the fleet to recover from a disturbed attempt", 5*time.Minute, func() (bool, error) {
+		for _, name := range []string{alertstack.RegressionAlert, alertstack.FsRegressionAlert, alertstack.FsIncidentAlert, alertstack.BelowPlateauAlert} {
+			if held, err := s.HeldIn(name, ""); err != nil || len(held) > 0 {
+				return false, fmt.Errorf("Prometheus still holds %d %s (%v)", len(held), name, err)
+			}
+		}
+		return allResolved(s.Hook.Received())
+	})
+	rounds := s.Rounds()
+	s.WaitFor(t, "two more rounds of runs", 4*fleetInterval+time.Minute, func() (bool, error) {
+		return s.Rounds() >= rounds+2, nil
+	})
+}
+
+// notifiedSince is what the webhook received from t0 on about alerts
+// that fired from t0 on: a resolved notification of an alert whose
+// firing one came before t0 is the end of an earlier episode. Prometheus
+// sends resolved alerts again for a quarter of an hour, and Alertmanager
+// then notifies them again whenever its group's resolved set changes
+// (two peers' pages of a disturbed attempt of phase (a), every second
+// through the next attempt).
+func notifiedSince(received []alertstack.ReceivedAlert, t0 time.Time) []alertstack.ReceivedAlert {
+	firedSince := map[string]bool{}
+	var out []alertstack.ReceivedAlert
+	for _, a := range received {
+		if a.At.Before(t0) {
+			continue
+		}
+		if a.Status == "firing" {
+			firedSince[a.Fingerprint] = true
+		}
+		if a.Status == "firing" || firedSince[a.Fingerprint] {
+			out = append(out, a)
+		}
+	}
+	return out
 }
