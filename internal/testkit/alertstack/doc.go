@@ -15,7 +15,10 @@
 // notification. Proms asks every Prometheus for firing alerts and query
 // results, a RunWatcher follows a daemon's probe runs on its /metrics,
 // and a Timeline logs what the pipeline did, with times, for a failure to
-// be read off the log.
+// be read off the log. A failure raised through Stack.Errorf, Fatalf or
+// WaitFor is repeated in a digest printed after every other cleanup's
+// output (ReportFailuresLast), with the last step and the scrape health:
+// CI keeps only the lines just before "--- FAIL".
 //
 // Everything runs on free 127.0.0.1 ports with its own storage, never on
 // a system service, and is torn down in t.Cleanup in reverse order of
