@@ -486,7 +486,8 @@ func (tl *Timeline) summary(t *testing.T) {
 	if err != nil {
 		health = "scrape health unknown: " + err.Error()
 	}
-	t.Logf("scrapes of the daemons since t+0: %s", health)
+	health = "scrapes of the daemons since t+0: " + health
+	t.Log(health)
 	tl.s.noteForDigest(health)
 }
 

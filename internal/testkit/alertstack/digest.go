@@ -42,7 +42,12 @@ func (s *Stack) ReportFailuresLast(t *testing.T) {
 		failures, notes := s.digest.failures, s.digest.notes
 		s.digest.mu.Unlock()
 		var b strings.Builder
-		fmt.Fprintf(&b, "FAILED, repeated after the logs above: %d check(s) failed", len(failures))
+		if len(failures) == 0 {
+			// t.Fatal(err) of a step (a cgroup, a file), not a check.
+			b.WriteString("FAILED, by a step the stack does not record: its message is above")
+		} else {
+			fmt.Fprintf(&b, "FAILED, repeated after the logs above: %d check(s) failed", len(failures))
+		}
 		for i, f := range failures {
 			if i == digestLines {
 				fmt.Fprintf(&b, "\n  ... and %d more, above", len(failures)-i)

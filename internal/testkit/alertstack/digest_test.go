@@ -45,7 +45,7 @@ func TestFailureDigestIsTheLastThingPrinted(t *testing.T) {
 		"timed out after 50ms waiting for the page to resolve (last error: Prometheus still holds it)",
 		"last step: t+",
 		"TEST: phase (b): every node throttled",
-		"scrapes: 2 of 900 failed",
+		"scrapes of the daemons since t+0: 2 of 900 failed",
 	} {
 		if !strings.Contains(kept, want) {
 			t.Errorf("the last lines before --- FAIL lack %q:\n%s\n(whole output:\n%s)", want, kept, out)
@@ -61,14 +61,36 @@ func TestFailureDigestIsTheLastThingPrinted(t *testing.T) {
 	}
 }
 
-// TestFailureDigestChild is the failing test the test above reads; it
-// runs only in that child process.
+// TestFailureDigestOfAStep: a test stopped by a step's t.Fatal, which
+// the stack does not record, still ends with a digest that says so.
+func TestFailureDigestOfAStep(t *testing.T) {
+	cmd := exec.Command(os.Args[0], "-test.run=^TestFailureDigestChild$", "-test.v", "-test.count=1")
+	cmd.Env = append(os.Environ(), digestChildEnv+"=step")
+	out, _ := cmd.CombinedOutput()
+	lines := strings.Split(string(out), "\n")
+	for i, l := range lines {
+		if strings.HasPrefix(l, "--- FAIL: TestFailureDigestChild") {
+			if kept := strings.Join(lines[max(0, i-4):i], "\n"); !strings.Contains(kept, "FAILED, by a step the stack does not record: its message is above") {
+				t.Errorf("the lines before --- FAIL do not say a step failed:\n%s", kept)
+			}
+			return
+		}
+	}
+	t.Fatalf("no --- FAIL line in the child's output:\n%s", out)
+}
+
+// TestFailureDigestChild is the failing test the tests above read; it
+// runs only in their child process.
 func TestFailureDigestChild(t *testing.T) {
-	if os.Getenv(digestChildEnv) == "" {
+	mode := os.Getenv(digestChildEnv)
+	if mode == "" {
 		t.Skip("fails on purpose; run by TestFailureDigestIsTheLastThingPrinted")
 	}
 	s := &Stack{Start: time.Now()}
 	s.ReportFailuresLast(t)
+	if mode == "step" {
+		t.Fatal("writing a cgroup file: permission denied")
+	}
 	// Registered after the digest, as the stack's processes are: it runs
 	// first and prints its log, which the digest must follow.
 	t.Cleanup(func() {
@@ -78,7 +100,7 @@ func TestFailureDigestChild(t *testing.T) {
 	s.timeline.Mark(t, "phase (a): one node throttled")
 	s.timeline.Mark(t, "phase (b): every node throttled")
 	s.timeline.Add(t, time.Now(), "Prometheus: PlateauProbeRegression firing")
-	s.noteForDigest("scrapes: 2 of 900 failed")
+	s.noteForDigest("scrapes of the daemons since t+0: 2 of 900 failed")
 	s.Errorf(t, "the webhook received a page it should not have")
 	s.Errorf(t, "a description over two lines\nsecond line of it")
 	s.WaitFor(t, "the page to resolve", 50*time.Millisecond, func() (bool, error) {
