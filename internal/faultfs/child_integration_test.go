@@ -139,13 +139,20 @@ func childDo(req request, fds map[string]int) (reply, error) {
 		// when the flush failed.
 		return rep, syscall.Close(fd)
 	case "create":
-		return rep, retry(func() error {
-			fd, err := syscall.Open(req.Path, syscall.O_WRONLY|syscall.O_CREAT|syscall.O_EXCL|syscall.O_CLOEXEC, 0o644)
-			if err != nil {
-				return err
-			}
-			return syscall.Close(fd)
-		})
+		var fd int
+		if err := retry(func() (err error) {
+			fd, err = syscall.Open(req.Path, syscall.O_WRONLY|syscall.O_CREAT|syscall.O_EXCL|syscall.O_CLOEXEC, 0o644)
+			return err
+		}); err != nil {
+			return rep, err
+		}
+		// The file exists once open succeeded. An EINTR from the flush
+		// of its close says a signal came meanwhile, not that the
+		// create failed; retrying it would meet the file with O_EXCL.
+		if err := syscall.Close(fd); err != nil && !errors.Is(err, syscall.EINTR) {
+			return rep, err
+		}
+		return rep, nil
 	case "stat":
 		var st syscall.Stat_t
 		return rep, retry(func() error { return syscall.Stat(req.Path, &st) })

@@ -3,9 +3,11 @@
 package faultfs
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
 	"slices"
+	"syscall"
 	"testing"
 	"time"
 )
@@ -354,6 +356,51 @@ func TestLatency(t *testing.T) {
 	if err != nil || string(got) != "slowent" {
 		t.Errorf("backing file after slow write: %q, %v", got, err)
 	}
+}
+
+// TestSignalDuringTheFlushOfACreate: a signal the caller catches
+// interrupts the slow flush of the close that ends a create. The create
+// itself succeeded, so it must not be redone: redone with O_EXCL it
+// fails with EEXIST, as TestLatency once did in CI. The signal is
+// SIGURG, which every Go process catches (the runtime preempts
+// goroutines with it), so the child needs no handler of its own.
+func TestSignalDuringTheFlushOfACreate(t *testing.T) {
+	f := MountForTest(t, "", "", Options{})
+	c := startChild(t)
+	ctx := timeoutCtx(t, waitTimeout)
+	// The signal must land while the flush waits out its delay; a
+	// loaded machine may miss a short one, so each attempt waits longer.
+	const attempts = 3
+	for attempt := 1; attempt <= attempts; attempt++ {
+		f.Set(Latency(time.Duration(attempt) * time.Second))
+		flushes, interrupted := f.Count(OpFlush), f.Interrupted()
+		name := fmt.Sprintf("new-%d", attempt)
+		c.send(request{Op: "create", Path: filepath.Join(f.MountPoint(), name)})
+		// A request is counted and blocked in one step of the gate.
+		for f.Count(OpFlush) == flushes {
+			select {
+			case <-ctx.Done():
+				t.Fatalf("attempt %d: the close of the created file never reached the FS: %v", attempt, ctx.Err())
+			case <-time.After(2 * time.Millisecond):
+			}
+		}
+		if err := syscall.Kill(c.cmd.Process.Pid, syscall.SIGURG); err != nil {
+			t.Fatal(err)
+		}
+		r := c.next("create " + name)
+		if f.Interrupted() == interrupted {
+			t.Logf("attempt %d: the flush ended before the signal came; again, slower", attempt)
+			continue
+		}
+		if r.Errno != "" {
+			t.Errorf("create %s, its flush interrupted by a caught signal: got %s, want success", name, r.Errno)
+		}
+		if _, err := os.Stat(filepath.Join(f.Backing(), name)); err != nil {
+			t.Errorf("the created file is not in the backing directory: %v", err)
+		}
+		return
+	}
+	t.Fatalf("in %d attempts the signal never reached a waiting flush", attempts)
 }
 
 // TestLazyUnmount: the file system vanishes under a running user, who
