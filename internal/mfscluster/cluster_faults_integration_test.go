@@ -51,12 +51,18 @@ const (
 	// client's measured read rate.
 	clusterFaultFraction = 0.3
 
-	// clusterDiskSize is each chunkserver's device. Every probe run leaks
-	// its file's chunks: MooseFS 3.0.117 keeps a file unlinked through
-	// mfsmount as "sustained" (reserved) for as long as the mount lives,
-	// whatever the trash time (measured: 12 of 12 removed 16 MiB files
-	// still sustained 30s later and after drop_caches). A run of this
-	// test leaves ~200 runs x 8 MiB sustained, one copy each (goal 1 on
+	// clusterDiskSize is each chunkserver's device. Every probe run holds
+	// its file's chunks for minutes after it removed the file: MooseFS
+	// 3.0.117 keeps a file unlinked through mfsmount "sustained" while the
+	// mount reports it open, whatever the trash time, and mfsmount reports
+	// a file it released for 11 more of its once-a-minute reports
+	// (mfsclient/mastercomm.c: ACQFILES_MAX_AGE 10, inodeswritecnt 60);
+	// the master's emptysustained then frees it when its pass, one of 256
+	// buckets a second, comes by (mfsmaster/filesystem.c). So a file stays
+	// 11-15 minutes (measured: 12 of 12 removed 16 MiB files still
+	// sustained 30s later and after drop_caches; the count falls from
+	// 44,000 to 21,000 in the 5 minutes after fault c). A run of this
+	// test holds ~200 runs x 8 MiB sustained, one copy each (goal 1 on
 	// the probe directory): 1.5 GiB after fault d, against 3 x (2 GiB -
 	// 256 MiB) of chunk space. Each loop image is written in full before
 	// mkfs (probetest.MountLoopIn: a sparse image is no steady state), so

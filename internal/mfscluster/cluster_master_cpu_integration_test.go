@@ -42,9 +42,9 @@ const (
 	// calm rounds when this cluster first tried them), short enough that
 	// under fault c's throttle a run stays inside the timeout (500 files
 	// took 2.8s to over the 5s timeout at a lesser throttle). Each
-	// run adds its files to the master's metadata for as long as the
-	// mount lives ("sustained": see clusterDiskSize); 10,000 of them did
-	// not slow a client's runs on the bench cluster.
+	// run adds its files to the master's metadata for 11-15 minutes
+	// ("sustained": see clusterDiskSize); 10,000 of them did not slow a
+	// client's runs on the bench cluster.
 	metadataFiles = 256
 
 	// metadataScoreRuns is how many metadata runs each client makes
@@ -146,7 +146,7 @@ func metadataTargetOf(dataDir, probeName string) alertstack.ExporterTarget {
 // without a wait of its own. It joins for fault c alone, not from the
 // start: bound by the two cores every host shares, the metadata runs of
 // all four clients drift and dip together with the machine's load (which
-// grows over the test, as MooseFS holds every removed file "sustained"),
+// grows over the test, as MooseFS holds each removed file "sustained"),
 // and in 2 of 5 test runs of 30 calm rounds with 500-file probes that
 // paged the metadata target's file system (evidence -5.3), which on a real
 // cluster, each client on CPUs of its own, it would not.
@@ -266,11 +266,21 @@ func faultMasterCPU(t *testing.T, s *alertstack.Stack, c *mfscluster.Cluster, tl
 	if err := c.Master.ThrottleCPU(masterCPUFraction); err != nil {
 		t.Fatal(err)
 	}
+	// The lift frees the master rather than returning it to
+	// masterCalmCPU. Held there, the clients' metadata runs sit at their
+	// plateau while the master's own work grows through the test: it
+	// keeps every removed file "sustained" for 11-15 minutes (see
+	// clusterDiskSize), and the four clients' runs of 256 files every
+	// probe interval hold 23,000-44,000 of them by the end of fault c. A
+	// 24-run median then near its warning line kept the nodes in the
+	// page's incident 54 s to 3m46 after the lift in 13 CI runs, the last
+	// 1m38 short of waitResolved's deadline. Freed, the runs come back
+	// above their plateau at once.
 	lifted := false
 	lift := func() {
 		if !lifted {
 			lifted = true
-			if err := c.Master.ThrottleCPU(masterCalmCPU); err != nil {
+			if err := c.Master.ThrottleCPU(0); err != nil {
 				t.Error(err)
 			}
 		}
@@ -335,7 +345,7 @@ func faultMasterCPU(t *testing.T, s *alertstack.Stack, c *mfscluster.Cluster, tl
 	}
 	s.LogEvidence(t, metadataTarget)
 
-	cLift := tl.Mark(t, "LIFTED the master's CPU throttle, back to %g", masterCalmCPU)
+	cLift := tl.Mark(t, "LIFTED the master's CPU throttle: FREED it")
 	lift()
 	waitResolved(s, t, tl, fired, cLift)
 	// The clients' own pages of the metadata target come once their
