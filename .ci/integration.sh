@@ -82,6 +82,15 @@ background() {
 	bglogs+=("$log")
 }
 
+# What killed runs left (.ci/leftovers.sh) skews this one: it is named
+# first, and whatever this run adds to it fails the run at the end, since
+# every test must clean up after itself, also when it fails.
+left_before=
+if [[ $mode == run ]] && ! left_before=$(bash .ci/leftovers.sh); then
+	echo "== left by an earlier, interrupted run (.ci/leftovers.sh -clean removes them):"
+	echo "$left_before"
+fi
+
 status=0
 for dir in $(printf '%s\n' "${!names[@]}" | sort); do
 	if [[ $mode == list ]]; then
@@ -106,4 +115,12 @@ for i in "${!bgpids[@]}"; do
 	cat "${bglogs[i]}"
 	rm -f "${bglogs[i]}"
 done
+if [[ $mode == run ]]; then
+	left_after=$(bash .ci/leftovers.sh) || true
+	if added=$(comm -13 <(sort <<<"$left_before") <(sort <<<"$left_after") | grep .); then
+		echo "== FAILED: the tests left these behind (.ci/leftovers.sh):"
+		echo "$added"
+		status=1
+	fi
+fi
 exit $status
