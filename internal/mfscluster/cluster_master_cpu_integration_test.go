@@ -273,7 +273,7 @@ func faultMasterCPU(t *testing.T, s *alertstack.Stack, c *mfscluster.Cluster, tl
 	// clusterDiskSize), and the four clients' runs of 256 files every
 	// probe interval hold 23,000-44,000 of them by the end of fault c. A
 	// 24-run median then near its warning line kept the nodes in the
-	// page's incident 54 s to 3m46 after the lift in 13 CI runs, the last
+	// page's incident 54 s to 3m46 after the lift in 14 CI runs, the last
 	// 1m38 short of waitResolved's deadline. Freed, the runs come back
 	// above their plateau at once.
 	lifted := false
