@@ -265,28 +265,6 @@ func checkThrottleBites(s *alertstack.Stack, t *testing.T, d *alertstack.Daemon,
 	t.Logf("%s: first throttled run of %s: %s", s.Since(run.End), d.Host, run)
 }
 
-// firedSince says, one line each, which alerts of selector fired at any
-// evaluation since t0; pending ones are logged as noise.
-func firedSince(s *alertstack.Stack, t *testing.T, t0 time.Time, selector, when string) []string {
-	t.Helper()
-	sel := strings.TrimSuffix(selector, "}")
-	var fired []string
-	for _, state := range []string{"firing", "pending"} {
-		got, err := s.Prom.CountOverRange(sel+`,alertstate="`+state+`"}`, t0)
-		if err != nil {
-			t.Fatal(err)
-		}
-		for _, g := range got {
-			if state == "firing" {
-				fired = append(fired, fmt.Sprintf("%s fired %s (%g evaluations)", s.AlertKey(g.Metric), when, g.Value))
-			} else {
-				t.Logf("noise %s: %s pending for %g evaluations", when, s.AlertKey(g.Metric), g.Value)
-			}
-		}
-	}
-	return fired
-}
-
 // nodeAloneAttempts bounds the attempts of phase (a) that noise on the
 // peers may spoil (nodeAlonePhase).
 const nodeAloneAttempts = 3
@@ -363,8 +341,8 @@ func nodeAlonePhase(s *alertstack.Stack, t *testing.T, tl *alertstack.Timeline, 
 	aEnd := tl.Mark(t, "RESOLVED: %s's page, %s after the lift", victim.Host, time.Since(aLift).Round(time.Second))
 	// One node is a node problem: its peers did not page, and the file
 	// system alert did not fire, at any evaluation of the phase.
-	wrong := firedSince(s, t, aStart, `ALERTS{alertname="`+alertstack.FsRegressionAlert+`"}`, "with one node throttled")
-	wrong = append(wrong, firedSince(s, t, aStart, `ALERTS{alertname="`+alertstack.RegressionAlert+`",instance!="`+victim.Addr+`"}`, "on the peers of the throttled node")...)
+	wrong := s.FiredSince(t, aStart, `ALERTS{alertname="`+alertstack.FsRegressionAlert+`"}`, "with one node throttled")
+	wrong = append(wrong, s.FiredSince(t, aStart, `ALERTS{alertname="`+alertstack.RegressionAlert+`",instance!="`+victim.Addr+`"}`, "on the peers of the throttled node")...)
 	// Its resolved notification is its read page whatever its
 	// description says by then (alerting_integration_test.go says why).
 	for _, a := range notifiedSince(s.Hook.Received(), aStart) {
@@ -442,16 +420,16 @@ func waitFleetRecovered(s *alertstack.Stack, t *testing.T) {
 // (two peers' pages of a disturbed attempt of phase (a), every second
 // through the next attempt).
 func notifiedSince(received []alertstack.ReceivedAlert, t0 time.Time) []alertstack.ReceivedAlert {
-	firedSince := map[string]bool{}
+	firedAfter := map[string]bool{}
 	var out []alertstack.ReceivedAlert
 	for _, a := range received {
 		if a.At.Before(t0) {
 			continue
 		}
 		if a.Status == "firing" {
-			firedSince[a.Fingerprint] = true
+			firedAfter[a.Fingerprint] = true
 		}
-		if a.Status == "firing" || firedSince[a.Fingerprint] {
+		if a.Status == "firing" || firedAfter[a.Fingerprint] {
 			out = append(out, a)
 		}
 	}

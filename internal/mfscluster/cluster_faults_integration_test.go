@@ -401,28 +401,11 @@ func waitResolved(s *alertstack.Stack, t *testing.T, tl *alertstack.Timeline, fi
 // evaluation since t0; pending ones are logged as noise.
 func checkNoAlert(s *alertstack.Stack, t *testing.T, t0 time.Time, selector, when string) {
 	t.Helper()
-	sel := strings.TrimSuffix(selector, "}")
-	if strings.Contains(sel, "{") {
-		sel += ","
-	} else {
-		sel += "{"
-	}
 	// Alerts of severity none notify no one: they only hold others back
 	// (PlateauFileSystemIncident, the nodes of an earlier fault's page
 	// until an hour after they recover).
-	sel += `severity!="none",`
-	for _, state := range []string{"firing", "pending"} {
-		got, err := s.Prom.CountOverRange(sel+`alertstate="`+state+`"}`, t0)
-		if err != nil {
-			t.Fatal(err)
-		}
-		for _, g := range got {
-			if state == "firing" {
-				s.Errorf(t, "%s fired %s (%g evaluations)", s.AlertKey(g.Metric), when, g.Value)
-			} else {
-				t.Logf("noise %s: %s pending for %g evaluations", when, s.AlertKey(g.Metric), g.Value)
-			}
-		}
+	for _, fired := range s.FiredSince(t, t0, alertstack.WithMatcher(selector, `severity!="none"`), when) {
+		s.Errorf(t, "%s", fired)
 	}
 }
 

@@ -529,3 +529,39 @@ func (s *Stack) scrapeHealth(since time.Time) (string, error) {
 	}
 	return out + fmt.Sprintf(", the slowest took %.0f ms (timeout %s)", worst*1000, s.Opts.PromInterval), nil
 }
+
+// WithMatcher adds a label matcher (e.g. `severity!="none"`) to a metric
+// selector, with or without braces: ALERTS becomes ALERTS{m}, and
+// ALERTS{a="b"} becomes ALERTS{a="b",m}.
+func WithMatcher(selector, matcher string) string {
+	sel := strings.TrimSuffix(selector, "}")
+	switch {
+	case !strings.Contains(sel, "{"):
+		sel += "{"
+	case !strings.HasSuffix(sel, "{"):
+		sel += ","
+	}
+	return sel + matcher + "}"
+}
+
+// FiredSince says, one line each, which alerts of selector (a selector
+// of ALERTS) fired at any evaluation since t0, on any Prometheus; those
+// only pending are logged as noise. when says under what, for both.
+func (s *Stack) FiredSince(t *testing.T, t0 time.Time, selector, when string) []string {
+	t.Helper()
+	var fired []string
+	for _, state := range []string{"firing", "pending"} {
+		got, err := s.Prom.CountOverRange(WithMatcher(selector, `alertstate="`+state+`"`), t0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, g := range got {
+			if state == "firing" {
+				fired = append(fired, fmt.Sprintf("%s fired %s (%g evaluations)", s.AlertKey(g.Metric), when, g.Value))
+			} else {
+				t.Logf("noise %s: %s pending for %g evaluations", when, s.AlertKey(g.Metric), g.Value)
+			}
+		}
+	}
+	return fired
+}

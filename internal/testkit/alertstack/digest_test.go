@@ -18,24 +18,7 @@ const digestChildEnv = "PLATEAU_ALERTSTACK_DIGEST_CHILD"
 // the digest must come after the logs the other cleanups print, right
 // before "--- FAIL", and name each failure and the last step.
 func TestFailureDigestIsTheLastThingPrinted(t *testing.T) {
-	cmd := exec.Command(os.Args[0], "-test.run=^TestFailureDigestChild$", "-test.v", "-test.count=1")
-	cmd.Env = append(os.Environ(), digestChildEnv+"=1")
-	out, err := cmd.CombinedOutput()
-	var exit *exec.ExitError
-	if !errors.As(err, &exit) {
-		t.Fatalf("the child test should fail and exit non-zero; err %v, output:\n%s", err, out)
-	}
-	lines := strings.Split(string(out), "\n")
-	fail := -1
-	for i, l := range lines {
-		if strings.HasPrefix(l, "--- FAIL: TestFailureDigestChild") {
-			fail = i
-			break
-		}
-	}
-	if fail < 0 {
-		t.Fatalf("no --- FAIL line in the child's output:\n%s", out)
-	}
+	out, lines, fail := runFailingChild(t, "1")
 	// What CI's record of a failure keeps: the lines just before it.
 	kept := strings.Join(lines[max(0, fail-digestLines-3):fail], "\n")
 	for _, want := range []string{
@@ -54,8 +37,8 @@ func TestFailureDigestIsTheLastThingPrinted(t *testing.T) {
 	if strings.Contains(kept, "second line of it") {
 		t.Errorf("the digest printed a failure over more than one line:\n%s", kept)
 	}
-	logTail := strings.Index(string(out), "last lines of a process's log")
-	digest := strings.Index(string(out), "FAILED, repeated")
+	logTail := strings.Index(out, "last lines of a process's log")
+	digest := strings.Index(out, "FAILED, repeated")
 	if logTail < 0 || digest < logTail {
 		t.Errorf("the digest (at byte %d) does not follow the process log printed by a later cleanup (at byte %d):\n%s", digest, logTail, out)
 	}
@@ -64,19 +47,32 @@ func TestFailureDigestIsTheLastThingPrinted(t *testing.T) {
 // TestFailureDigestOfAStep: a test stopped by a step's t.Fatal, which
 // the stack does not record, still ends with a digest that says so.
 func TestFailureDigestOfAStep(t *testing.T) {
+	_, lines, fail := runFailingChild(t, "step")
+	if kept := strings.Join(lines[max(0, fail-4):fail], "\n"); !strings.Contains(kept, "FAILED, by a step the stack does not record: its message is above") {
+		t.Errorf("the lines before --- FAIL do not say a step failed:\n%s", kept)
+	}
+}
+
+// runFailingChild runs TestFailureDigestChild in a child process in mode,
+// requires it to fail, and returns its output, the output's lines and
+// the index of its "--- FAIL" line.
+func runFailingChild(t *testing.T, mode string) (out string, lines []string, fail int) {
+	t.Helper()
 	cmd := exec.Command(os.Args[0], "-test.run=^TestFailureDigestChild$", "-test.v", "-test.count=1")
-	cmd.Env = append(os.Environ(), digestChildEnv+"=step")
-	out, _ := cmd.CombinedOutput()
-	lines := strings.Split(string(out), "\n")
+	cmd.Env = append(os.Environ(), digestChildEnv+"="+mode)
+	b, err := cmd.CombinedOutput()
+	var exit *exec.ExitError
+	if !errors.As(err, &exit) {
+		t.Fatalf("the child test should fail and exit non-zero; err %v, output:\n%s", err, b)
+	}
+	lines = strings.Split(string(b), "\n")
 	for i, l := range lines {
 		if strings.HasPrefix(l, "--- FAIL: TestFailureDigestChild") {
-			if kept := strings.Join(lines[max(0, i-4):i], "\n"); !strings.Contains(kept, "FAILED, by a step the stack does not record: its message is above") {
-				t.Errorf("the lines before --- FAIL do not say a step failed:\n%s", kept)
-			}
-			return
+			return string(b), lines, i
 		}
 	}
-	t.Fatalf("no --- FAIL line in the child's output:\n%s", out)
+	t.Fatalf("no --- FAIL line in the child's output:\n%s", b)
+	return "", nil, 0
 }
 
 // TestFailureDigestChild is the failing test the tests above read; it
